@@ -1,0 +1,78 @@
+"""The ``kvplan`` command line: one typer app, one module per command group.
+
+Each ``optimizer/cli/*_cmd.py`` module exposes ``register(app)``; this module only assembles them
+and turns user-input errors into one line on stderr with exit status 2 (never a traceback).
+"""
+
+from __future__ import annotations
+
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+import typer
+
+from optimizer.cli import (
+    calibrate_cmd,
+    catalog_cmd,
+    replay_cmd,
+    slo_cmd,
+)
+from optimizer.cli._output import err_console
+from slo.inputfile import InputError
+
+__all__ = ["app", "run"]
+
+app = typer.Typer(
+    name="kvplan",
+    help="Plan LLM serving deployments with multi-tier KV caches: simulate, replay, optimize.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        try:
+            typer.echo(f"kvplan {version('kvplan')}")
+        except PackageNotFoundError:  # running from a source tree that was never installed
+            typer.echo("kvplan (not installed)")
+        raise typer.Exit
+
+
+@app.callback()
+def _root(
+    show_version: bool = typer.Option(
+        False, "--version", help="Print the version and exit.", callback=_version_callback,
+        is_eager=True,
+    ),
+) -> None:
+    """kvplan: which hardware, cache and scheduling configuration meets my SLOs at least cost."""
+
+
+for _module in (catalog_cmd, slo_cmd, replay_cmd, calibrate_cmd):
+    _module.register(app)
+
+
+def run() -> None:
+    """Console-script entry point: run the app, mapping ``InputError`` to one line and exit 2."""
+    try:
+        app(standalone_mode=False)
+    except InputError as err:
+        err_console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
+        sys.exit(2)
+    except typer.Abort:
+        err_console.print("aborted", markup=False)
+        sys.exit(130)
+    except KeyboardInterrupt:
+        err_console.print("interrupted", markup=False)
+        sys.exit(130)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except Exception as exc:  # click usage errors carry their own exit code
+        import click  # noqa: PLC0415  (only needed on this path)
+
+        if isinstance(exc, click.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

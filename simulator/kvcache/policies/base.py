@@ -1,0 +1,114 @@
+"""The eviction-policy family: one protocol every policy implements (libCacheSim-like verbs).
+
+A policy holds a set of resident blocks (dense integer ids, one slot each) up to ``capacity``
+and decides which to drop. It never decides *whether* to admit: a prefix cache must keep every
+block of the request it serves (that is why admission-filtering algorithms are excluded).
+
+Who calls what, in the serve loop (``simulator/kvcache/replay.py``), per request:
+
+    set_request_ctx(ctx)                 # before phase 1 (session / workload-aware policies)
+    find(b) for every block              # phase 1: read-only probe, never changes state
+    evict(pinned) / evict_n(n, pinned)   # phase 2: only when the request's misses do not fit
+    record_request(blocks)               # after phase 2, before phase 3
+    access(b, cost, next_access) ...     # phase 3: hit -> update state; miss -> insert
+
+``evict`` returns the victims it actually removed (observed identities; the serve loop never
+peeks). A policy with ``supports_pinning = True`` never returns a block in ``pinned``; one with
+``False`` may, and the serve loop counts it as a self-eviction.
+
+What a policy is not: it keeps no statistics (hit counts come from the serve loop's phase 1) and
+reads no clock (time comes from ``RequestContext.timestamp_s``).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+
+__all__ = ["NEVER", "EvictionPolicy", "RequestContext"]
+
+#: Next-access value of a block that is never accessed again (oracle annotations).
+NEVER = 2**62
+
+
+@dataclass(slots=True)
+class RequestContext:
+    """What a policy may know about the request being served (set before phase 1)."""
+
+    index: int
+    """0-based index of the request among the served ones."""
+    timestamp_s: float
+    """Arrival time of the request in seconds (one timestamp for all its blocks)."""
+    n_blocks: int
+    """Number of blocks of the request."""
+    category: int = 0
+    """Opaque workload category (from trace ``type``/``turn``); 0 = none."""
+    session: int = -1
+    """Conversation id; -1 = unknown (session policies then treat the request as its own)."""
+    session_next_access: int = NEVER
+    """Request index of the session's next turn (oracles), ``NEVER`` if none."""
+
+
+class EvictionPolicy(ABC):
+    """Base class of every eviction policy; subclasses set ``name`` and implement the verbs.
+
+    Constructor contract: ``Policy(capacity, rng=generator, **params)``; ``capacity`` in blocks
+    (≥ 1); ``rng`` is the only source of randomness; ``params`` are the policy's own documented
+    keyword parameters (unknown ones raise ``TypeError``).
+    """
+
+    name: ClassVar[str]
+    supports_pinning: ClassVar[bool] = True
+    """Whether ``evict`` honours ``pinned`` (False: victims may be in the request)."""
+    needs_next_access: ClassVar[bool] = False
+    """Oracles read ``next_access``; the replay then annotates the trace with the future."""
+
+    def __init__(self, capacity: int, *, rng: np.random.Generator, **params: Any) -> None:
+        if params:
+            raise TypeError(f"{self.name}: unknown parameters {sorted(params)}")
+        if capacity < 1:
+            raise ValueError(f"{self.name}: capacity must be at least 1 block, got {capacity}")
+        self.capacity = capacity
+        self.rng = rng
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Number of resident blocks."""
+
+    @abstractmethod
+    def find(self, block: int) -> bool:
+        """Whether ``block`` is resident. Read-only: changes no policy state (update=False)."""
+
+    @abstractmethod
+    def access(self, block: int, cost: float, next_access: int) -> None:
+        """Serve ``block``: update state on a hit, insert on a miss (space is guaranteed).
+
+        ``cost`` is the block's cost-model weight; ``next_access`` the global index of its next
+        access (``NEVER`` if none), meaningful only when ``needs_next_access``.
+        """
+
+    @abstractmethod
+    def evict(self, pinned: Collection[int]) -> list[int]:
+        """Remove at least one resident block; return the removed ids (never empty)."""
+
+    def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
+        """Remove at least ``n`` blocks (fewer only if the cache empties); batched policies
+        override this. Returns the removed ids in eviction order."""
+        victims: list[int] = []
+        while len(victims) < n and len(self):
+            victims.extend(self.evict(pinned))
+        return victims
+
+    @abstractmethod
+    def remove(self, block: int) -> None:
+        """Drop ``block`` if resident (no-op otherwise); not an eviction."""
+
+    def set_request_ctx(self, ctx: RequestContext) -> None:  # noqa: B027  (optional hook)
+        """Hook before phase 1 of every served request; default ignores it."""
+
+    def record_request(self, blocks: Sequence[int]) -> None:  # noqa: B027  (optional hook)
+        """Hook after phase 2, before phase 3 (blocks not yet resident); default ignores it."""

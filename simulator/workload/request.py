@@ -1,0 +1,38 @@
+"""The request as every part of the simulator sees it, whatever trace format it came from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["TraceRequest"]
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRequest:
+    """One request of a trace or synthetic workload.
+
+    ``block_ids`` are interned block identities in prefix order (index 0 = nearest the root):
+    with ``--block-id prefix`` two requests share an id only if they share the whole path to it.
+    The last block may be partial (``input_length`` need not be a multiple of the block size).
+    """
+
+    index: int
+    """0-based position in the workload (after skipping bad lines)."""
+    timestamp_s: float
+    """Arrival time in seconds from the start of the workload."""
+    input_length: int
+    """Prompt tokens."""
+    output_length: int
+    """Tokens to generate."""
+    block_ids: tuple[int, ...]
+    """Interned block ids of the prompt, prefix order."""
+    chat_id: int = -1
+    """Conversation-turn id from the trace (Qwen-Bailian ``chat_id``); -1 if absent."""
+    parent_chat_id: int = -1
+    """``chat_id`` of the previous turn; -1 for a first turn or when absent."""
+    session_id: int = -1
+    """Conversation id (root ``chat_id`` of the turn chain); -1 if unknown."""
+    turn: int = 0
+    """1-based turn number within the conversation; 0 if absent."""
+    type_id: int = 0
+    """Index of the request ``type`` in the trace's type table; 0 = none/unknown."""
