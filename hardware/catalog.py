@@ -49,10 +49,11 @@ def load_catalog(user_file: str | Path | None = None) -> Catalog:
     user = load_mapping(user_file)
     unknown = set(user) - set(_SECTIONS)
     if unknown:
-        raise InputError(
-            f"{user_file}: {sorted(unknown)[0]}: unknown key; expected one of {', '.join(_SECTIONS)}"
-        )
+        expected = ", ".join(_SECTIONS)
+        raise InputError(f"{user_file}: {sorted(unknown)[0]}: unknown key; expected {expected}")
     for section, entries in user.items():
+        if entries is None:  # a section whose entries are all commented out
+            continue
         if not isinstance(entries, dict):
             raise InputError(f"{user_file}: {section}: expected a mapping of names to entries")
         for name, fields in entries.items():

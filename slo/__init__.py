@@ -1,0 +1,56 @@
+"""SLO files: schema and loader, evaluation of measured metrics, per-request attainment.
+
+``slo`` is the bottom layer of kvplan: it imports nothing else of ours and evaluates a plain
+mapping of flat metric names (``ttft_ms.p90``, ``usd_per_hour``…) to floats::
+
+    spec = load_slo("examples/slo/chat.yaml")
+    report = evaluate(metrics, spec)
+    report.feasible, report.violations          # violations ≤ 0 are feasible (Optuna)
+    report.objective_values(), report.directions
+"""
+
+from __future__ import annotations
+
+from slo._attainment import attainment, slo_met_mask
+from slo._evaluate import ConstraintResult, SloReport, evaluate, objective_values
+from slo._metrics import HOURS_PER_MONTH, MissingMetricError, metric_value
+from slo._spec import (
+    COST_METRICS,
+    OBJECTIVE_ROLES,
+    TARGET_METRIC_HELP,
+    TARGET_METRICS,
+    THROUGHPUT_METRICS,
+    Budget,
+    Objective,
+    Objectives,
+    SloSpec,
+    canonical_stat,
+    load_slo,
+    percentile_of,
+)
+from slo.inputfile import InputError
+
+__all__ = [
+    "COST_METRICS",
+    "HOURS_PER_MONTH",
+    "OBJECTIVE_ROLES",
+    "TARGET_METRICS",
+    "TARGET_METRIC_HELP",
+    "THROUGHPUT_METRICS",
+    "Budget",
+    "ConstraintResult",
+    "InputError",
+    "MissingMetricError",
+    "Objective",
+    "Objectives",
+    "SloReport",
+    "SloSpec",
+    "attainment",
+    "canonical_stat",
+    "evaluate",
+    "load_slo",
+    "metric_value",
+    "objective_values",
+    "percentile_of",
+    "slo_met_mask",
+]

@@ -74,7 +74,10 @@ def _yaml_problem(err: yaml.YAMLError) -> str:
 def format_validation_error(err: pydantic.ValidationError, source: str) -> str:
     """One line for the first problem pydantic found: ``source: field.path: what was expected``."""
     first = err.errors()[0]
-    loc = ".".join(str(part) for part in first["loc"]) or "(top level)"
+    # pydantic marks a failed dict *key* with a trailing "[key]" part; the key itself already
+    # names the place, so "targets.ttft_ms.p120" reads better than "targets.ttft_ms.p120.[key]".
+    parts = [str(part) for part in first["loc"] if part != "[key]"]
+    loc = ".".join(parts) or "(top level)"
     kind = first["type"]
     if kind == "extra_forbidden":
         message = "unknown key"

@@ -43,7 +43,10 @@ def _version_callback(value: bool) -> None:
 @app.callback()
 def _root(
     show_version: bool = typer.Option(
-        False, "--version", help="Print the version and exit.", callback=_version_callback,
+        False,
+        "--version",
+        help="Print the version and exit.",
+        callback=_version_callback,
         is_eager=True,
     ),
 ) -> None:
@@ -69,10 +72,11 @@ def run() -> None:
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors carry their own exit code
-        import click  # noqa: PLC0415  (only needed on this path)
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
+    except Exception as exc:
+        # Usage errors (unknown option, missing argument) come from click — bundled inside
+        # typer in recent releases, a separate package in older ones — so match by shape.
+        show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
+        if callable(show) and isinstance(code, int):
+            show()
+            sys.exit(code)
         raise

@@ -1,0 +1,121 @@
+"""From finished trials to the feasible Pareto front and the recommended picks.
+
+Works on ``TrialRecord`` (a plain snapshot of an Optuna trial), so a study re-rendered from
+storage (``kvplan report``) gives exactly what the live run printed.
+
+Picks: the best feasible trial per objective, and the knee (balanced) point of the front. Near
+duplicates — front members whose objectives all lie within ``tolerance`` (relative) of an
+earlier member's — are collapsed into that member, so the table shows distinct trade-offs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from optimizer.pareto import knee_index, non_dominated, to_minimisation
+
+__all__ = ["Pick", "StudyResult", "TrialRecord", "summarise"]
+
+
+@dataclass(frozen=True, slots=True)
+class TrialRecord:
+    """One finished trial: its parameters, objective values, metrics and feasibility."""
+
+    number: int
+    params: Mapping[str, Any]
+    objectives: Mapping[str, float]
+    """Objective name (latency/throughput/cost) -> value, in the study's order."""
+    constraints: tuple[float, ...]
+    """Constraint values, ≤ 0 feasible (Optuna's convention)."""
+    metrics: Mapping[str, Any] = field(default_factory=dict)
+    """Everything the simulator and the SLO evaluation reported (for reports)."""
+    infeasible_reason: str = ""
+    """Why the trial is infeasible, when it is ('' otherwise)."""
+
+    @property
+    def feasible(self) -> bool:
+        """Whether every constraint is satisfied."""
+        return all(c <= 0 for c in self.constraints)
+
+
+@dataclass(frozen=True, slots=True)
+class Pick:
+    """A recommended trial and why it was picked."""
+
+    label: str
+    trial: TrialRecord
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
+class StudyResult:
+    """The outcome of a study: counts, the collapsed feasible front, and the picks."""
+
+    directions: Mapping[str, str]
+    n_trials: int
+    n_feasible: int
+    front: tuple[TrialRecord, ...]
+    picks: tuple[Pick, ...]
+
+
+def _collapse(
+    front: list[TrialRecord], names: Sequence[str], tolerance: float
+) -> list[TrialRecord]:
+    kept: list[TrialRecord] = []
+    for record in front:
+        values = np.array([record.objectives[n] for n in names], dtype=float)
+        duplicate = False
+        for other in kept:
+            ref = np.array([other.objectives[n] for n in names], dtype=float)
+            scale = np.maximum(np.abs(ref), 1e-12)
+            if np.all(np.abs(values - ref) <= tolerance * scale):
+                duplicate = True
+                break
+        if not duplicate:
+            kept.append(record)
+    return kept
+
+
+def summarise(
+    records: Sequence[TrialRecord],
+    directions: Mapping[str, str],
+    *,
+    tolerance: float = 0.01,
+) -> StudyResult:
+    """The feasible non-dominated set (near-duplicates collapsed) and the recommended picks.
+
+    ``directions`` maps objective name -> 'minimize' | 'maximize', in the study's order.
+    """
+    names = list(directions)
+    feasible = [r for r in records if r.feasible]
+    if not feasible:
+        return StudyResult(dict(directions), len(records), 0, (), ())
+    points = to_minimisation(
+        [[r.objectives[n] for n in names] for r in feasible], [directions[n] for n in names]
+    )
+    front_idx = non_dominated(points)
+    # Cheapest first inside the front, so collapsing keeps the cheaper of two near-twins.
+    order = sorted(front_idx, key=lambda i: tuple(points[i][::-1]))
+    front = _collapse([feasible[i] for i in order], names, tolerance)
+    picks: list[Pick] = []
+    for n in names:
+        sign = 1.0 if directions[n] == "minimize" else -1.0
+        best = min(front, key=lambda r: (sign * r.objectives[n], r.number))
+        word = "lowest" if sign > 0 else "highest"
+        picks.append(Pick(f"best {n}", best, f"{word} {n} among feasible configurations"))
+    front_points = to_minimisation(
+        [[r.objectives[n] for n in names] for r in front], [directions[n] for n in names]
+    )
+    knee = front[knee_index(front_points)]
+    picks.append(
+        Pick(
+            "balanced",
+            knee,
+            "knee of the front: closest to the ideal point after normalising each objective",
+        )
+    )
+    return StudyResult(dict(directions), len(records), len(feasible), tuple(front), tuple(picks))

@@ -1,0 +1,195 @@
+"""Optuna studies: samplers by name, storages by URL, resume, and a guard against mixing spaces.
+
+Storage URLs (``--storage``):
+
+- none: in memory (one process; nothing survives the run);
+- ``sqlite:///path.db``: a file, resumable, safe for several processes on one machine;
+- ``journal:///path.log`` or a path ending in ``.log``/``.journal``: Optuna's journal file;
+- ``postgresql://user:pass@host/db`` or ``mysql://...``: Optuna's RDB storage, the distributed
+  engine — many workers on many machines join with the same ``--study`` name.
+
+A study records a fingerprint of what defines its trials (space, SLO, workload, simulator
+settings). Re-running the same command resumes it (only the missing trials run); a different
+definition under an existing study name is refused, never mixed into it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage, RDBStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial, TrialState
+
+from slo.inputfile import InputError
+
+__all__ = [
+    "CONSTRAINTS_ATTR",
+    "FINGERPRINT_ATTR",
+    "SAMPLERS",
+    "fingerprint",
+    "make_sampler",
+    "make_storage",
+    "open_study",
+]
+
+#: User attribute holding a trial's constraint values (≤ 0 feasible, Optuna's convention).
+CONSTRAINTS_ATTR = "constraints"
+#: Study user attribute holding the definition fingerprint.
+FINGERPRINT_ATTR = "kvplan_fingerprint"
+
+
+def _constraints(trial: FrozenTrial) -> Sequence[float]:
+    values = trial.user_attrs.get(CONSTRAINTS_ATTR)
+    return list(values) if values is not None else [1.0]
+
+
+def _nsga2(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
+    del grid
+    return optuna.samplers.NSGAIISampler(seed=seed, constraints_func=_constraints)
+
+
+def _tpe(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
+    del grid
+    return optuna.samplers.TPESampler(
+        seed=seed,
+        constraints_func=_constraints,
+        multivariate=True,
+        group=True,
+        warn_independent_sampling=False,
+    )
+
+
+def _gp(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
+    del grid
+    try:
+        import torch  # noqa: F401, PLC0415  (optional dependency, checked on use)
+    except ImportError:
+        raise InputError(
+            "the gp sampler needs PyTorch; install it with: pip install 'kvplan[gp]'"
+        ) from None
+    return optuna.samplers.GPSampler(
+        seed=seed,
+        constraints_func=_constraints,
+        deterministic_objective=True,
+        warn_independent_sampling=False,
+    )
+
+
+def _random(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
+    del grid
+    return optuna.samplers.RandomSampler(seed=seed)
+
+
+def _grid(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
+    try:
+        return optuna.samplers.GridSampler(grid, seed=seed)
+    except (ValueError, TypeError) as err:
+        raise InputError(f"grid sampler: {err}") from None
+
+
+#: Sampler factories by CLI name: ``factory(seed, grid) -> sampler``.
+SAMPLERS: dict[str, Callable[[int, dict[str, list[Any]]], optuna.samplers.BaseSampler]] = {
+    "nsga2": _nsga2,
+    "tpe": _tpe,
+    "gp": _gp,
+    "random": _random,
+    "grid": _grid,
+}
+
+
+def make_sampler(
+    name: str, seed: int, grid: dict[str, list[Any]] | None = None
+) -> optuna.samplers.BaseSampler:
+    """The sampler called ``name``; ``grid`` (values per dimension) is needed by ``grid`` only."""
+    try:
+        factory = SAMPLERS[name]
+    except KeyError:
+        raise InputError(f"unknown sampler '{name}'; known: {', '.join(SAMPLERS)}") from None
+    return factory(seed, grid or {})
+
+
+def make_storage(url: str | None) -> BaseStorage:
+    """A storage for ``url`` (see the module docstring); one-line ``InputError`` if unusable."""
+    if not url:
+        return InMemoryStorage()
+    if url.startswith("journal:///") or url.endswith((".log", ".journal")):
+        path = Path(url.removeprefix("journal://"))
+        if not path.parent.exists():
+            raise InputError(f"--storage {url}: directory {path.parent} does not exist")
+        return JournalStorage(JournalFileBackend(str(path)))
+    if "://" not in url:
+        raise InputError(
+            f"--storage {url}: expected sqlite:///FILE, journal:///FILE, postgresql://... "
+            "or mysql://..."
+        )
+    shown = _without_password(url)
+    engine_url = url
+    # SQLAlchemy's default PostgreSQL driver is psycopg2; kvplan ships psycopg 3.
+    if url.startswith("postgresql://"):
+        engine_url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
+    try:
+        return RDBStorage(engine_url, heartbeat_interval=30, grace_period=120)
+    except Exception as err:  # SQLAlchemy raises many driver-specific types
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError(f"--storage {shown}: cannot open: {first}") from None
+
+
+def _without_password(url: str) -> str:
+    """``url`` with any password replaced by ``***``, for messages."""
+    try:
+        from sqlalchemy.engine import make_url  # noqa: PLC0415  (only for RDB URLs)
+
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:  # an unparsable URL has no password we could recognise
+        return url
+
+
+def fingerprint(definition: dict[str, Any]) -> str:
+    """A stable hash of whatever defines a study's trials (canonical JSON, SHA-256)."""
+    text = json.dumps(definition, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def open_study(
+    *,
+    name: str,
+    storage: BaseStorage,
+    sampler: optuna.samplers.BaseSampler,
+    directions: Sequence[str],
+    definition: dict[str, Any],
+) -> optuna.Study:
+    """Create the study, or load it when ``name`` exists with the same definition.
+
+    Raises ``InputError`` when the name exists with another definition or other directions.
+    """
+    digest = fingerprint(definition)
+    study = optuna.create_study(
+        study_name=name,
+        storage=storage,
+        sampler=sampler,
+        directions=[optuna.study.StudyDirection[d.upper()] for d in directions],
+        load_if_exists=True,
+    )
+    stored = study.user_attrs.get(FINGERPRINT_ATTR)
+    if stored is None:
+        study.set_user_attr(FINGERPRINT_ATTR, digest)
+        study.set_user_attr("kvplan_definition", json.loads(json.dumps(definition, default=str)))
+    elif stored != digest:
+        raise InputError(
+            f"study '{name}' already exists in this storage with a different space, SLO, "
+            "workload or settings; use another --study name (or the original files)"
+        )
+    if [d.name.lower() for d in study.directions] != [d.lower() for d in directions]:
+        raise InputError(f"study '{name}' exists with other objective directions")
+    return study
+
+
+def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
+    """Completed trials (feasible or not), in number order."""
+    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))

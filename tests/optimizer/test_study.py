@@ -1,0 +1,72 @@
+"""Storages by URL, samplers by name, and the study-definition guard."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from optimizer.study import SAMPLERS, make_sampler, make_storage, open_study
+from slo.inputfile import InputError
+
+
+def test_every_sampler_builds() -> None:
+    for name in SAMPLERS:
+        if name == "gp":
+            pytest.importorskip("torch", reason="the gp sampler needs PyTorch (extra 'gp')")
+        make_sampler(name, seed=1, grid={"x": [1, 2]})
+
+
+def test_unknown_sampler_lists_known() -> None:
+    with pytest.raises(InputError, match="unknown sampler 'cma'; known: nsga2"):
+        make_sampler("cma", seed=0)
+
+
+def test_sqlite_study_refuses_other_definition(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    kwargs = {"name": "s", "directions": ["minimize", "maximize"]}
+    open_study(
+        storage=make_storage(url), sampler=make_sampler("random", 0), definition={"a": 1}, **kwargs
+    )
+    again = open_study(
+        storage=make_storage(url), sampler=make_sampler("random", 0), definition={"a": 1}, **kwargs
+    )
+    assert again.study_name == "s"
+    with pytest.raises(InputError, match="already exists in this storage with a different"):
+        open_study(
+            storage=make_storage(url),
+            sampler=make_sampler("random", 0),
+            definition={"a": 2},
+            **kwargs,
+        )
+
+
+def test_journal_storage(tmp_path: Path) -> None:
+    storage = make_storage(str(tmp_path / "study.log"))
+    study = open_study(
+        name="j",
+        storage=storage,
+        sampler=make_sampler("random", 0),
+        directions=["minimize"],
+        definition={},
+    )
+    study.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=3)
+    reopened = open_study(
+        name="j",
+        storage=make_storage(str(tmp_path / "study.log")),
+        sampler=make_sampler("random", 0),
+        directions=["minimize"],
+        definition={},
+    )
+    assert len(reopened.trials) == 3
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["postgresql://nobody@127.0.0.1:1/none", "notaurl", "journal:///no/such/dir/x.log"],
+)
+def test_unusable_storage_is_one_line_error(url: str) -> None:
+    with pytest.raises(InputError) as info:
+        make_storage(url)
+    assert "\n" not in str(info.value)
+    assert url in str(info.value)
