@@ -7,7 +7,9 @@ A user catalog has the same three top-level keys as the shipped files put togeth
     models:  {...}
 
 A new key adds an entry (every required field must be given); an existing key (case-insensitive)
-is overridden field by field, so a user can change one price without restating the GPU.
+is overridden field by field, so a user can change one price without restating the GPU. A mapping
+field (``dense_tflops``) is merged key by key as well: ``dense_tflops: {bf16: 900}`` derates bf16
+and keeps the other precisions.
 """
 
 from __future__ import annotations
@@ -61,5 +63,16 @@ def load_catalog(user_file: str | Path | None = None) -> Catalog:
                 raise InputError(f"{user_file}: {section}.{name}: expected a mapping of fields")
             key = str(name).lower()
             base = raw[section].get(key, {"name": str(name)})
-            raw[section][key] = {**base, **fields}
+            raw[section][key] = _merged(base, fields)
     return validate(Catalog, raw, str(user_file))
+
+
+def _merged(base: dict[str, Any], fields: dict[str, Any]) -> dict[str, Any]:
+    """``fields`` over ``base`` (new dicts; neither input is modified), mappings merged by key."""
+    merged = dict(base)
+    for field, value in fields.items():
+        old = merged.get(field)
+        merged[field] = (
+            {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
+        )
+    return merged

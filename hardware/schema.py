@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import difflib
 import math
-from typing import Literal, Self, TypeVar
+from collections.abc import Iterable
+from typing import Literal, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -20,14 +21,22 @@ from slo.inputfile import InputError
 
 __all__ = [
     "BYTES_PER_ELEMENT",
+    "HOURS_PER_MONTH",
     "Catalog",
     "GpuSpec",
     "ModelSpec",
     "Precision",
     "StorageTierSpec",
+    "closest_key",
 ]
 
-_T = TypeVar("_T")
+
+class _HasName(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+_Named = TypeVar("_Named", bound=_HasName)
 
 Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int4"]
 
@@ -55,9 +64,14 @@ class GpuSpec(_Frozen):
     description: str = Field(default="", description="Human-readable product name.")
     dense_tflops: dict[Precision, float] = Field(
         description="Dense (no sparsity) tensor-core peak in TFLOPS (1e12 FLOP/s) per precision; "
-        "a precision absent here is not supported by the chip."
+        "a precision absent here is not supported by the chip. 'fp32' is the dense TF32 "
+        "tensor-core peak."
     )
-    hbm_gib: float = Field(gt=0, description="HBM capacity per GPU in GiB.")
+    hbm_gib: float = Field(
+        gt=0,
+        description="GPU memory per GPU in GiB as the driver reports it (nvidia-smi total / 1024), "
+        "not the marketing figure read as decimal GB.",
+    )
     hbm_tb_per_s: float = Field(gt=0, description="HBM bandwidth per GPU in TB/s.")
     gpu_link: Literal["nvlink", "infinity_fabric", "pcie"] = Field(
         description="Interconnect between GPUs of one node."
@@ -75,6 +89,13 @@ class GpuSpec(_Frozen):
         description="Default price per GPU-hour in USD: an assumption (typical on-demand cloud "
         "list price); override it with --catalog.",
     )
+
+    @model_validator(mode="after")
+    def _positive_tflops(self) -> Self:
+        for precision, tflops in self.dense_tflops.items():
+            if not tflops > 0:
+                raise ValueError(f"dense_tflops.{precision} must be greater than 0")
+        return self
 
     def supports(self, precision: str) -> bool:
         """Whether the tensor cores run GEMMs natively at ``precision``."""
@@ -149,7 +170,9 @@ class ModelSpec(_Frozen):
     qk_norm: bool = Field(default=False, description="Per-head RMSNorm on Q and K (Qwen3).")
     attention: Literal["gqa", "mla"] = Field(default="gqa", description="Attention kind.")
     max_context_tokens: int = Field(ge=1, description="Longest supported context in tokens.")
-    num_experts: int = Field(default=0, ge=0, description="Routed experts per MoE layer (0 = dense).")
+    num_experts: int = Field(
+        default=0, ge=0, description="Routed experts per MoE layer (0 = dense)."
+    )
     experts_per_token: int = Field(default=0, ge=0, description="Routed experts per token (top-k).")
     expert_ffn_size: int = Field(default=0, ge=0, description="Intermediate size of one expert.")
     num_shared_experts: int = Field(default=0, ge=0, description="Always-active shared experts.")
@@ -286,19 +309,34 @@ class Catalog(_Frozen):
         key = name.lower()
         if key not in self.models:
             by_short = {k.rsplit("/", 1)[-1]: k for k in self.models}
-            key = by_short.get(key, key)
-        return _lookup(self.models, key, "model")
+            if key in by_short:
+                return self.models[by_short[key]]
+        return _lookup(self.models, name, "model")
 
     def storage_tier(self, name: str) -> StorageTierSpec:
         """The storage tier called ``name`` (case-insensitive)."""
         return _lookup(self.storage, name, "storage tier")
 
 
-def _lookup(table: dict[str, _T], name: str, what: str) -> _T:
+def closest_key(name: str, keys: Iterable[str]) -> str | None:
+    """The catalog key most like ``name`` (for "did you mean"), or None when nothing is close.
+
+    Besides whole keys, ``name`` is compared with the part of a model key after '/' and the part
+    of a hardware key before '_', since people type "Qwen3-32B" and "h200" for short.
+    """
+    candidates: dict[str, str] = {}
+    for key in sorted(keys):
+        for form in (key, key.rsplit("/", 1)[-1], key.split("_", 1)[0]):
+            candidates.setdefault(form, key)
+    close = difflib.get_close_matches(name.lower(), list(candidates), n=1, cutoff=0.5)
+    return candidates[close[0]] if close else None
+
+
+def _lookup(table: dict[str, _Named], name: str, what: str) -> _Named:
     try:
         return table[name.lower()]
     except KeyError:
-        known = sorted(table)
-        close = difflib.get_close_matches(name.lower(), known, n=1, cutoff=0.5)
-        hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise InputError(f"unknown {what} '{name}'{hint}; known: {', '.join(known)}") from None
+        close = closest_key(name, table)
+        hint = f" (did you mean '{table[close].name}'?)" if close else ""
+        known = ", ".join(table[key].name for key in sorted(table))
+        raise InputError(f"unknown {what} '{name}'{hint}; known: {known}") from None

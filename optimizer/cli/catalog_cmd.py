@@ -1,10 +1,275 @@
-"""CLI commands: placeholder until its owner fills it in this session."""
+"""``kvplan hardware list|show`` and ``kvplan models list|show``: what the catalog holds.
+
+Every ``show`` command works in two steps: build a plain dict of figures (``gpu_figures``,
+``storage_figures``, ``model_figures``; JSON-ready, units in the key names), then render it as a
+rich table or, with ``--json``, as JSON. To extend a command (say ``models show --gpu --tp
+--precision`` printing memory fit and step times), add a section to the dict: a nested dict
+becomes a titled block of rows in the table and a nested object in the JSON, with no change to
+either renderer.
+
+Every command takes ``--catalog FILE`` (a user catalog merged over the shipped one) and ``--json``.
+Unknown names raise ``InputError``, which ``optimizer.cli.main.run`` prints as one line (exit 2).
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Annotated, Any
+
 import typer
+from rich import box
+from rich.markup import escape
+from rich.table import Table
+
+from hardware import (
+    Catalog,
+    GpuSpec,
+    InputError,
+    ModelSpec,
+    StorageTierSpec,
+    closest_key,
+    load_catalog,
+)
+from optimizer.cli._output import console, print_json
+
+__all__ = ["gpu_figures", "model_figures", "register", "storage_figures"]
+
+#: Precisions ``models show`` reports weight sizes and KV sizes at.
+WEIGHT_PRECISIONS = ("bf16", "fp8", "fp4")
+KV_PRECISIONS = ("bf16", "fp8")
+
+CatalogOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--catalog",
+        help="User catalog (YAML) merged over the shipped one: override prices, add GPUs/models.",
+        show_default=False,
+    ),
+]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+hardware_app = typer.Typer(
+    help="GPUs and KV-cache storage tiers in the catalog.", no_args_is_help=True
+)
+models_app = typer.Typer(
+    help="Models in the catalog and the sizes derived from their shape.", no_args_is_help=True
+)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to app."""
-    del app
+    """Add the ``hardware`` and ``models`` command groups to ``app``."""
+    app.add_typer(hardware_app, name="hardware")
+    app.add_typer(models_app, name="models")
+
+
+_LINK_LABEL = {"nvlink": "NVLink", "infinity_fabric": "IF", "pcie": "PCIe"}
+
+#: Compact look for the wide ``list`` tables, so they stay readable in 100 columns.
+_LIST_STYLE: dict[str, Any] = {"box": box.SIMPLE_HEAD, "pad_edge": False}
+
+
+# ----- figures (plain dicts; the JSON output is exactly these) ---------------------------------
+def gpu_figures(gpu: GpuSpec) -> dict[str, Any]:
+    """Every catalog field of ``gpu`` plus ``type: 'gpu'`` (for scripts reading ``show`` JSON)."""
+    return {"type": "gpu", **gpu.model_dump()}
+
+
+def storage_figures(tier: StorageTierSpec) -> dict[str, Any]:
+    """Every catalog field of ``tier`` plus its cost per hour at the default capacity."""
+    return {
+        "type": "storage",
+        **tier.model_dump(),
+        "usd_per_hour_at_default_capacity": tier.usd_per_hour(tier.default_capacity_gib),
+    }
+
+
+def model_figures(model: ModelSpec) -> dict[str, Any]:
+    """The shape of ``model`` and the sizes derived from it.
+
+    ``shape`` leaves out MoE and MLA fields that are zero (i.e. do not apply). Weight sizes count
+    the embedding and LM head at bf16 (see ``ModelSpec.weight_bytes``); KV sizes are for the whole
+    model, all tensor-parallel ranks together.
+    """
+    shape = {
+        key: value
+        for key, value in model.model_dump().items()
+        if key != "name" and not (type(value) is int and value == 0)
+    }
+    return {
+        "name": model.name,
+        "shape": shape,
+        "parameters": {"total": model.param_count(), "active": model.active_param_count()},
+        "weight_gib": {p: model.weight_bytes(p) / 2**30 for p in WEIGHT_PRECISIONS},
+        "kv_per_token": {
+            "elements": model.kv_elements_per_token(),
+            **{f"kib_{p}": model.kv_bytes_per_token(p) / 1024 for p in KV_PRECISIONS},
+        },
+    }
+
+
+# ----- hardware ----------------------------------------------------------------------------------
+@hardware_app.command("list")
+def hardware_list(json_out: JsonOpt = False, catalog: CatalogOpt = None) -> None:
+    """List every GPU and storage tier with its headline figures."""
+    cat = load_catalog(catalog)
+    if json_out:
+        print_json(
+            {
+                "gpus": [gpu_figures(g) for g in cat.gpus.values()],
+                "storage": [storage_figures(s) for s in cat.storage.values()],
+            }
+        )
+        return
+    console.print(_gpu_table(cat))
+    console.print(_storage_table(cat))
+
+
+@hardware_app.command("show")
+def hardware_show(
+    name: Annotated[str, typer.Argument(help="GPU or storage-tier name, e.g. h100_sxm or dram.")],
+    json_out: JsonOpt = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Show every figure of one GPU or storage tier."""
+    cat = load_catalog(catalog)
+    key = name.lower()
+    if key in cat.gpus:
+        figures = gpu_figures(cat.gpus[key])
+    elif key in cat.storage:
+        figures = storage_figures(cat.storage[key])
+    else:
+        raise InputError(_unknown_hardware(name, cat))
+    _emit(figures, json_out)
+
+
+def _unknown_hardware(name: str, cat: Catalog) -> str:
+    close = closest_key(name, [*cat.gpus, *cat.storage])
+    hint = f" (did you mean '{close}'?)" if close else ""
+    return (
+        f"unknown GPU or storage tier '{name}'{hint}; known GPUs: {', '.join(sorted(cat.gpus))}; "
+        f"known storage tiers: {', '.join(sorted(cat.storage))}"
+    )
+
+
+def _gpu_table(cat: Catalog) -> Table:
+    table = Table(
+        title="GPUs (dense TFLOPS; link bandwidths per direction)",
+        title_justify="left",
+        **_LIST_STYLE,
+    )
+    table.add_column("name", no_wrap=True)
+    for header in ("HBM GiB", "HBM TB/s", "bf16", "fp8", "fp4", "link GB/s", "per node", "$/GPU-h"):
+        table.add_column(header, justify="right")
+    for gpu in cat.gpus.values():
+        tflops = gpu.dense_tflops
+        table.add_row(
+            _fmt(gpu.name),
+            _fmt(gpu.hbm_gib),
+            _fmt(gpu.hbm_tb_per_s),
+            *(_fmt(tflops[p]) if p in tflops else "-" for p in ("bf16", "fp8", "fp4")),
+            f"{_fmt(gpu.gpu_link_gb_per_s)} {_LINK_LABEL[gpu.gpu_link]}",
+            str(gpu.gpus_per_node),
+            _fmt(gpu.usd_per_gpu_hour),
+        )
+    return table
+
+
+def _storage_table(cat: Catalog) -> Table:
+    table = Table(title="KV-cache storage tiers", title_justify="left", **_LIST_STYLE)
+    table.add_column("name", no_wrap=True)
+    table.add_column("kind")
+    for header in ("read GB/s", "write GB/s", "latency µs", "capacity GiB", "$/GiB-month"):
+        table.add_column(header, justify="right")
+    table.add_column("shared")
+    for tier in cat.storage.values():
+        table.add_row(
+            _fmt(tier.name),
+            tier.kind,
+            _fmt(tier.read_gb_per_s),
+            _fmt(tier.write_gb_per_s),
+            _fmt(tier.latency_us),
+            f"{_fmt(tier.capacity_gib_min)}-{_fmt(tier.capacity_gib_max)}",
+            _fmt(tier.usd_per_gib_month),
+            _fmt(tier.shared),
+        )
+    return table
+
+
+# ----- models ----------------------------------------------------------------------------------
+@models_app.command("list")
+def models_list(json_out: JsonOpt = False, catalog: CatalogOpt = None) -> None:
+    """List every model with its size and KV bytes per token."""
+    cat = load_catalog(catalog)
+    if json_out:
+        print_json([model_figures(m) for m in cat.models.values()])
+        return
+    table = Table(
+        title="Models (parameters in billions; KV bytes in bf16, all ranks)",
+        title_justify="left",
+        **_LIST_STYLE,
+    )
+    table.add_column("name", no_wrap=True)
+    headers = ("layers", "attn", "experts k/n", "params", "active", "KV KiB/tok", "context")
+    for header in headers:
+        table.add_column(header, justify="right")
+    for model in cat.models.values():
+        experts = "-"
+        if model.is_moe:
+            shared = f"+{model.num_shared_experts}" if model.num_shared_experts else ""
+            experts = f"{model.experts_per_token}/{model.num_experts}{shared}"
+        table.add_row(
+            _fmt(model.name),
+            str(model.num_layers),
+            model.attention,
+            experts,
+            f"{model.param_count() / 1e9:.2f}",
+            f"{model.active_param_count() / 1e9:.2f}",
+            _fmt(model.kv_bytes_per_token("bf16") / 1024),
+            f"{model.max_context_tokens:,}",
+        )
+    console.print(table)
+
+
+@models_app.command("show")
+def models_show(
+    name: Annotated[str, typer.Argument(help="Model id, e.g. Qwen/Qwen3-32B or just Qwen3-32B.")],
+    json_out: JsonOpt = False,
+    catalog: CatalogOpt = None,
+) -> None:
+    """Show a model's shape and derived figures: parameters, weight GiB, KV KiB per token."""
+    figures = model_figures(load_catalog(catalog).model(name))
+    _emit(figures, json_out)
+
+
+# ----- rendering ---------------------------------------------------------------------------------
+def _emit(figures: dict[str, Any], json_out: bool) -> None:
+    """Print ``figures`` as JSON, or as a two-column table with one block per nested dict."""
+    if json_out:
+        print_json(figures)
+        return
+    title = str(figures.get("name", ""))
+    table = Table(title=escape(title), title_justify="left", show_header=False)
+    table.add_column("figure", style="bold", no_wrap=True)
+    table.add_column("value", overflow="fold")
+    scalars = {k: v for k, v in figures.items() if not isinstance(v, dict) and k != "name"}
+    for key, value in scalars.items():
+        table.add_row(key, _fmt(value))
+    for section, values in figures.items():
+        if isinstance(values, dict):
+            table.add_section()
+            table.add_row(f"[underline]{section}[/underline]", "")
+            for key, value in values.items():
+                table.add_row(f"  {key}", _fmt(value))
+    console.print(table)
+
+
+def _fmt(value: Any) -> str:
+    """Table text: thousands separators, at most 3 decimals, yes/no, markup escaped."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return f"{value:,}"
+    if isinstance(value, float):
+        text = f"{value:,.3f}".rstrip("0").rstrip(".")
+        return text if text not in ("", "-0") else "0"
+    return escape(str(value))

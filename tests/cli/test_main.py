@@ -1,0 +1,42 @@
+"""The assembled CLI: version, help, and the one-line error contract (exit 2, no traceback)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from optimizer.cli.main import app
+
+runner = CliRunner()
+
+
+def test_version_prints_package_version() -> None:
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("kvplan ")
+
+
+def test_help_lists_command_groups() -> None:
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for group in ("hardware", "models", "slo"):
+        assert group in result.stdout
+
+
+def test_input_error_is_one_line_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("targets: [unclosed\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "optimizer.cli", "slo", "check", str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1
+    assert "bad.yaml" in lines[0]

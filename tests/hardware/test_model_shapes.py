@@ -1,0 +1,250 @@
+"""Derived model figures against hand calculations and published totals."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hardware import Catalog, InputError, ModelSpec, shipped_catalog
+
+
+@pytest.fixture(scope="module")
+def catalog() -> Catalog:
+    return shipped_catalog()
+
+
+def _dense_params(
+    *,
+    layers: int,
+    h: int,
+    heads: int,
+    kv_heads: int,
+    head_dim: int,
+    ffn: int,
+    vocab: int,
+    qk_norm: bool,
+) -> int:
+    """Parameters of a dense GQA + SwiGLU decoder with untied embeddings, written out by hand."""
+    q_o = 2 * h * heads * head_dim
+    k_v = 2 * h * kv_heads * head_dim
+    norms = 2 * h + (2 * head_dim if qk_norm else 0)
+    mlp = 3 * h * ffn
+    return layers * (q_o + k_v + norms + mlp) + 2 * vocab * h + h
+
+
+def test_llama_3_1_70b(catalog: Catalog) -> None:
+    model = catalog.model("meta-llama/Llama-3.1-70B")
+    expected = _dense_params(
+        layers=80,
+        h=8192,
+        heads=64,
+        kv_heads=8,
+        head_dim=128,
+        ffn=28672,
+        vocab=128256,
+        qk_norm=False,
+    )
+    assert expected == 70_553_706_496
+    assert model.param_count() == expected
+    assert model.active_param_count() == expected
+    # 80 layers x (K + V) x 8 heads x 128 x 2 bytes = 327,680 bytes = 320 KiB.
+    assert model.kv_bytes_per_token("bf16") == 320 * 1024
+    assert model.kv_bytes_per_token("fp8") == 160 * 1024
+
+
+def test_qwen3_32b(catalog: Catalog) -> None:
+    model = catalog.model("Qwen/Qwen3-32B")
+    expected = _dense_params(
+        layers=64, h=5120, heads=64, kv_heads=8, head_dim=128, ffn=25600, vocab=151936, qk_norm=True
+    )
+    assert expected == 32_762_123_264
+    assert model.param_count() == expected
+    assert model.param_count() / 1e9 == pytest.approx(32.8, rel=0.01)  # published: 32.8B
+    assert model.kv_bytes_per_token("bf16") == 256 * 1024
+
+
+def test_llama_3_1_8b(catalog: Catalog) -> None:
+    model = catalog.model("meta-llama/Llama-3.1-8B-Instruct")
+    expected = _dense_params(
+        layers=32,
+        h=4096,
+        heads=32,
+        kv_heads=8,
+        head_dim=128,
+        ffn=14336,
+        vocab=128256,
+        qk_norm=False,
+    )
+    assert expected == 8_030_261_248
+    assert model.param_count() == expected
+    assert model.kv_bytes_per_token("bf16") == 128 * 1024
+
+
+def test_qwen3_8b(catalog: Catalog) -> None:
+    model = catalog.model("Qwen/Qwen3-8B")
+    expected = _dense_params(
+        layers=36, h=4096, heads=32, kv_heads=8, head_dim=128, ffn=12288, vocab=151936, qk_norm=True
+    )
+    assert model.param_count() == expected
+    assert model.param_count() / 1e9 == pytest.approx(8.2, rel=0.01)  # published: 8.2B
+
+
+def test_deepseek_v3(catalog: Catalog) -> None:
+    model = catalog.model("deepseek-ai/DeepSeek-V3")
+    assert model.attention == "mla"
+    assert model.param_count() / 1e9 == pytest.approx(671, rel=0.01)  # published: 671B
+    assert model.active_param_count() / 1e9 == pytest.approx(37, rel=0.02)  # published: 37B
+    # MLA caches one latent (kv_lora_rank) plus the shared RoPE key per layer.
+    assert model.kv_elements_per_token() == 61 * (512 + 64)
+    assert model.kv_bytes_per_token("bf16") == 61 * 576 * 2
+    assert model.num_moe_layers == 61 - 3
+
+
+@pytest.mark.parametrize(
+    ("name", "total_b", "active_b"),
+    [
+        ("Qwen/Qwen3-235B-A22B", 235, 22),
+        ("Qwen/Qwen3-30B-A3B", 30.5, 3.3),
+    ],
+)
+def test_qwen3_moe_published_totals(
+    catalog: Catalog, name: str, total_b: float, active_b: float
+) -> None:
+    model = catalog.model(name)
+    assert model.param_count() / 1e9 == pytest.approx(total_b, rel=0.01)
+    assert model.active_param_count() / 1e9 == pytest.approx(active_b, rel=0.02)
+
+
+def test_qwen3_30b_a3b_by_hand(catalog: Catalog) -> None:
+    model = catalog.model("Qwen3-30B-A3B")
+    h, layers, vocab = 2048, 48, 151936
+    attention = 2 * h * 32 * 128 + 2 * h * 4 * 128 + 2 * 128
+    expert = 3 * h * 768
+    router = h * 128
+    per_layer = attention + 2 * h + 128 * expert + router
+    assert model.param_count() == layers * per_layer + 2 * vocab * h + h
+    per_layer_active = attention + 2 * h + 8 * expert + router
+    assert model.active_param_count() == layers * per_layer_active + 2 * vocab * h + h
+
+
+def test_weight_bytes_by_precision(catalog: Catalog) -> None:
+    model = catalog.model("meta-llama/Llama-3.1-70B")
+    params = model.param_count()
+    embeddings = 2 * 128256 * 8192  # embedding + LM head, kept in bf16
+    assert model.weight_bytes("bf16") == 2 * params
+    assert model.weight_bytes("fp8") == (params - embeddings) + 2 * embeddings
+    assert model.weight_bytes("fp4") == math.ceil((params - embeddings) / 2) + 2 * embeddings
+    assert model.weight_bytes("fp8") < model.weight_bytes("bf16") < 2.1 * model.weight_bytes("fp8")
+
+
+def test_alias_entries_share_the_shape(catalog: Catalog) -> None:
+    pairs = [
+        ("meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-70B-Instruct"),
+        ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1"),
+        ("Qwen/Qwen3-235B-A22B", "Qwen/Qwen3-235B-A22B-FP8"),
+    ]
+    for base, alias in pairs:
+        a, b = catalog.model(base), catalog.model(alias)
+        assert a.model_dump(exclude={"name"}) == b.model_dump(exclude={"name"})
+        assert b.name == alias
+
+
+def test_model_lookup_is_case_insensitive_and_accepts_short_names(catalog: Catalog) -> None:
+    spec = catalog.model("Qwen/Qwen3-32B")
+    assert catalog.model("qwen/qwen3-32b") is spec
+    assert catalog.model("Qwen3-32B") is spec
+    assert catalog.model("QWEN3-32B") is spec
+
+
+def test_unknown_model_names_the_closest(catalog: Catalog) -> None:
+    with pytest.raises(InputError) as err:
+        catalog.model("Qwen3-33B")
+    message = str(err.value)
+    assert message.startswith("unknown model 'Qwen3-33B' (did you mean 'Qwen/Qwen3-32B'?); known: ")
+    assert "meta-llama/Llama-3.1-70B" in message
+    assert "\n" not in message
+
+
+# ----- properties of the parameter formula -------------------------------------------------------
+_dense_shapes = st.fixed_dictionaries(
+    {
+        "num_layers": st.integers(1, 8),
+        "hidden_size": st.integers(1, 64),
+        "num_kv_heads": st.integers(1, 4),
+        "group": st.integers(1, 4),
+        "head_dim": st.integers(1, 32),
+        "ffn_size": st.integers(1, 128),
+        "vocab_size": st.integers(1, 500),
+        "qk_norm": st.booleans(),
+    }
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(shape=_dense_shapes)
+def test_dense_param_count_matches_the_closed_form(shape: dict[str, int]) -> None:
+    heads = shape["num_kv_heads"] * shape["group"]
+    model = ModelSpec(
+        name="x/y",
+        num_layers=shape["num_layers"],
+        hidden_size=shape["hidden_size"],
+        num_attention_heads=heads,
+        num_kv_heads=shape["num_kv_heads"],
+        head_dim=shape["head_dim"],
+        ffn_size=shape["ffn_size"],
+        vocab_size=shape["vocab_size"],
+        qk_norm=bool(shape["qk_norm"]),
+        max_context_tokens=4096,
+    )
+    expected = _dense_params(
+        layers=shape["num_layers"],
+        h=shape["hidden_size"],
+        heads=heads,
+        kv_heads=shape["num_kv_heads"],
+        head_dim=shape["head_dim"],
+        ffn=shape["ffn_size"],
+        vocab=shape["vocab_size"],
+        qk_norm=bool(shape["qk_norm"]),
+    )
+    assert model.param_count() == expected == model.active_param_count()
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    experts=st.integers(1, 16),
+    top_k=st.integers(1, 16),
+    shared=st.integers(0, 2),
+    dense_layers=st.integers(0, 3),
+)
+def test_moe_active_params_grow_with_top_k(
+    experts: int, top_k: int, shared: int, dense_layers: int
+) -> None:
+    top_k = min(top_k, experts)
+
+    def build(k: int) -> ModelSpec:
+        return ModelSpec(
+            name="x/moe",
+            num_layers=4,
+            hidden_size=16,
+            num_attention_heads=4,
+            num_kv_heads=2,
+            head_dim=8,
+            ffn_size=32,
+            vocab_size=100,
+            max_context_tokens=4096,
+            num_experts=experts,
+            experts_per_token=k,
+            expert_ffn_size=8,
+            num_shared_experts=shared,
+            first_dense_layers=dense_layers,
+        )
+
+    model = build(top_k)
+    one_expert_all_layers = (4 - dense_layers) * 3 * 16 * 8
+    assert model.param_count() - model.active_param_count() == (
+        (experts - top_k) * one_expert_all_layers
+    )
+    assert build(experts).active_param_count() == model.param_count()
