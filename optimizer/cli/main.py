@@ -14,6 +14,7 @@ import typer
 from optimizer.cli import (
     calibrate_cmd,
     catalog_cmd,
+    convert_cmd,
     replay_cmd,
     slo_cmd,
 )
@@ -53,7 +54,7 @@ def _root(
     """kvplan: which hardware, cache and scheduling configuration meets my SLOs at least cost."""
 
 
-for _module in (catalog_cmd, slo_cmd, replay_cmd, calibrate_cmd):
+for _module in (catalog_cmd, slo_cmd, replay_cmd, calibrate_cmd, convert_cmd):
     _module.register(app)
 
 

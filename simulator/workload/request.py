@@ -35,4 +35,7 @@ class TraceRequest:
     turn: int = 0
     """1-based turn number within the conversation; 0 if absent."""
     type_id: int = 0
-    """Index of the request ``type`` in the trace's type table; 0 = none/unknown."""
+    """1-based index of the request ``type`` in the trace's type table; 0 = none/unknown."""
+    completion_s: float = -1.0
+    """Completion time in seconds when a recorded trace knows it; -1.0 = unknown (the usual
+    case: JSONL traces never carry it; the simulator computes its own)."""
