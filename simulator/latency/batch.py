@@ -1,0 +1,138 @@
+"""One engine step's batch: per request, the tokens already cached and the tokens computed now.
+
+A batch is what the latency model prices: for each scheduled request a pair
+``(cache_len, new_tokens)`` — ``cache_len`` tokens whose KV is already in HBM (prefix-cache hits
+and earlier chunks or decode steps), ``new_tokens`` tokens run through the model in this step.
+A decode step is ``new_tokens == 1``; a prefill chunk is ``new_tokens > 1``. The pair, not an
+average, is the unit: attention cost depends on each request's own context (see
+``compose.py``), so a batch is never reduced to one "typical" shape.
+
+``Batch`` pre-sorts the requests once into what the cost model needs (total tokens, decode KV
+lengths as an array, distinct prefill shapes with their counts), so that ``step_seconds`` does
+no per-request Python work for decode requests. Build it with ``Batch.of(pairs)`` or, cheaper
+when the engine already keeps arrays, ``Batch.from_arrays(cache_lens, new_tokens)``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ["Batch", "BatchLike", "as_batch"]
+
+IntArray = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Batch:
+    """A step's requests, pre-grouped for pricing. Build with ``of`` or ``from_arrays``.
+
+    Attributes:
+        size: requests in the step.
+        num_tokens: new tokens over all requests (the GEMM ``m`` dimension).
+        logit_tokens: rows that go through the LM head: one per request that samples a token in
+            this step (decode requests and prefills whose last chunk this is). Defaults to
+            ``size`` — every request — which is what vLLM v1 computes (it discards the sample of a
+            partial prefill); an engine that knows better passes the exact count.
+        decode_kv_lens: for each decode request (``new_tokens == 1``), the KV length its
+            attention reads, ``cache_len + 1`` (the new token's own KV is written first), int64.
+        prefill_groups: distinct prefill shapes as ``(cache_len, new_tokens, count)``, sorted.
+
+    Not a scheduler decision: it carries no request identities, only shapes.
+    """
+
+    size: int
+    num_tokens: int
+    logit_tokens: int
+    decode_kv_lens: IntArray
+    prefill_groups: tuple[tuple[int, int, int], ...]
+
+    @classmethod
+    def of(cls, pairs: Iterable[tuple[int, int]], *, logit_tokens: int | None = None) -> Batch:
+        """A batch from ``(cache_len, new_tokens)`` pairs."""
+        seq = pairs if isinstance(pairs, list | tuple) else list(pairs)
+        if not seq:
+            return cls(0, 0, _logits(logit_tokens, 0), np.zeros(0, dtype=np.int64), ())
+        cache, new = zip(*seq, strict=True)
+        if min(new) < 1 or min(cache) < 0:
+            raise ValueError("need cache_len >= 0 and new_tokens >= 1 for every request")
+        size = len(seq)
+        if max(new) > 1:  # mixed: let numpy split decode from prefill
+            return cls.from_arrays(
+                np.fromiter(cache, np.int64, size),
+                np.fromiter(new, np.int64, size),
+                logit_tokens=logit_tokens,
+            )
+        # All decode (the common step): no per-request Python work beyond the unzip.
+        return cls(
+            size=size,
+            num_tokens=size,
+            logit_tokens=_logits(logit_tokens, size),
+            decode_kv_lens=np.fromiter(cache, np.int64, size) + 1,
+            prefill_groups=(),
+        )
+
+    @classmethod
+    def from_arrays(
+        cls,
+        cache_lens: npt.ArrayLike,
+        new_tokens: npt.ArrayLike,
+        *,
+        logit_tokens: int | None = None,
+    ) -> Batch:
+        """A batch from two equally long integer arrays (vectorised; the engine's fast path)."""
+        cache = np.asarray(cache_lens, dtype=np.int64)
+        new = np.asarray(new_tokens, dtype=np.int64)
+        if cache.shape != new.shape or cache.ndim != 1:
+            raise ValueError("cache_lens and new_tokens must be 1-D arrays of the same length")
+        size = int(new.shape[0])
+        if size and (int(new.min()) < 1 or int(cache.min()) < 0):
+            raise ValueError("need cache_len >= 0 and new_tokens >= 1 for every request")
+        is_decode = new == 1
+        prefill: Counter[tuple[int, int]] = Counter()
+        for i in np.flatnonzero(~is_decode).tolist():
+            prefill[int(cache[i]), int(new[i])] += 1
+        return cls(
+            size=size,
+            num_tokens=int(new.sum()),
+            logit_tokens=_logits(logit_tokens, size),
+            decode_kv_lens=cache[is_decode] + 1,
+            prefill_groups=tuple(sorted((c, n, k) for (c, n), k in prefill.items())),
+        )
+
+    @property
+    def num_decode(self) -> int:
+        """Requests that compute one token in this step."""
+        return int(self.decode_kv_lens.shape[0])
+
+    @property
+    def num_prefill(self) -> int:
+        """Requests that compute more than one token in this step."""
+        return self.size - self.num_decode
+
+    def pairs(self) -> list[tuple[int, int]]:
+        """The ``(cache_len, new_tokens)`` pairs back, prefills first (order is not kept)."""
+        out = [(c, n) for c, n, k in self.prefill_groups for _ in range(k)]
+        out.extend((int(kv) - 1, 1) for kv in self.decode_kv_lens)
+        return out
+
+
+#: Anything ``step_seconds`` accepts as a batch.
+BatchLike = Batch | Sequence[tuple[int, int]]
+
+
+def as_batch(batch: BatchLike) -> Batch:
+    """``batch`` itself when it is a ``Batch``, else ``Batch.of(batch)``."""
+    return batch if isinstance(batch, Batch) else Batch.of(batch)
+
+
+def _logits(logit_tokens: int | None, size: int) -> int:
+    if logit_tokens is None:
+        return size
+    if not 0 <= logit_tokens <= size:
+        raise ValueError(f"logit_tokens={logit_tokens} must lie in [0, {size}] (one per request)")
+    return logit_tokens

@@ -1,0 +1,342 @@
+"""Operator composition: which kernel calls one engine step makes, per GPU.
+
+``OperatorPlanner`` turns a ``Deployment`` and a batch's shapes into ``KernelCall``s — one
+primitive of ``KernelTimer`` (``kernels.py``) with its per-GPU sizes and how many times a step
+makes it (layers × groups). Any kernel source then prices the same plan. Per layer:
+
+- attention projections: GQA QKV (``m`` = new tokens, ``n = (heads + 2·kv_heads)·head_dim / tp``,
+  ``k`` = hidden) and O; MLA (DeepSeek) its fused down-projections (replicated), the per-head
+  up-projections, O, the decompression of each prefill's cached and new latents, and for decode
+  tokens the two absorption GEMMs;
+- MLP: dense SwiGLU as one fused gate+up GEMM and a down GEMM; MoE as a router GEMM, the routed
+  experts (below) and the shared experts;
+- attention: every prefill request on its own shape (causal over its cached prefix and its new
+  tokens — never an averaged shape; identical shapes share one call with ``batch_size`` > 1) and
+  decode requests grouped by KV length;
+- two TP all-reduces (after attention, after the MLP) of ``tokens × hidden`` activations;
+- memory-bound elementwise work (fused add+RMSNorm ×2, RoPE, KV-cache write, SwiGLU activation,
+  MoE permutation), priced from HBM bandwidth (``ComposeParams``) because ``KernelTimer`` has no
+  elementwise primitive.
+
+Per step: the embedding gather (plus its vocab-parallel all-reduce), the final norm, and the LM
+head only for ``logit_tokens`` rows (plus gathering the vocab-split logits).
+
+**Routed experts.** ``T`` tokens pick ``k`` of ``E`` experts each; with uniform routing the
+expected number of distinct experts touched is ``D = E·(1 - (1 - 1/E)^(T·k))``. Only their weights
+are read: each GPU runs ``D / ep`` experts with ``T·k / D`` tokens each (rounded to at least 1).
+
+**Fused launches.** A grouped GEMM or a ragged attention kernel is one launch over many
+sub-problems, so it pays the fixed per-kernel cost once: the plan prices each sub-problem on its
+own and adds a *launch credit*, the smallest call of that kind with count ``-(n - 1)``. This works
+for any kernel source, measured or modelled.
+
+What this is not: a scheduler (the batch is given), or a simulator of overlap between
+communication and compute (all-reduces are serial, as in vLLM's default TP).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from simulator.latency.deployment import Deployment
+
+__all__ = ["CallKind", "ComposeParams", "KernelCall", "OperatorPlanner"]
+
+CallKind = Literal["gemm", "context_attention", "generation_attention", "nccl", "elementwise"]
+
+#: Smallest GEMM the H100 profile measures (n, k ≥ 32): the shape used as a grouped GEMM's
+#: launch credit, so a table-based timer prices it inside its measured range.
+_FLOOR_GEMM = (1, 32, 32)
+_ROUTER_DTYPE = "bf16"  # routers and LM heads stay in 16 bit in every engine we model
+_LM_HEAD_DTYPE = "bf16"
+
+
+@dataclass(frozen=True, slots=True)
+class KernelCall:
+    """One primitive call of a step, ``count`` times (negative for a launch credit).
+
+    ``args`` are the positional arguments of the ``KernelTimer`` method for ``kind`` ('nccl' =
+    ``all_reduce``); for 'elementwise' they are ``(bytes, kernels)``, priced by the composer.
+    ``op`` names the operator in breakdowns ('qkv_proj', 'attn_decode', ...).
+    """
+
+    op: str
+    kind: CallKind
+    args: tuple[Any, ...]
+    count: float
+
+
+@dataclass(frozen=True, slots=True)
+class ComposeParams:
+    """Costs outside the four kernel primitives (seconds; fractions).
+
+    The step and request overheads are the framework's CPU time that is not hidden behind GPU
+    work (scheduling, input preparation, sampling, output processing). Defaults are the ``vllm``
+    preset's (assumptions, documented there); ``presets.BackendPreset.compose_params`` gives the
+    others.
+    """
+
+    #: Fixed CPU cost of one engine step not overlapped with GPU work.
+    step_overhead_s: float = 1.0e-3
+    #: CPU cost per scheduled request per step (input preparation, detokenisation hand-off).
+    request_overhead_s: float = 10.0e-6
+    #: Fraction of HBM bandwidth that norms, RoPE and activations reach. An assumption in line
+    #: with the memory-bound GEMM rows of the H100 profile (median 0.80).
+    elementwise_memory_efficiency: float = 0.80
+    #: Fixed GPU time of one elementwise kernel, like the smallest profiled GEMMs (~2.5 µs).
+    elementwise_launch_s: float = 2.5e-6
+
+    def __post_init__(self) -> None:
+        if min(self.step_overhead_s, self.request_overhead_s, self.elementwise_launch_s) < 0:
+            raise ValueError("ComposeParams: overheads must be >= 0")
+        if not 0 < self.elementwise_memory_efficiency <= 1:
+            raise ValueError("ComposeParams: elementwise_memory_efficiency must be in (0, 1]")
+
+
+class OperatorPlanner:
+    """The kernel calls of a step for one ``Deployment`` (per GPU; counts include layers).
+
+    Per-deployment constants are computed once here; each ``*_calls`` method is a pure function
+    of its shape arguments, so callers may cache their cost by those arguments.
+    """
+
+    def __init__(self, deployment: Deployment) -> None:
+        d = self.deployment = deployment
+        m = d.model
+        self.layers = m.num_layers
+        self.moe_layers = m.num_moe_layers
+        self.dense_layers = m.num_layers - m.num_moe_layers
+        self.tp = d.tp
+        self.hidden = m.hidden_size
+        self.heads = d.heads_per_gpu
+        self.kv_heads = d.kv_heads_per_gpu
+        self.wdtype = d.weight_precision
+        self.kvdtype = d.kv_precision
+        self.act = d.activation_bytes
+        self.kv_bytes = d.kv_element_bytes
+        self.mla = m.attention == "mla"
+        if self.mla:
+            self.qk_dim = m.qk_nope_head_dim + m.qk_rope_head_dim
+            self.v_dim = m.v_head_dim or m.qk_nope_head_dim
+            self.latent = m.kv_lora_rank + m.qk_rope_head_dim
+            # Protocol shapes that reproduce MLA's FLOPs and bytes (see prefill_args and
+            # decode_args): width = mean of the QK and V widths; half the latent for decode.
+            self.attn_dim = (self.qk_dim + self.v_dim) // 2
+            self.decode_dim = self.latent // 2
+        else:
+            self.attn_dim = m.head_dim
+
+    # ----- attention shapes -------------------------------------------------------------------
+    def prefill_args(self, count: int, new: int, cached: int) -> tuple[Any, ...]:
+        """``context_attention`` arguments for ``count`` prefills of one shape.
+
+        MLA prefill runs as multi-head attention on decompressed K/V (16-bit) whose QK width
+        (nope + rope) differs from V's; ``head_dim`` = their mean gives the FLOPs (QKᵀ + PV) and
+        the K+V bytes exactly.
+        """
+        if self.mla:
+            return (count, new, cached, self.heads, self.heads, self.attn_dim, "bf16")
+        return (count, new, cached, self.heads, self.kv_heads, self.attn_dim, self.kvdtype)
+
+    def decode_args(self, count: int, kv_len: int) -> tuple[Any, ...]:
+        """``generation_attention`` arguments for ``count`` decodes reading ``kv_len`` tokens.
+
+        MLA decode (absorbed) is multi-query attention of all heads over one latent of
+        ``kv_lora_rank + rope`` elements that serves as both K and V. The protocol counts K and
+        V separately, so it is passed as twice the heads over half the width: the latent's bytes
+        are then exact and the FLOPs within 6% (QK over the full latent, PV over the rank).
+        """
+        if self.mla:
+            return (count, kv_len, 2 * self.heads, 1, self.decode_dim, self.kvdtype)
+        return (count, kv_len, self.heads, self.kv_heads, self.attn_dim, self.kvdtype)
+
+    def prefill_floor(self) -> KernelCall:
+        """The smallest prefill call: one launch's fixed cost, for launch credits (count 1)."""
+        return KernelCall("attn_prefill", "context_attention", self.prefill_args(1, 1, 0), 1)
+
+    def decode_floor(self) -> KernelCall:
+        """The smallest decode call (count 1)."""
+        return KernelCall("attn_decode", "generation_attention", self.decode_args(1, 1), 1)
+
+    # ----- calls by what they depend on -------------------------------------------------------
+    def token_calls(self, tokens: int) -> list[KernelCall]:
+        """Everything that depends only on the step's total new tokens ``T``: embedding,
+        projections, MLP/MoE, all-reduces, norms and activations."""
+        t, h, a = tokens, self.hidden, self.act
+        calls = [KernelCall("embedding", "elementwise", (t * h * (2.0 + a), 1), 1)]
+        if self.tp > 1:  # vocab-parallel embedding sums its shards
+            calls.append(KernelCall("all_reduce", "nccl", (t * h * a, self.tp), 1))
+        calls += self._mla_projections(t) if self.mla else self._gqa_projections(t)
+        if self.tp > 1:
+            calls.append(KernelCall("all_reduce", "nccl", (t * h * a, self.tp), 2 * self.layers))
+        calls.append(self._attention_elementwise(t))
+        if self.dense_layers:
+            calls += self._dense_mlp(t)
+        if self.moe_layers:
+            calls += self._moe(t)
+        calls.append(KernelCall("elementwise", "elementwise", (3.0 * t * h * a, 1), 1))
+        return calls
+
+    def logit_calls(self, logit_tokens: int) -> list[KernelCall]:
+        """LM head over the rows that sample, and the gather of vocab-split logits (an
+        all-gather of the full logits ≈ an all-reduce of half of them on a ring)."""
+        if logit_tokens <= 0:
+            return []
+        vocab, h = self.deployment.model.vocab_size, self.hidden
+        calls = [
+            KernelCall(
+                "lm_head", "gemm", (logit_tokens, -(-vocab // self.tp), h, _LM_HEAD_DTYPE), 1
+            )
+        ]
+        if self.tp > 1:
+            message = logit_tokens * vocab * self.act / 2
+            calls.append(KernelCall("logits_gather", "nccl", (message, self.tp), 1))
+        return calls
+
+    def prefill_calls(self, groups: tuple[tuple[int, int, int], ...]) -> list[KernelCall]:
+        """Attention of prefill groups ``(cache_len, new_tokens, count)``: one call per distinct
+        shape, a launch credit for the ragged kernel, and MLA's latent decompression."""
+        calls = [
+            KernelCall("attn_prefill", "context_attention", self.prefill_args(k, n, c), self.layers)
+            for c, n, k in groups
+        ]
+        if len(groups) > 1:
+            floor = self.prefill_floor()
+            calls.append(
+                KernelCall(floor.op, floor.kind, floor.args, -(len(groups) - 1) * self.layers)
+            )
+        if self.mla:
+            calls += [self.mla_decompress_call(c, n, k) for c, n, k in groups]
+        return calls
+
+    def mla_decompress_call(self, cached: int, new: int, count: int) -> KernelCall:
+        """MLA prefill: up-project the cached and new latents of ``count`` requests to K and V."""
+        n = self.heads * (self.deployment.model.qk_nope_head_dim + self.v_dim)
+        rank = self.deployment.model.kv_lora_rank
+        return KernelCall(
+            "mla_kv_decompress", "gemm", (cached + new, n, rank, self.wdtype), count * self.layers
+        )
+
+    def decode_calls(self, groups: list[tuple[int, int]]) -> list[KernelCall]:
+        """Attention of decode groups ``(kv_len, count)`` plus the launch credit."""
+        calls = [
+            KernelCall("attn_decode", "generation_attention", self.decode_args(k, kv), self.layers)
+            for kv, k in groups
+        ]
+        if len(groups) > 1:
+            floor = self.decode_floor()
+            calls.append(
+                KernelCall(floor.op, floor.kind, floor.args, -(len(groups) - 1) * self.layers)
+            )
+        return calls
+
+    def decode_token_calls(self, num_decode: int) -> list[KernelCall]:
+        """Work that depends on the number of decode requests: MLA's absorption GEMMs (query
+        into latent space, latent output back to per-head values). Empty for GQA."""
+        if not self.mla or num_decode <= 0:
+            return []
+        m = self.deployment.model
+        rank, nope = m.kv_lora_rank, m.qk_nope_head_dim
+        return [
+            KernelCall(
+                "mla_absorb",
+                "gemm",
+                (num_decode, self.heads * rank, nope, self.wdtype),
+                self.layers,
+            ),
+            KernelCall(
+                "mla_absorb",
+                "gemm",
+                (num_decode, self.heads * self.v_dim, rank, self.wdtype),
+                self.layers,
+            ),
+        ]
+
+    # ----- pieces of token_calls --------------------------------------------------------------
+    def _gqa_projections(self, t: int) -> list[KernelCall]:
+        h, d, w, n_layers = self.hidden, self.attn_dim, self.wdtype, self.layers
+        qkv_n = (self.heads + 2 * self.kv_heads) * d
+        return [
+            KernelCall("qkv_proj", "gemm", (t, qkv_n, h, w), n_layers),
+            KernelCall("o_proj", "gemm", (t, h, self.heads * d, w), n_layers),
+        ]
+
+    def _mla_projections(self, t: int) -> list[KernelCall]:
+        m = self.deployment.model
+        h, w, n_layers = self.hidden, self.wdtype, self.layers
+        q_n = self.heads * self.qk_dim
+        calls: list[KernelCall] = []
+        if m.q_lora_rank:
+            # vLLM fuses the replicated q_a and kv_a down-projections into one GEMM.
+            calls.append(
+                KernelCall(
+                    "mla_down_proj", "gemm", (t, m.q_lora_rank + self.latent, h, w), n_layers
+                )
+            )
+            calls.append(KernelCall("q_proj", "gemm", (t, q_n, m.q_lora_rank, w), n_layers))
+        else:
+            calls.append(KernelCall("mla_down_proj", "gemm", (t, self.latent, h, w), n_layers))
+            calls.append(KernelCall("q_proj", "gemm", (t, q_n, h, w), n_layers))
+        calls.append(KernelCall("o_proj", "gemm", (t, h, self.heads * self.v_dim, w), n_layers))
+        return calls
+
+    def _attention_elementwise(self, t: int) -> KernelCall:
+        """Per layer: two fused add+RMSNorms (read x and residual, write both), RoPE on Q and K,
+        the KV-cache write; MLA adds the two latent norms; Qwen3 its per-head Q/K norms."""
+        h, a = self.hidden, self.act
+        moved = 2 * 4.0 * t * h * a
+        kernels = 4
+        if self.mla:
+            m = self.deployment.model
+            moved += 2.0 * t * (m.q_lora_rank + m.kv_lora_rank) * a  # latent norms
+            moved += 2.0 * t * (self.heads + 1) * m.qk_rope_head_dim * a  # RoPE
+            moved += t * self.latent * (a + self.kv_bytes)  # latent cache write
+            kernels += 2
+        else:
+            qk = t * (self.heads + self.kv_heads) * self.attn_dim
+            moved += 2.0 * qk * a  # RoPE in place
+            moved += t * 2 * self.kv_heads * self.attn_dim * (a + self.kv_bytes)  # cache write
+            if self.deployment.model.qk_norm:
+                moved += 2.0 * qk * a
+                kernels += 1
+        return KernelCall("elementwise", "elementwise", (moved, kernels), self.layers)
+
+    def _dense_mlp(self, t: int) -> list[KernelCall]:
+        h, w, n_layers = self.hidden, self.wdtype, self.dense_layers
+        ffn = self.deployment.model.ffn_size // self.tp
+        return [
+            KernelCall("mlp_gate_up", "gemm", (t, 2 * ffn, h, w), n_layers),
+            KernelCall("mlp_down", "gemm", (t, h, ffn, w), n_layers),
+            KernelCall("elementwise", "elementwise", (3.0 * t * ffn * self.act, 1), n_layers),
+        ]
+
+    def _moe(self, t: int) -> list[KernelCall]:
+        d, m = self.deployment, self.deployment.model
+        h, w, a, n_layers = self.hidden, self.wdtype, self.act, self.moe_layers
+        experts, top_k = m.num_experts, m.experts_per_token
+        assignments = t * top_k
+        touched = experts * (1.0 - (1.0 - 1.0 / experts) ** assignments)
+        per_gpu = touched / d.expert_parallel
+        tokens_each = max(1, round(assignments / touched))
+        ffn = m.expert_ffn_size // d.expert_tp
+        credit = -(per_gpu - 1.0) * n_layers
+        calls = [
+            KernelCall("moe_router", "gemm", (t, experts, h, _ROUTER_DTYPE), n_layers),
+            KernelCall("moe_experts", "gemm", (tokens_each, 2 * ffn, h, w), per_gpu * n_layers),
+            KernelCall("moe_experts", "gemm", (tokens_each, h, ffn, w), per_gpu * n_layers),
+            KernelCall("moe_experts", "gemm", (*_FLOOR_GEMM, w), 2 * credit),
+        ]
+        local = assignments / d.expert_parallel
+        moved = (
+            3.0 * local * ffn * a + 4.0 * local * h * a + 4.0 * t * experts
+        )  # act, permute, topk
+        kernels = 4
+        if m.num_shared_experts:
+            shared = m.num_shared_experts * m.expert_ffn_size // self.tp
+            calls.append(KernelCall("moe_shared", "gemm", (t, 2 * shared, h, w), n_layers))
+            calls.append(KernelCall("moe_shared", "gemm", (t, h, shared, w), n_layers))
+            moved += 3.0 * t * shared * a
+            kernels += 1
+        calls.append(KernelCall("elementwise", "elementwise", (moved, kernels), n_layers))
+        return calls

@@ -1,0 +1,192 @@
+"""A model served on one instance: GPU type, tensor / expert parallelism and precisions.
+
+``Deployment`` is the one object both the latency model and the memory fit take. It checks the
+combination once, at construction, and raises a one-line ``InputError`` for what an engine would
+refuse to launch:
+
+- a weight precision the GPU's tensor cores cannot run (fp4 on an H100: ``GpuSpec.supports``);
+  weight-only int4 (AWQ/GPTQ, W4A16) is the exception — it runs on any GPU, computing in 16 bit;
+- a KV precision no engine stores (int8/int4) or fp4 KV on a GPU without fp4;
+- ``tp`` that does not divide the query heads, or that neither divides nor is a multiple of the
+  KV heads (vLLM replicates KV heads when ``tp > num_kv_heads``, so tp=8 on 4 KV heads is fine);
+- ``tp`` beyond one node without ``allow_multi_node`` (the all-reduce then crosses the NIC);
+- ``ep`` that does not divide ``tp`` or the expert count, or ``ep`` on a dense model.
+
+Parallelism model: one instance = ``tp`` GPUs. Attention and dense MLPs are split ``tp`` ways;
+an MoE layer's experts are split ``ep`` ways and each expert ``tp / ep`` ways (``ep = tp``: whole
+experts per GPU, vLLM's ``--enable-expert-parallel``; ``ep = 1``: every expert split by TP, the
+vLLM default). Pipeline parallelism and data-parallel attention are out of scope.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from hardware.schema import BYTES_PER_ELEMENT, GpuSpec, ModelSpec
+from simulator.latency.transfer import kv_bytes_per_gpu
+from slo.inputfile import InputError
+
+__all__ = ["ACTIVATION_PRECISIONS", "KV_PRECISIONS", "Deployment"]
+
+#: KV-cache precisions the modelled engines store (fp4 only where the GPU has fp4).
+KV_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
+#: Activation precisions (engines serve with 16-bit activations; fp32 for completeness).
+ACTIVATION_PRECISIONS = ("bf16", "fp16", "fp32")
+#: Weight precisions that run as weight-only kernels on any GPU (dequantised to 16 bit).
+_WEIGHT_ONLY = ("int4",)
+
+
+@dataclass(frozen=True, slots=True)
+class Deployment:
+    """One serving instance's model, GPU and parallel layout (validated; see module doc)."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    tp: int = 1
+    ep: int | None = None
+    weight_precision: str = "bf16"
+    kv_precision: str = "bf16"
+    activation_precision: str = "bf16"
+    allow_multi_node: bool = False
+
+    def __post_init__(self) -> None:
+        _check_precisions(self)
+        _check_tp(self)
+        _check_ep(self)
+
+    # ----- layout ------------------------------------------------------------------------------
+    @property
+    def num_gpus(self) -> int:
+        """GPUs of one instance (= ``tp``)."""
+        return self.tp
+
+    @property
+    def num_nodes(self) -> int:
+        """Servers one instance spans."""
+        return math.ceil(self.tp / self.gpu.gpus_per_node)
+
+    @property
+    def expert_parallel(self) -> int:
+        """Ways the experts are split (``ep``, default ``tp``; 1 for a dense model)."""
+        if not self.model.is_moe:
+            return 1
+        return self.tp if self.ep is None else self.ep
+
+    @property
+    def expert_tp(self) -> int:
+        """Ways each expert's FFN is split (``tp / ep``)."""
+        return self.tp // self.expert_parallel if self.model.is_moe else self.tp
+
+    @property
+    def heads_per_gpu(self) -> int:
+        """Query heads one GPU computes."""
+        return self.model.num_attention_heads // self.tp
+
+    @property
+    def kv_heads_per_gpu(self) -> int:
+        """KV heads one GPU stores: ``num_kv_heads / tp``, at least 1 (replicated when
+        ``tp > num_kv_heads``). For MLA: 1, the shared latent, replicated on every GPU."""
+        if self.model.attention == "mla":
+            return 1
+        return max(1, self.model.num_kv_heads // self.tp)
+
+    # ----- sizes -------------------------------------------------------------------------------
+    @property
+    def activation_bytes(self) -> float:
+        """Bytes of one activation element."""
+        return BYTES_PER_ELEMENT[self.activation_precision]
+
+    @property
+    def kv_element_bytes(self) -> float:
+        """Bytes of one KV-cache element."""
+        return BYTES_PER_ELEMENT[self.kv_precision]
+
+    def kv_bytes_per_token_per_gpu(self) -> float:
+        """KV bytes one token occupies on each GPU of the instance (all layers).
+
+        GQA: ``2 · kv_heads_per_gpu · head_dim`` per layer, so replicated KV heads count on every
+        GPU that holds them. MLA: the whole latent on every GPU (vLLM and SGLang replicate it
+        across TP ranks). Times ``tp``, this exceeds ``ModelSpec.kv_bytes_per_token`` exactly when
+        something is replicated.
+        """
+        return kv_bytes_per_gpu(self.model, 1, self.kv_precision, self.tp)
+
+    def describe(self) -> str:
+        """Short label, e.g. ``'Llama-3.1-70B bf16 on h100_sxm TP4'``."""
+        short = self.model.name.rsplit("/", 1)[-1]
+        ep = f" EP{self.expert_parallel}" if self.model.is_moe else ""
+        return f"{short} {self.weight_precision} on {self.gpu.name} TP{self.tp}{ep}"
+
+
+def _where(d: Deployment) -> str:
+    return f"deployment of {d.model.name} on {d.gpu.name}"
+
+
+def _check_precisions(d: Deployment) -> None:
+    for field, value in (
+        ("weight_precision", d.weight_precision),
+        ("kv_precision", d.kv_precision),
+        ("activation_precision", d.activation_precision),
+    ):
+        if value not in BYTES_PER_ELEMENT:
+            known = ", ".join(BYTES_PER_ELEMENT)
+            raise InputError(f"{_where(d)}: {field}: unknown precision '{value}'; known: {known}")
+    if d.weight_precision not in _WEIGHT_ONLY and not d.gpu.supports(d.weight_precision):
+        supported = ", ".join(d.gpu.dense_tflops)
+        raise InputError(
+            f"{_where(d)}: weight_precision: {d.gpu.name} has no {d.weight_precision} tensor "
+            f"cores (supports {supported})"
+        )
+    if d.kv_precision not in KV_PRECISIONS:
+        raise InputError(
+            f"{_where(d)}: kv_precision: '{d.kv_precision}' is not a KV-cache precision the "
+            f"engines store; expected one of {', '.join(KV_PRECISIONS)}"
+        )
+    if d.kv_precision == "fp4" and not d.gpu.supports("fp4"):
+        raise InputError(f"{_where(d)}: kv_precision: fp4 KV cache needs fp4 support")
+    if d.activation_precision not in ACTIVATION_PRECISIONS:
+        raise InputError(
+            f"{_where(d)}: activation_precision: expected one of {', '.join(ACTIVATION_PRECISIONS)}"
+        )
+
+
+def _check_tp(d: Deployment) -> None:
+    m = d.model
+    if not isinstance(d.tp, int) or d.tp < 1:
+        raise InputError(f"{_where(d)}: tp: expected a positive integer, got {d.tp!r}")
+    if m.num_attention_heads % d.tp:
+        raise InputError(
+            f"{_where(d)}: tp={d.tp} does not divide the {m.num_attention_heads} attention heads"
+        )
+    kv = m.num_kv_heads
+    if m.attention == "gqa" and (kv % d.tp if d.tp <= kv else d.tp % kv):
+        raise InputError(
+            f"{_where(d)}: tp={d.tp} must divide the {kv} KV heads or be a multiple of them "
+            "(KV heads are replicated when tp exceeds them)"
+        )
+    has_dense_mlp = m.num_layers > m.num_moe_layers
+    if has_dense_mlp and m.ffn_size % d.tp:
+        raise InputError(f"{_where(d)}: tp={d.tp} does not divide ffn_size {m.ffn_size}")
+    if d.tp > d.gpu.gpus_per_node and not d.allow_multi_node:
+        raise InputError(
+            f"{_where(d)}: tp={d.tp} exceeds the {d.gpu.gpus_per_node} GPUs of one "
+            f"{d.gpu.name} node; allow multi-node tensor parallelism to span nodes"
+        )
+
+
+def _check_ep(d: Deployment) -> None:
+    m = d.model
+    if not m.is_moe:
+        if d.ep not in (None, 1):
+            raise InputError(f"{_where(d)}: ep={d.ep} applies to MoE models only")
+        return
+    ep = d.expert_parallel
+    if not isinstance(ep, int) or ep < 1 or d.tp % ep:
+        raise InputError(f"{_where(d)}: ep={ep!r} must be a positive divisor of tp={d.tp}")
+    if m.num_experts % ep:
+        raise InputError(f"{_where(d)}: ep={ep} does not divide the {m.num_experts} experts")
+    if m.expert_ffn_size % (d.tp // ep):
+        raise InputError(
+            f"{_where(d)}: tp/ep={d.tp // ep} does not divide expert_ffn_size {m.expert_ffn_size}"
+        )

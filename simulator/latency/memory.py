@@ -1,0 +1,271 @@
+"""Memory fit: do the weights fit on each GPU, and how many KV tokens are left?
+
+Per GPU of an instance::
+
+    weights   = attention / tp (KV projections replicated when tp > kv heads; MLA's
+                down-projections replicated) + dense MLP / tp + routed experts / tp (ep ways by
+                expert × tp/ep ways within one) + shared experts / tp + router
+                + embedding / tp + LM head / tp (vocab-parallel, kept in bf16) + norms
+    reserve   = framework_reserve_gib + activation peak at max_batched_tokens
+    KV pool   = depends on the engine's accounting (``MemoryAccounting``):
+      reserve_inside   (vLLM):    hbm · util - weights - reserve
+      reserve_outside  (SGLang):  hbm · util - weights   (reserve must fit in hbm · (1 - util))
+      fraction_of_free (TRT-LLM): util · (hbm - weights - reserve)
+
+The pool is cut into whole blocks of ``block_tokens``. ``memory_fit`` never raises for a
+configuration that does not fit: it returns ``MemoryFit(fits=False, reason=...)`` with one
+readable sentence, so the optimizer can record it as a violated constraint.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from hardware.schema import BYTES_PER_ELEMENT
+from simulator.latency.deployment import Deployment
+
+__all__ = [
+    "MemoryAccounting",
+    "MemoryFit",
+    "MemoryParams",
+    "activation_bytes_per_gpu",
+    "memory_fit",
+    "weight_bytes_per_gpu",
+]
+
+GIB = float(2**30)
+MemoryAccounting = Literal["reserve_inside", "reserve_outside", "fraction_of_free"]
+_LOGIT_BYTES = 4.0  # samplers hold logits in fp32
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryParams:
+    """The engine settings memory depends on (from a backend preset; see ``presets.py``)."""
+
+    #: Fraction of HBM the engine may use (vLLM gpu_memory_utilization, SGLang
+    #: mem_fraction_static, TRT-LLM free_gpu_memory_fraction — see ``accounting``).
+    hbm_utilization: float = 0.90
+    #: How the fraction is applied (module doc).
+    accounting: MemoryAccounting = "reserve_inside"
+    #: Fixed per-GPU memory outside weights, activations and KV: CUDA graphs, NCCL and cuBLAS
+    #: workspaces, allocator slack (GiB; an assumption per engine).
+    framework_reserve_gib: float = 1.0
+    #: Token budget of one step: sizes the activation peak.
+    max_batched_tokens: int = 8192
+    #: Most requests in one step: sizes the sampler's logits buffer.
+    max_running_requests: int = 1024
+    #: Tokens per KV block (vLLM 16, SGLang 1, TRT-LLM 32).
+    block_tokens: int = 16
+    #: KV tokens the pool must hold at least (e.g. one longest request); 0 = one block.
+    min_kv_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.hbm_utilization <= 1:
+            raise ValueError("MemoryParams.hbm_utilization must be in (0, 1]")
+        if self.framework_reserve_gib < 0 or self.min_kv_tokens < 0:
+            raise ValueError("MemoryParams: reserve and min_kv_tokens must be >= 0")
+        if min(self.max_batched_tokens, self.max_running_requests, self.block_tokens) < 1:
+            raise ValueError("MemoryParams: token and request limits must be >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryFit:
+    """The outcome of ``memory_fit`` for one GPU of the instance (all GPUs are alike)."""
+
+    fits: bool
+    #: One sentence: why it does not fit, or what fits.
+    reason: str
+    #: KV tokens the instance can hold (every GPU holds its shard of every token).
+    kv_tokens: int
+    kv_blocks: int
+    weights_gib_per_gpu: float
+    reserve_gib_per_gpu: float
+    #: HBM the engine may use at its utilisation setting.
+    usable_gib_per_gpu: float
+    kv_gib_per_gpu: float
+    kv_bytes_per_token_per_gpu: float
+
+
+def weight_bytes_per_gpu(d: Deployment) -> float:
+    """Bytes of weights on each GPU (module doc). At TP1 this equals
+    ``ModelSpec.weight_bytes(weight_precision)``."""
+    m, tp = d.model, d.tp
+    h = m.hidden_size
+    replicated = 2 * h * m.num_layers + h  # the two norms per layer and the final norm
+    sharded = 0.0
+    if m.attention == "mla":
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        v = m.v_head_dim or m.qk_nope_head_dim
+        heads = m.num_attention_heads
+        down = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank
+        up = m.kv_lora_rank * heads * (m.qk_nope_head_dim + v) + heads * v * h
+        if m.q_lora_rank:
+            down += h * m.q_lora_rank + m.q_lora_rank
+            up += m.q_lora_rank * heads * qk
+        else:
+            up += h * heads * qk
+        replicated += m.num_layers * down
+        sharded += m.num_layers * up
+    else:
+        q_width = m.num_attention_heads * m.head_dim
+        per_gpu_kv = 2 * h * d.kv_heads_per_gpu * m.head_dim
+        sharded += m.num_layers * 2 * h * q_width  # Q and O
+        replicated += m.num_layers * (per_gpu_kv + (2 * m.head_dim if m.qk_norm else 0))
+    dense_layers = m.num_layers - m.num_moe_layers
+    sharded += dense_layers * m.dense_mlp_params()
+    if m.is_moe:
+        experts = m.num_experts + m.num_shared_experts
+        sharded += m.num_moe_layers * experts * m.expert_params()
+        replicated += m.num_moe_layers * h * m.num_experts  # router
+    quantised = replicated + sharded / tp
+    kept_bf16 = m.vocab_size * h * (1 if m.tie_word_embeddings else 2) / tp
+    return math.ceil(
+        quantised * BYTES_PER_ELEMENT[d.weight_precision] + kept_bf16 * BYTES_PER_ELEMENT["bf16"]
+    )
+
+
+def activation_bytes_per_gpu(d: Deployment, max_batched_tokens: int, max_requests: int) -> float:
+    """Peak activation memory of a step of ``max_batched_tokens`` tokens (what an engine's
+    profiling run measures): four hidden-state buffers plus the larger of the attention
+    projections' output and the MLP's intermediates (fused-MoE workspaces: gate+up, activation
+    and output per routed token), plus the sampler's fp32 logits for ``max_requests`` rows."""
+    m, t, a = d.model, max_batched_tokens, d.activation_bytes
+    h = m.hidden_size
+    hidden = 4.0 * t * h * a
+    if m.attention == "mla":
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        attn = t * (d.heads_per_gpu * qk + m.kv_lora_rank + m.qk_rope_head_dim + m.q_lora_rank)
+    else:
+        attn = t * (d.heads_per_gpu + 2 * d.kv_heads_per_gpu) * m.head_dim
+    mlp = 3.0 * t * m.ffn_size / d.tp if m.num_layers > m.num_moe_layers else 0.0
+    if m.is_moe:
+        expert = 3.0 * m.expert_ffn_size / d.expert_tp + h
+        mlp = max(mlp, t * m.experts_per_token * expert)
+        mlp += 3.0 * t * m.num_shared_experts * m.expert_ffn_size / d.tp
+    logits = min(max_requests, t) * m.vocab_size * _LOGIT_BYTES
+    return hidden + max(attn, mlp) * a + logits
+
+
+def memory_fit(d: Deployment, params: MemoryParams | None = None) -> MemoryFit:
+    """How the instance's HBM divides into weights, reserve and KV (never raises for a
+    non-fit; see ``MemoryFit``)."""
+    p = params or MemoryParams()
+    hbm = d.gpu.hbm_bytes
+    weights = weight_bytes_per_gpu(d)
+    reserve = p.framework_reserve_gib * GIB + activation_bytes_per_gpu(
+        d, p.max_batched_tokens, p.max_running_requests
+    )
+    if p.accounting == "fraction_of_free":
+        usable = float(hbm)
+        kv = p.hbm_utilization * (hbm - weights - reserve)
+    else:
+        usable = hbm * p.hbm_utilization
+        kv = usable - weights - (reserve if p.accounting == "reserve_inside" else 0.0)
+    per_token = d.kv_bytes_per_token_per_gpu()
+    blocks = max(0, int(kv // (per_token * p.block_tokens))) if kv > 0 else 0
+    tokens = blocks * p.block_tokens
+    fit = _Sizes(d, p, weights, reserve, usable, max(kv, 0.0), tokens, blocks)
+    reason = fit.problem()
+    return MemoryFit(
+        fits=reason is None,
+        reason=reason or fit.summary(),
+        kv_tokens=tokens,
+        kv_blocks=blocks,
+        weights_gib_per_gpu=weights / GIB,
+        reserve_gib_per_gpu=reserve / GIB,
+        usable_gib_per_gpu=usable / GIB,
+        kv_gib_per_gpu=max(kv, 0.0) / GIB,
+        kv_bytes_per_token_per_gpu=per_token,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Sizes:
+    """The numbers of one fit, and the sentences that explain them."""
+
+    d: Deployment
+    p: MemoryParams
+    weights: float
+    reserve: float
+    usable: float
+    kv: float
+    tokens: int
+    blocks: int
+
+    def _head(self) -> str:
+        d = self.d
+        name = d.model.name.rsplit("/", 1)[-1]
+        ep = f" EP{d.expert_parallel}" if d.model.is_moe and d.expert_parallel > 1 else ""
+        return (
+            f"{name} {d.weight_precision} needs {self.weights / GIB:.1f} GiB of weights per GPU "
+            f"at TP{d.tp}{ep}"
+        )
+
+    def _budget(self) -> str:
+        d, p = self.d, self.p
+        if p.accounting == "fraction_of_free":
+            return f"{d.gpu.name} has {d.gpu.hbm_gib:.1f} GiB"
+        return (
+            f"{d.gpu.name} has {d.gpu.hbm_gib:.1f} GiB at {p.hbm_utilization:.2f} utilisation = "
+            f"{self.usable / GIB:.1f} GiB"
+        )
+
+    def problem(self) -> str | None:
+        """The sentence saying why it does not fit, or ``None`` when it fits."""
+        p = self.p
+        head, budget = self._head(), self._budget()
+        room = self.d.gpu.hbm_bytes if p.accounting == "fraction_of_free" else self.usable
+        room -= self.weights
+        if room <= 0:
+            return f"{head}; {budget}"
+        if p.accounting != "reserve_outside" and room < self.reserve:
+            left, need = _gib_pair(room, self.reserve)
+            return f"{head}; {budget}, leaving {left} GiB < {need} GiB reserve"
+        outside = self.d.gpu.hbm_bytes - self.usable
+        if p.accounting == "reserve_outside" and outside < self.reserve:
+            left, need = _gib_pair(outside, self.reserve)
+            return f"{head}; {budget}, and the other {left} GiB cannot hold the {need} GiB reserve"
+        needed = max(p.min_kv_tokens, p.block_tokens)
+        if self.tokens < needed:
+            return (
+                f"{head}; {budget}, leaving {self.kv / GIB:.1f} GiB for KV = {self.tokens:,} "
+                f"tokens < {needed:,} tokens needed"
+            )
+        return None
+
+    def summary(self) -> str:
+        """The sentence for a configuration that fits."""
+        d, p = self.d, self.p
+        name = d.model.name.rsplit("/", 1)[-1]
+        weights, reserve, kv = self.weights / GIB, self.reserve / GIB, self.kv / GIB
+        if p.accounting == "reserve_outside":
+            split = (
+                f"{weights:.1f} GiB of weights per GPU leave {kv:.1f} GiB of the "
+                f"{p.hbm_utilization:.2f} static fraction for KV ({reserve:.1f} GiB reserve "
+                "outside it)"
+            )
+        elif p.accounting == "fraction_of_free":
+            split = (
+                f"{weights:.1f} GiB of weights + {reserve:.1f} GiB reserve per GPU, "
+                f"{p.hbm_utilization:.2f} of the rest = {kv:.1f} GiB for KV"
+            )
+        else:
+            split = (
+                f"{weights:.1f} GiB of weights + {reserve:.1f} GiB reserve per GPU leave "
+                f"{kv:.1f} GiB for KV"
+            )
+        return (
+            f"{name} {d.weight_precision} fits on {d.gpu.name} at TP{d.tp}: {split} = "
+            f"{self.tokens:,} tokens ({self.blocks:,} blocks of {p.block_tokens})"
+        )
+
+
+def _gib_pair(smaller: float, larger: float) -> tuple[str, str]:
+    """Both sizes in GiB with the fewest decimals (1 to 3) that tell them apart."""
+    for digits in (1, 2, 3):
+        a, b = f"{smaller / GIB:.{digits}f}", f"{larger / GIB:.{digits}f}"
+        if a != b:
+            break
+    return a, b

@@ -1,0 +1,254 @@
+"""``ComposedLatencyModel``: operator composition (``compose.py``) priced by any ``KernelTimer``.
+
+``RooflineModel`` is this with ``RooflineKernels``; part 2's ``table`` and ``calibrated`` models
+are this with their kernel sources. The hot path, ``step_seconds``, splits a step into parts that
+depend on few integers and caches each part by them:
+
+- everything that depends only on the step's total new tokens ``T`` (projections, MLP/MoE,
+  all-reduces, norms): one float per distinct ``T``;
+- the LM head, per distinct ``logit_tokens``; MLA's absorption GEMMs, per decode count;
+- prefill attention per distinct ``(count, new_tokens, cache_len)`` group;
+- decode attention per *octave bucket* of KV length ``[2^(e-1), 2^e)``: the bucket's requests are
+  one group of ``b`` requests at their mean KV length, priced by linear interpolation between the
+  bucket's edges (cached per ``(b, e)``). Exact whenever the kernel time is linear in KV length
+  within a bucket — the roofline's memory-bound decode is, and the H100 profile's grid is
+  powers of two, so a table interpolates the same way. Requests in different buckets are
+  different groups, never averaged together.
+
+A warm decode step of 256 requests costs ~8 µs from a prebuilt ``Batch`` and ~35 µs from a list
+of pairs (building the batch included), measured on the shared development machine; see
+``tests/latency/test_speed.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from simulator.latency.base import StepBreakdown
+from simulator.latency.batch import BatchLike, IntArray, as_batch
+from simulator.latency.compose import ComposeParams, KernelCall, OperatorPlanner
+from simulator.latency.deployment import Deployment
+from simulator.latency.kernels import KernelTimer
+from simulator.latency.roofline import RooflineKernels, RooflineParams
+from simulator.latency.transfer import Link, transfer_seconds
+
+__all__ = ["ComposedLatencyModel", "RooflineModel"]
+
+#: Entries per cache before it is cleared (bounds memory on adversarial workloads; normal runs
+#: have far fewer distinct shapes).
+_CACHE_LIMIT = 1 << 17
+
+
+class ComposedLatencyModel:
+    """A ``LatencyModel`` from operator composition and a kernel source.
+
+    Args:
+        deployment: what is served, on what, how split.
+        timer: prices each kernel primitive (per GPU, seconds).
+        name: the registry spec, reported as ``name``.
+        params: framework overheads and elementwise costs (``ComposeParams``).
+    """
+
+    def __init__(
+        self,
+        deployment: Deployment,
+        timer: KernelTimer,
+        *,
+        name: str,
+        params: ComposeParams | None = None,
+    ) -> None:
+        self._deployment = deployment
+        self._timer = timer
+        self._name = name
+        self._params = params or ComposeParams()
+        self._planner = OperatorPlanner(deployment)
+        self._elementwise_bw = (
+            deployment.gpu.hbm_tb_per_s * 1e12 * self._params.elementwise_memory_efficiency
+        )
+        self._price: dict[str, Callable[..., float]] = {
+            "gemm": timer.gemm,
+            "context_attention": timer.context_attention,
+            "generation_attention": timer.generation_attention,
+            "nccl": timer.all_reduce,
+            "elementwise": self._elementwise,
+        }
+        layers = self._planner.layers
+        self._prefill_floor = layers * self.call_seconds(self._planner.prefill_floor())
+        self._decode_floor = layers * self.call_seconds(self._planner.decode_floor())
+        self._token_cache: dict[int, float] = {}
+        self._logit_cache: dict[int, float] = {}
+        self._absorb_cache: dict[int, float] = {}
+        self._prefill_cache: dict[tuple[int, int, int], float] = {}
+        self._bucket_cache: dict[tuple[int, int], tuple[float, float]] = {}
+
+    # ----- LatencyModel -----------------------------------------------------------------------
+    @property
+    def name(self) -> str:
+        """The registry spec that built this model."""
+        return self._name
+
+    @property
+    def deployment(self) -> Deployment:
+        """What this model prices."""
+        return self._deployment
+
+    @property
+    def timer(self) -> KernelTimer:
+        """The kernel source."""
+        return self._timer
+
+    @property
+    def params(self) -> ComposeParams:
+        """Overheads and elementwise costs."""
+        return self._params
+
+    def step_seconds(self, batch: BatchLike) -> float:
+        """Seconds of one step (0.0 for an empty batch; see ``base.LatencyModel``)."""
+        b = as_batch(batch)
+        if b.size == 0:
+            return 0.0
+        p = self._params
+        seconds = p.step_overhead_s + p.request_overhead_s * b.size
+        seconds += self._token_seconds(b.num_tokens) + self._logit_seconds(b.logit_tokens)
+        if b.prefill_groups:
+            seconds += self._prefill_seconds(b.prefill_groups)
+        if b.decode_kv_lens.shape[0]:
+            seconds += self._decode_seconds(b.decode_kv_lens)
+            seconds += self._absorb_seconds(int(b.decode_kv_lens.shape[0]))
+        return seconds
+
+    def breakdown(self, batch: BatchLike) -> StepBreakdown:
+        """Seconds per operator; the values sum to ``step_seconds(batch)``."""
+        b = as_batch(batch)
+        out: dict[str, float] = {}
+        if b.size == 0:
+            return StepBreakdown.of(out)
+        calls = self._planner.token_calls(b.num_tokens) + self._planner.logit_calls(b.logit_tokens)
+        calls += self._planner.prefill_calls(b.prefill_groups)
+        calls += self._planner.decode_token_calls(b.num_decode)
+        for call in calls:
+            out[call.op] = out.get(call.op, 0.0) + call.count * self.call_seconds(call)
+        if b.num_decode:
+            out["attn_decode"] = self._decode_seconds(b.decode_kv_lens)
+        out["step_overhead"] = self._params.step_overhead_s
+        out["request_overhead"] = self._params.request_overhead_s * b.size
+        return StepBreakdown.of(out)
+
+    def transfer_seconds(self, nbytes: float, link: Link) -> float:
+        """Seconds to move ``nbytes`` over ``link`` (``transfer.transfer_seconds``)."""
+        return transfer_seconds(nbytes, link)
+
+    # ----- inspection -------------------------------------------------------------------------
+    def plan(self, batch: BatchLike) -> list[KernelCall]:
+        """Every kernel call of a step, decode requests grouped by exact KV length (no
+        buckets): for FLOP/byte accounting and tests, not the hot path."""
+        b = as_batch(batch)
+        if b.size == 0:
+            return []
+        planner = self._planner
+        calls = planner.token_calls(b.num_tokens) + planner.logit_calls(b.logit_tokens)
+        calls += planner.prefill_calls(b.prefill_groups)
+        if b.num_decode:
+            lens, counts = np.unique(b.decode_kv_lens, return_counts=True)
+            groups = list(zip(lens.tolist(), counts.tolist(), strict=True))
+            calls += planner.decode_calls(groups)
+            calls += planner.decode_token_calls(b.num_decode)
+        return calls
+
+    def call_seconds(self, call: KernelCall) -> float:
+        """Seconds of one call of ``call`` (ignoring ``count``)."""
+        return self._price[call.kind](*call.args)
+
+    # ----- cached parts -----------------------------------------------------------------------
+    def _sum(self, calls: list[KernelCall]) -> float:
+        return sum(call.count * self._price[call.kind](*call.args) for call in calls)
+
+    def _elementwise(self, moved_bytes: float, kernels: int) -> float:
+        return moved_bytes / self._elementwise_bw + kernels * self._params.elementwise_launch_s
+
+    def _token_seconds(self, tokens: int) -> float:
+        hit = self._token_cache.get(tokens)
+        if hit is None:
+            hit = self._store(
+                self._token_cache, tokens, self._sum(self._planner.token_calls(tokens))
+            )
+        return hit
+
+    def _logit_seconds(self, logit_tokens: int) -> float:
+        hit = self._logit_cache.get(logit_tokens)
+        if hit is None:
+            value = self._sum(self._planner.logit_calls(logit_tokens))
+            hit = self._store(self._logit_cache, logit_tokens, value)
+        return hit
+
+    def _absorb_seconds(self, num_decode: int) -> float:
+        hit = self._absorb_cache.get(num_decode)
+        if hit is None:
+            value = self._sum(self._planner.decode_token_calls(num_decode))
+            hit = self._store(self._absorb_cache, num_decode, value)
+        return hit
+
+    def _prefill_seconds(self, groups: tuple[tuple[int, int, int], ...]) -> float:
+        seconds = -(len(groups) - 1) * self._prefill_floor
+        cache, planner = self._prefill_cache, self._planner
+        for group in groups:
+            hit = cache.get(group)
+            if hit is None:
+                c, n, k = group
+                calls = planner.prefill_calls(((c, n, k),))
+                hit = self._store(cache, group, self._sum(calls))
+            seconds += hit
+        return seconds
+
+    def _decode_seconds(self, kv_lens: IntArray) -> float:
+        """Decode attention over all layers, KV lengths bucketed by octave (module doc)."""
+        if not kv_lens.shape[0]:
+            return 0.0
+        exponents = np.frexp(kv_lens)[1]  # kv in [2^(e-1), 2^e)
+        counts = np.bincount(exponents)
+        sums = np.bincount(exponents, weights=kv_lens)
+        present = np.flatnonzero(counts)
+        seconds = -(len(present) - 1) * self._decode_floor
+        cache = self._bucket_cache
+        for e, b, s in zip(
+            present.tolist(), counts[present].tolist(), sums[present].tolist(), strict=True
+        ):
+            hit = cache.get((b, e))
+            if hit is None:
+                hit = self._store(cache, (b, e), self._bucket(b, e))
+            seconds += hit[0] + hit[1] * (s / b - (1 << (e - 1)))
+        return seconds
+
+    def _bucket(self, count: int, exponent: int) -> tuple[float, float]:
+        """(seconds at the bucket's lower edge, seconds per token of KV) for ``count`` decodes."""
+        lo, hi = 1 << (exponent - 1), 1 << exponent
+        planner = self._planner
+        t_lo = planner.layers * self._timer.generation_attention(*planner.decode_args(count, lo))
+        t_hi = planner.layers * self._timer.generation_attention(*planner.decode_args(count, hi))
+        return t_lo, (t_hi - t_lo) / (hi - lo)
+
+    @staticmethod
+    def _store(cache: dict[Any, Any], key: Any, value: Any) -> Any:
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        cache[key] = value
+        return value
+
+
+class RooflineModel(ComposedLatencyModel):
+    """Operator composition priced by ``RooflineKernels`` on the deployment's GPU."""
+
+    def __init__(
+        self,
+        deployment: Deployment,
+        roofline: RooflineParams | None = None,
+        *,
+        params: ComposeParams | None = None,
+        name: str = "roofline",
+    ) -> None:
+        super().__init__(
+            deployment, RooflineKernels(deployment.gpu, roofline), name=name, params=params
+        )

@@ -1,0 +1,137 @@
+"""Serving-engine presets: the defaults of vLLM, SGLang and TensorRT-LLM as data.
+
+Each preset is a YAML file in ``simulator/data/presets/`` whose every number carries a comment
+naming its source (the engine's documented or coded default) or saying it is an assumption.
+``load_preset`` takes a preset name or a path to a user YAML file with the same fields; both are
+validated by ``BackendPreset`` and fail with a one-line ``InputError``.
+
+A preset feeds two things: ``compose_params()`` (framework CPU overheads for the latency model)
+and ``memory_params(tp)`` (the HBM budget for ``memory_fit``). The scheduler and block size are
+read by the engine.
+"""
+
+from __future__ import annotations
+
+import difflib
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from simulator.latency.compose import ComposeParams
+from simulator.latency.memory import MemoryAccounting, MemoryParams
+from slo.inputfile import InputError, load_mapping, validate
+
+__all__ = ["BACKEND_PRESETS", "BackendPreset", "load_preset"]
+
+#: Shipped presets: name → file in ``simulator/data/presets``.
+BACKEND_PRESETS: dict[str, str] = {
+    "vllm": "vllm.yaml",
+    "sglang": "sglang.yaml",
+    "trtllm": "trtllm.yaml",
+}
+
+
+class BackendPreset(BaseModel):
+    """One serving engine's defaults (every field documented; see the shipped YAML files)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(description="Preset name, e.g. 'vllm'.")
+    description: str = Field(default="", description="Engine and version the numbers describe.")
+    max_batched_tokens: int = Field(
+        ge=1, description="Token budget of one engine step (prefill chunks plus decode tokens)."
+    )
+    chunked_prefill_tokens: int = Field(
+        ge=1, description="Largest prefill chunk of one request in one step, in tokens."
+    )
+    max_running_requests: int = Field(ge=1, description="Most requests scheduled in one step.")
+    scheduler: Literal["prefill_first", "decode_first", "chunked"] = Field(
+        description="Batch composition policy (the engine's Scheduler family name)."
+    )
+    queue_order: Literal["fcfs", "lpm", "priority"] = Field(
+        default="fcfs", description="Order of the waiting queue."
+    )
+    kv_block_tokens: int = Field(ge=1, description="Tokens per KV-cache block (page).")
+    prefix_caching: bool = Field(
+        default=True, description="Whether automatic prefix caching is on by default."
+    )
+    hbm_utilization: float = Field(
+        gt=0, le=1, description="Fraction of HBM the engine may use (see memory_accounting)."
+    )
+    hbm_utilization_by_tp: dict[int, float] = Field(
+        default_factory=dict,
+        description="Overrides of hbm_utilization by TP size: the entry with the largest "
+        "key <= tp applies (SGLang lowers its fraction as TP grows).",
+    )
+    memory_accounting: MemoryAccounting = Field(
+        description="reserve_inside: the fraction covers weights, activations and KV (vLLM); "
+        "reserve_outside: it covers weights and KV only (SGLang mem_fraction_static); "
+        "fraction_of_free: KV gets the fraction of memory left after weights and activations "
+        "(TensorRT-LLM free_gpu_memory_fraction)."
+    )
+    framework_reserve_gib: float = Field(
+        ge=0, description="Per-GPU memory for CUDA graphs, NCCL and workspaces, GiB."
+    )
+    step_overhead_us: float = Field(
+        ge=0, description="CPU time per engine step not hidden behind GPU work, µs."
+    )
+    request_overhead_us: float = Field(
+        ge=0, description="CPU time per scheduled request per step, µs."
+    )
+
+    def hbm_utilization_for(self, tp: int) -> float:
+        """The utilisation that applies at tensor parallelism ``tp``."""
+        keys = [k for k in self.hbm_utilization_by_tp if k <= tp]
+        return self.hbm_utilization_by_tp[max(keys)] if keys else self.hbm_utilization
+
+    def compose_params(self) -> ComposeParams:
+        """Framework overheads for the latency model (elementwise costs at their defaults)."""
+        return ComposeParams(
+            step_overhead_s=self.step_overhead_us / 1e6,
+            request_overhead_s=self.request_overhead_us / 1e6,
+        )
+
+    def memory_params(self, tp: int = 1, *, min_kv_tokens: int = 0) -> MemoryParams:
+        """The HBM budget settings for ``memory_fit`` at tensor parallelism ``tp``."""
+        return MemoryParams(
+            hbm_utilization=self.hbm_utilization_for(tp),
+            accounting=self.memory_accounting,
+            framework_reserve_gib=self.framework_reserve_gib,
+            max_batched_tokens=self.max_batched_tokens,
+            max_running_requests=self.max_running_requests,
+            block_tokens=self.kv_block_tokens,
+            min_kv_tokens=min_kv_tokens,
+        )
+
+
+@cache
+def _shipped(name: str) -> BackendPreset:
+    data_dir = resources.files("simulator") / "data" / "presets"
+    with resources.as_file(data_dir / BACKEND_PRESETS[name]) as path:
+        raw = load_mapping(path)
+        return validate(BackendPreset, {"name": name, **raw}, str(path))
+
+
+def load_preset(name_or_path: str | Path) -> BackendPreset:
+    """A shipped preset by name ('vllm', 'sglang', 'trtllm'; case-insensitive) or a user file.
+
+    A user file (YAML/TOML/JSON) holds the same fields; ``name`` defaults to the file's stem.
+    Raises ``InputError`` (one line) for an unknown name, a missing file or a bad field.
+    """
+    text = str(name_or_path)
+    key = text.strip().lower()
+    if key in BACKEND_PRESETS:
+        return _shipped(key)
+    path = Path(text)
+    if path.suffix.lower() in {".yaml", ".yml", ".toml", ".json"} or path.exists():
+        raw = load_mapping(path)
+        return validate(BackendPreset, {"name": path.stem, **raw}, str(path))
+    known = sorted(BACKEND_PRESETS)
+    close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    raise InputError(
+        f"unknown backend preset '{text}'{hint}; known: {', '.join(known)}, or a YAML file"
+    )

@@ -1,0 +1,126 @@
+"""Memory fit: weights per GPU, reserve, KV capacity, and the sentences that explain them."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.latency import Deployment, MemoryParams, memory_fit, weight_bytes_per_gpu
+from simulator.latency.memory import GIB, activation_bytes_per_gpu
+
+from .specs import B200, DEEPSEEK_V3, DEPLOYMENTS, H100, LLAMA_8B, LLAMA_70B, QWEN3_MOE
+
+
+@pytest.mark.parametrize("key", sorted(DEPLOYMENTS))
+def test_tp1_weights_equal_the_catalog_count(key: str) -> None:
+    d = DEPLOYMENTS[key]
+    tp1 = Deployment(d.model, d.gpu, tp=1, weight_precision=d.weight_precision)
+    assert weight_bytes_per_gpu(tp1) == d.model.weight_bytes(d.weight_precision)
+
+
+def test_llama70b_does_not_fit_one_h100() -> None:
+    fit = memory_fit(Deployment(LLAMA_70B, H100))
+    assert not fit.fits
+    assert fit.kv_tokens == 0
+    assert fit.reason == (
+        "Llama-3.1-70B bf16 needs 131.4 GiB of weights per GPU at TP1; "
+        "h100_sxm has 79.2 GiB at 0.90 utilisation = 71.3 GiB"
+    )
+
+
+def test_llama70b_tp2_reserve_sentence() -> None:
+    d = Deployment(LLAMA_70B, H100, tp=2)
+    fit = memory_fit(d, MemoryParams(framework_reserve_gib=4.0))
+    assert not fit.fits
+    assert fit.weights_gib_per_gpu == pytest.approx(65.7, abs=0.05)
+    assert fit.reason.startswith(
+        "Llama-3.1-70B bf16 needs 65.7 GiB of weights per GPU at TP2; h100_sxm has 79.2 GiB "
+        "at 0.90 utilisation = 71.3 GiB, leaving 5.57 GiB < 5.65 GiB reserve"
+    )
+    # With the default 1 GiB framework reserve it fits, with a few GiB of KV.
+    ok = memory_fit(d)
+    assert ok.fits
+    assert 15_000 < ok.kv_tokens < 25_000
+    assert ok.kv_tokens == ok.kv_blocks * 16
+    assert "fits on h100_sxm at TP2" in ok.reason
+
+
+def test_exactly_at_the_reserve() -> None:
+    d = Deployment(LLAMA_70B, H100, tp=2)
+    room = H100.hbm_bytes * 0.9 - weight_bytes_per_gpu(d)
+    activations = activation_bytes_per_gpu(d, 8192, 1024)
+    block = d.kv_bytes_per_token_per_gpu() * 16
+
+    def fit_with(reserve_bytes: float) -> MemoryParams:
+        return MemoryParams(framework_reserve_gib=(reserve_bytes - activations) / GIB)
+
+    at_reserve = memory_fit(d, fit_with(room))
+    assert not at_reserve.fits
+    assert at_reserve.kv_tokens == 0
+    assert "< 16 tokens needed" in at_reserve.reason
+    one_block = memory_fit(d, fit_with(room - block - 1024))
+    assert one_block.fits
+    assert (one_block.kv_blocks, one_block.kv_tokens) == (1, 16)
+    short = memory_fit(d, fit_with(room - block + 1024))
+    assert not short.fits
+
+
+def test_min_kv_tokens_is_enforced(llama8b_h100: Deployment) -> None:
+    fit = memory_fit(llama8b_h100)
+    assert fit.fits
+    too_many = memory_fit(llama8b_h100, MemoryParams(min_kv_tokens=fit.kv_tokens + 1))
+    assert not too_many.fits
+    assert f"< {fit.kv_tokens + 1:,} tokens needed" in too_many.reason
+
+
+def test_llama8b_kv_capacity_by_hand(llama8b_h100: Deployment) -> None:
+    fit = memory_fit(llama8b_h100)
+    per_token = 32 * 2 * 8 * 128 * 2  # layers · (K,V) · kv heads · head_dim · bf16
+    assert fit.kv_bytes_per_token_per_gpu == per_token == 131_072
+    kv = 79.2 * GIB * 0.9 - LLAMA_8B.weight_bytes("bf16") - fit.reserve_gib_per_gpu * GIB
+    assert fit.kv_blocks == int(kv // (per_token * 16))
+
+
+def test_moe_experts_split_by_ep_or_tp_weigh_the_same() -> None:
+    ep = weight_bytes_per_gpu(Deployment(QWEN3_MOE, H100, tp=2, ep=2))
+    tp = weight_bytes_per_gpu(Deployment(QWEN3_MOE, H100, tp=2, ep=1))
+    assert ep == tp
+    full = QWEN3_MOE.weight_bytes("bf16")
+    # Only the norms (two per layer, Qwen3's per-head Q/K norms, the final one) and the routers
+    # are replicated; everything else, embedding and LM head included, is split two ways.
+    replicated = 2 * (48 * (2 * 2048 + 2 * 128 + 2048 * 128) + 2048)
+    assert ep == pytest.approx((full - replicated) / 2 + replicated, abs=1)
+    assert memory_fit(Deployment(QWEN3_MOE, H100, tp=2, ep=2)).fits
+
+
+def test_mla_kv_is_replicated_per_gpu() -> None:
+    d = Deployment(DEEPSEEK_V3, B200, tp=8, weight_precision="fp8")
+    fit = memory_fit(d)
+    assert fit.kv_bytes_per_token_per_gpu == 61 * 576 * 2 == 70_272
+    assert fit.kv_bytes_per_token_per_gpu == DEEPSEEK_V3.kv_bytes_per_token("bf16")
+    assert fit.fits
+    # fp8 DeepSeek-V3 is ~650 GiB of weights: it cannot fit one 8-GPU H100 node.
+    h100 = memory_fit(Deployment(DEEPSEEK_V3, H100, tp=8, weight_precision="fp8"))
+    assert not h100.fits
+    assert "needs" in h100.reason
+
+
+def test_engine_accounting_styles(llama8b_h100: Deployment) -> None:
+    inside = memory_fit(llama8b_h100, MemoryParams(accounting="reserve_inside"))
+    outside = memory_fit(llama8b_h100, MemoryParams(accounting="reserve_outside"))
+    free = memory_fit(llama8b_h100, MemoryParams(accounting="fraction_of_free"))
+    reserve = inside.reserve_gib_per_gpu
+    assert outside.kv_gib_per_gpu == pytest.approx(inside.kv_gib_per_gpu + reserve)
+    expected_free = 0.9 * (79.2 - inside.weights_gib_per_gpu - reserve)
+    assert free.kv_gib_per_gpu == pytest.approx(expected_free)
+    # SGLang-style: the reserve must fit in the memory outside the static fraction.
+    squeezed = memory_fit(
+        llama8b_h100, MemoryParams(accounting="reserve_outside", hbm_utilization=0.99)
+    )
+    assert not squeezed.fits
+    assert "cannot hold" in squeezed.reason
+
+
+def test_replicated_kv_heads_count_on_every_gpu() -> None:
+    d = Deployment(LLAMA_8B, H100, tp=16, allow_multi_node=True)
+    assert d.kv_bytes_per_token_per_gpu() == 32 * 2 * 1 * 128 * 2
+    assert d.kv_bytes_per_token_per_gpu() * 16 > LLAMA_8B.kv_bytes_per_token()

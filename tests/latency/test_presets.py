@@ -1,0 +1,83 @@
+"""Backend presets: the shipped three load, user files validate, errors are one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simulator.latency import BACKEND_PRESETS, BackendPreset, ComposeParams, load_preset
+from slo.inputfile import InputError
+
+
+@pytest.mark.parametrize("name", sorted(BACKEND_PRESETS))
+def test_shipped_presets_load(name: str) -> None:
+    preset = load_preset(name)
+    assert preset.name == name
+    assert preset.max_batched_tokens >= preset.chunked_prefill_tokens or name == "sglang"
+    assert 0 < preset.hbm_utilization <= 1
+    assert preset.compose_params().step_overhead_s > 0
+    assert preset.memory_params(1).block_tokens == preset.kv_block_tokens
+
+
+def test_documented_engine_defaults() -> None:
+    vllm, sglang, trt = (load_preset(n) for n in ("vllm", "sglang", "trtllm"))
+    assert (vllm.kv_block_tokens, sglang.kv_block_tokens, trt.kv_block_tokens) == (16, 1, 32)
+    assert (vllm.hbm_utilization, sglang.hbm_utilization, trt.hbm_utilization) == (0.9, 0.88, 0.9)
+    assert vllm.max_batched_tokens == 8192
+    assert vllm.max_running_requests == 1024
+    assert sglang.hbm_utilization_for(1) == 0.88
+    assert sglang.hbm_utilization_for(4) == 0.85
+    assert sglang.hbm_utilization_for(6) == 0.85
+    assert sglang.memory_params(8).hbm_utilization == 0.81
+    assert trt.memory_accounting == "fraction_of_free"
+
+
+def test_compose_defaults_are_the_vllm_preset() -> None:
+    assert load_preset("vllm").compose_params() == ComposeParams()
+
+
+def test_names_are_case_insensitive() -> None:
+    assert load_preset("vLLM") is load_preset("vllm")
+
+
+def test_user_file(tmp_path: Path) -> None:
+    data = (Path(__file__).parents[2] / "simulator/data/presets/vllm.yaml").read_text()
+    path = tmp_path / "mine.yaml"
+    path.write_text(data.replace("kv_block_tokens: 16", "kv_block_tokens: 32"))
+    preset = load_preset(path)
+    assert isinstance(preset, BackendPreset)
+    assert (preset.name, preset.kv_block_tokens) == ("mine", 32)
+
+
+def test_unknown_name_suggests() -> None:
+    with pytest.raises(InputError, match=r"unknown backend preset 'vlm' \(did you mean 'vllm'\?\)"):
+        load_preset("vlm")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("kv_block_tokens: 0\n", "kv_block_tokens: Input should be greater than or equal to 1"),
+        ("max_batch: 3\n", "max_batch: unknown key"),
+        ("scheduler: fastest\n", "scheduler: Input should be"),
+    ],
+)
+def test_bad_fields_are_one_line(tmp_path: Path, text: str, expected: str) -> None:
+    base = (Path(__file__).parents[2] / "simulator/data/presets/trtllm.yaml").read_text()
+    lines = [
+        ln for ln in base.splitlines() if not ln.startswith(text.split(":", maxsplit=1)[0] + ":")
+    ]
+    path = tmp_path / "bad.yaml"
+    path.write_text("\n".join(lines) + "\n" + text)
+    with pytest.raises(InputError) as info:
+        load_preset(path)
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(str(path))
+    assert expected in message
+
+
+def test_missing_file() -> None:
+    with pytest.raises(InputError, match="no such file"):
+        load_preset("/nonexistent/preset.yaml")

@@ -1,0 +1,108 @@
+"""Roofline kernels: hand-computed FLOPs and bytes, the max() rule, all-reduce floors."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.latency import Deployment, RooflineKernels, RooflineModel, RooflineParams
+from simulator.latency.roofline import (
+    all_reduce_work,
+    context_attention_work,
+    gemm_work,
+    generation_attention_work,
+)
+
+from .specs import H100
+
+T = 1024  # tokens in the hand-computed step
+
+
+def _calls_by_op(d: Deployment) -> dict[str, list[tuple[object, ...]]]:
+    model = RooflineModel(d)
+    out: dict[str, list[tuple[object, ...]]] = {}
+    for call in model.plan([(0, T)]):
+        out.setdefault(call.op, []).append((call.kind, call.args, call.count))
+    return out
+
+
+def test_llama8b_layer_gemm_shapes_flops_and_bytes(llama8b_h100: Deployment) -> None:
+    ops = _calls_by_op(llama8b_h100)
+    # QKV: n = (32 + 2·8)·128 = 6144, k = hidden 4096, once per each of 32 layers.
+    assert ops["qkv_proj"] == [("gemm", (T, 6144, 4096, "bf16"), 32)]
+    assert ops["o_proj"] == [("gemm", (T, 4096, 4096, "bf16"), 32)]
+    assert ops["mlp_gate_up"] == [("gemm", (T, 2 * 14336, 4096, "bf16"), 32)]
+    assert ops["mlp_down"] == [("gemm", (T, 4096, 14336, "bf16"), 32)]
+    # FLOPs 2mnk; bytes = activations in (m·k·2) + weights (k·n·2) + result (m·n·2).
+    qkv = gemm_work(T, 6144, 4096, "bf16")
+    assert qkv.flops == 51_539_607_552
+    assert qkv.bytes == 8_388_608 + 50_331_648 + 12_582_912
+    o = gemm_work(T, 4096, 4096, "bf16")
+    assert (o.flops, o.bytes) == (34_359_738_368, 16_777_216 + 33_554_432)
+    up = gemm_work(T, 28672, 4096, "bf16")
+    assert (up.flops, up.bytes) == (240_518_168_576, 8_388_608 + 234_881_024 + 58_720_256)
+    down = gemm_work(T, 4096, 14336, "bf16")
+    assert (down.flops, down.bytes) == (120_259_084_288, 29_360_128 + 117_440_512 + 8_388_608)
+    # Per layer = 2·T·(GEMM weights of one layer) = 2·1024·218,103,808.
+    assert qkv.flops + o.flops + up.flops + down.flops == 2 * T * 218_103_808
+
+
+def test_llama8b_prefill_attention_work() -> None:
+    # A 1024-token prefill with no prefix: 1024·1025/2 = 524,800 causal pairs,
+    # 4·head_dim FLOPs per pair and head (QKᵀ and PV), 32 heads.
+    w = context_attention_work(1, T, 0, 32, 8, 128, "bf16")
+    assert w.flops == 4 * 32 * 128 * 524_800 == 8_598_323_200
+    kv = T * 2 * 8 * 128 * 2  # K and V of every attended token, bf16
+    qo = 2 * T * 32 * 128 * 2  # Q read, O written
+    assert w.bytes == kv + qo == 20_971_520
+
+
+def test_decode_attention_work_reads_whole_kv() -> None:
+    w = generation_attention_work(4, 1000, 32, 8, 128, "fp8")
+    assert w.bytes == 4 * (1000 * 2 * 8 * 128 * 1 + 2 * 32 * 128 * 2)
+    assert w.flops == 4 * 4 * 32 * 128 * 1000
+
+
+def test_gemm_is_max_of_compute_and_memory_plus_overhead() -> None:
+    p = RooflineParams()
+    k = RooflineKernels(H100, p)
+    # Big square GEMM: compute bound.
+    w = gemm_work(8192, 8192, 8192, "bf16")
+    expected = w.flops / (989.4e12 * p.gemm_compute_efficiency) + p.gemm_overhead_s
+    assert k.gemm(8192, 8192, 8192, "bf16") == pytest.approx(expected)
+    # One token against a 4096x14336 weight: memory bound (reads 117 MB of weights).
+    w = gemm_work(1, 14336, 4096, "bf16")
+    expected = w.bytes / (3.35e12 * p.gemm_memory_efficiency) + p.gemm_overhead_s
+    assert k.gemm(1, 14336, 4096, "bf16") == pytest.approx(expected)
+    # fp8 halves the weight bytes and uses its own peak, efficiency and overhead.
+    assert k.gemm(1, 14336, 4096, "fp8") < k.gemm(1, 14336, 4096, "bf16")
+    w8 = gemm_work(8192, 8192, 8192, "fp8")
+    expected = w8.flops / (1978.9e12 * p.gemm_low_precision_compute_efficiency)
+    assert k.gemm(8192, 8192, 8192, "fp8") == pytest.approx(
+        expected + p.gemm_low_precision_overhead_s
+    )
+
+
+def test_all_reduce_ring_and_measured_floor() -> None:
+    k = RooflineKernels(H100)
+    assert k.all_reduce(1e6, 1) == 0.0
+    # Small messages sit on the NCCL floor measured on H100: 6.2 / 9.5 / 15.5 µs.
+    for n, floor_us in ((2, 6.2), (4, 9.3), (8, 15.5)):
+        assert k.all_reduce(512, n) * 1e6 == pytest.approx(floor_us, abs=0.1)
+    # Large: 2(n-1)/n · bytes / (450 GB/s · efficiency).
+    p = RooflineParams()
+    big = 256 * 2**20
+    expected = 2 * 7 / 8 * big / (450e9 * p.link_efficiency)
+    assert k.all_reduce(big, 8) == pytest.approx(expected, rel=0.01)
+    assert all_reduce_work(big, 8).bytes == 2 * 7 / 8 * big
+
+
+def test_all_reduce_across_nodes_uses_the_nic() -> None:
+    k = RooflineKernels(H100)
+    assert k.all_reduce(64 * 2**20, 16) > 5 * k.all_reduce(64 * 2**20, 8)
+
+
+def test_params_validated() -> None:
+    with pytest.raises(ValueError, match="link_efficiency"):
+        RooflineParams(link_efficiency=1.5)
+    with pytest.raises(ValueError, match="gemm_overhead_s"):
+        RooflineParams(gemm_overhead_s=-1.0)

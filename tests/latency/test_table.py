@@ -1,0 +1,357 @@
+"""Profile loading and the ``table`` kernel source: exact at measured points, interpolation
+between them, monotone grids, and the warned roofline fallback outside the measurements."""
+
+from __future__ import annotations
+
+import gzip
+import itertools
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hardware.catalog import shipped_catalog
+from simulator.latency import Deployment, RooflineKernels, make_latency_model
+from simulator.latency.profiles import (
+    PROFILE_KINDS,
+    ProfileSet,
+    load_profiles,
+    normalise_dtype,
+    shipped_profiles,
+    shipped_profiles_dir,
+)
+from simulator.latency.table import (
+    ProfileKernels,
+    ProfileTable,
+    TableFallbackWarning,
+    table_kernels,
+)
+from slo.inputfile import InputError
+
+H100 = shipped_catalog().gpu("h100_sxm")
+B200 = shipped_catalog().gpu("b200_sxm")
+LLAMA_8B = shipped_catalog().model("meta-llama/Llama-3.1-8B")
+ROOFLINE = RooflineKernels(H100)
+
+
+# ----- a small synthetic profile directory (same format as the shipped one) -------------------
+def _gemm_ms(m: float, n: float, k: float) -> float:
+    return 0.004 + 2 * m * n * k / 600e12 * 1e3 + (n * k * 2) / 2.5e12 * 1e3
+
+
+def write_profile_dir(directory: Path, *, gemm_m: tuple[int, ...] = (1, 16, 256, 4096)) -> Path:
+    """Write gzipped CSVs in the shipped format; times follow simple known formulas (ms)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    gemm = [
+        {"gemm_dtype": "bfloat16", "m": m, "n": n, "k": k, "kernel_source": "torch", "latency": 0}
+        for m in gemm_m
+        for n in (1024, 4096)
+        for k in (1024, 4096)
+    ]
+    for row in gemm:
+        row["latency"] = _gemm_ms(row["m"], row["n"], row["k"])
+    context = [
+        {
+            "batch_size": b,
+            "isl": s,
+            "num_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "kv_cache_dtype": "bfloat16",
+            "window_size": 0,
+            "step": 0,
+            "kernel_source": "vllm_flash_attn_fa3",
+            "latency": 0.01 + 1e-7 * b * s * s / 1000,
+        }
+        for b in (1, 4, 16)
+        for s in (16, 256, 4096)
+    ]
+    decode = [
+        {
+            "batch_size": b,
+            "step": s,
+            "num_heads": 32,
+            "num_key_value_heads": 8,
+            "head_dim": 128,
+            "kv_cache_dtype": "bfloat16",
+            "latency": 0.01 + 2e-7 * b * s,
+        }
+        for b in (1, 8, 64)
+        for s in (15, 255, 4095)
+    ]
+    nccl = [
+        {
+            "op_name": op,
+            "nccl_dtype": "half",
+            "num_gpus": g,
+            "message_size": size,
+            "latency": 0.006 + g * 1e-3 + size * 2 / 300e9 * 1e3,
+        }
+        for op in ("all_reduce", "all_gather")
+        for g in (2, 8)
+        for size in (1024, 1 << 16, 1 << 22)
+    ]
+    frames = {
+        "gemm": gemm,
+        "context_attention": context,
+        "generation_attention": decode,
+        "nccl": nccl,
+    }
+    for kind, rows in frames.items():
+        with gzip.open(directory / f"test_{kind}.csv.gz", "wt") as handle:
+            pd.DataFrame(rows).to_csv(handle, index=False)
+    return directory
+
+
+@pytest.fixture
+def small(tmp_path: Path) -> ProfileSet:
+    return load_profiles(write_profile_dir(tmp_path / "h100_sxm"))
+
+
+@pytest.fixture
+def small_kernels(small: ProfileSet) -> ProfileKernels:
+    return ProfileKernels(ProfileTable(small, ROOFLINE, monotone=False), ROOFLINE)
+
+
+# ----- profiles ----------------------------------------------------------------------------------
+def test_dtype_names_are_normalised() -> None:
+    assert normalise_dtype("bfloat16") == "bf16"
+    assert normalise_dtype(" Half ") == "fp16"
+    assert normalise_dtype("float8_e4m3fn") == "fp8"
+    assert normalise_dtype("fp8_block") == "fp8_block"
+    assert normalise_dtype("MyDtype") == "mydtype"  # unknown names are kept, lower-cased
+
+
+def test_loader_converts_units_and_keeps_one_row_per_shape(small: ProfileSet) -> None:
+    gemm = small.gemm
+    row = gemm[(gemm.m == 256) & (gemm.n == 4096) & (gemm.k == 1024)]
+    assert row["seconds"].item() == pytest.approx(_gemm_ms(256, 4096, 1024) / 1e3, rel=1e-12)
+    assert set(gemm["dtype"]) == {"bf16"}
+    assert not small.context_attention.duplicated(["batch_size", "new_tokens"]).any()
+    # all-gather rows are dropped; all-reduce sizes become bytes (2-byte elements)
+    assert len(small.nccl) == 6
+    assert set(small.nccl["message_bytes"]) == {2048.0, 2.0 * (1 << 16), 2.0 * (1 << 22)}
+
+
+def test_shipped_profiles_cover_every_class_and_stay_small() -> None:
+    profiles = shipped_profiles()
+    assert profiles.gpu == "h100_sxm"
+    for kind in PROFILE_KINDS:
+        assert len(profiles.frame(kind)) > 0, kind
+    files = list(shipped_profiles_dir().glob("*.csv.gz"))
+    assert len(files) == 4
+    assert sum(f.stat().st_size for f in files) < 3_000_000
+    assert set(profiles.gemm["dtype"]) == {"bf16", "fp8", "fp8_block"}
+    assert set(profiles.context_attention["kv_dtype"]) == {"bf16", "fp8"}
+
+
+def test_kernel_source_preference_picks_one_implementation(tmp_path: Path) -> None:
+    rows = [
+        {"gemm_dtype": "fp8_block", "m": 1, "n": 64, "k": 128, "kernel_source": src, "latency": ms}
+        for src, ms in (
+            ("FlashInferFp8BlockScaledMMKernel", 1.0),
+            ("DeepGemmFp8BlockScaledMMKernel", 2.0),
+        )
+    ]
+    pd.DataFrame(rows).to_csv(tmp_path / "gemm.csv", index=False)
+    profiles = load_profiles(tmp_path)
+    assert profiles.gemm["seconds"].tolist() == [2.0e-3]  # DeepGEMM, not the mean of both
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        ("gemm_dtype,m,n,latency\nbfloat16,1,2,0.1\n", "missing column 'k'"),
+        (
+            "gemm_dtype,m,n,k,latency\nbfloat16,1,2,3,0.1\nbfloat16,1,2,x,0.1\n",
+            "line 3: column 'k'",
+        ),
+        ("gemm_dtype,m,n,k,latency\nbfloat16,1,2,3,-1\n", "line 2: column 'latency'"),
+        ("", "empty file"),
+    ],
+)
+def test_malformed_csv_is_one_line_input_error(tmp_path: Path, content: str, expected: str) -> None:
+    path = tmp_path / "my_gemm.csv"
+    path.write_text(content)
+    with pytest.raises(InputError, match=expected) as info:
+        load_profiles(tmp_path)
+    assert "my_gemm.csv" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_unreadable_and_missing_profiles_are_input_errors(tmp_path: Path) -> None:
+    (tmp_path / "gemm.csv.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(InputError, match="cannot read CSV"):
+        load_profiles(tmp_path)
+    with pytest.raises(InputError, match="no such profile directory"):
+        load_profiles(tmp_path / "absent")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(InputError, match="no kernel profile CSV"):
+        load_profiles(empty)
+    with pytest.raises(InputError, match="no shipped kernel profiles for GPU 'tpu'"):
+        shipped_profiles_dir("tpu")
+
+
+# ----- interpolation ---------------------------------------------------------------------------
+def _sample(frame: pd.DataFrame, n: int) -> pd.DataFrame:
+    return frame.sample(min(n, len(frame)), random_state=0)
+
+
+def test_table_is_exact_at_measured_points_of_the_shipped_profiles() -> None:
+    profiles = shipped_profiles()
+    kernels = ProfileKernels(ProfileTable(profiles, ROOFLINE, monotone=False), ROOFLINE)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TableFallbackWarning)  # measured points never fall back
+        for r in _sample(profiles.gemm, 300).itertuples():
+            assert kernels.gemm(int(r.m), int(r.n), int(r.k), str(r.dtype)) == r.seconds
+        for r in _sample(profiles.context_attention, 200).itertuples():
+            heads = (int(r.num_heads), int(r.num_kv_heads), int(r.head_dim), str(r.kv_dtype))
+            got = kernels.context_attention(int(r.batch_size), int(r.new_tokens), 0, *heads)
+            assert got == r.seconds
+        for r in _sample(profiles.generation_attention, 200).itertuples():
+            heads = (int(r.num_heads), int(r.num_kv_heads), int(r.head_dim), str(r.kv_dtype))
+            assert (
+                kernels.generation_attention(int(r.batch_size), int(r.kv_len), *heads) == r.seconds
+            )
+        for r in profiles.nccl.itertuples():
+            assert kernels.all_reduce(r.message_bytes, int(r.num_gpus)) == r.seconds
+
+
+def test_interpolation_is_a_power_law_between_grid_points(small_kernels: ProfileKernels) -> None:
+    lo, hi = (
+        small_kernels.gemm(256, 4096, 4096, "bf16"),
+        small_kernels.gemm(4096, 4096, 4096, "bf16"),
+    )
+    mid = small_kernels.gemm(1024, 4096, 4096, "bf16")  # halfway in log m
+    assert mid == pytest.approx(math.sqrt(lo * hi), rel=1e-12)
+    assert lo < mid < hi
+    a, b = small_kernels.all_reduce(2048, 2), small_kernels.all_reduce(2.0 * (1 << 16), 2)
+    assert small_kernels.all_reduce(2048 * 8, 2) == pytest.approx(math.sqrt(a * b), rel=1e-12)
+
+
+def test_cached_prefix_scales_by_the_roofline_ratio_without_warning(
+    small_kernels: ProfileKernels,
+) -> None:
+    heads = (32, 8, 128, "bf16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TableFallbackWarning)
+        base = small_kernels.context_attention(4, 256, 0, *heads)
+        cached = small_kernels.context_attention(4, 256, 8192, *heads)
+    ratio = ROOFLINE.context_attention(4, 256, 8192, *heads) / ROOFLINE.context_attention(
+        4, 256, 0, *heads
+    )
+    assert cached == pytest.approx(base * ratio, rel=1e-12)
+    assert cached > base
+
+
+def test_monotone_grid_never_gets_cheaper_with_size() -> None:
+    profiles = shipped_profiles()
+    gemm = profiles.gemm[(profiles.gemm.n == 4096) & (profiles.gemm.k == 4096)]
+    table = ProfileTable(profiles.replace(gemm=gemm), ROOFLINE, monotone=True)
+    kernels = ProfileKernels(table, ROOFLINE)
+    times = [kernels.gemm(m, 4096, 4096, "bf16") for m in range(1, 32769, 37)]
+    assert all(b >= a for a, b in itertools.pairwise(times))
+    raw = gemm[gemm.dtype == "bf16"].set_index("m")["seconds"]
+    kept = sum(kernels.gemm(int(m), 4096, 4096, "bf16") == s for m, s in raw.items())
+    assert kept >= len(raw) // 4  # points already in order are kept bit-exact
+    heads = (32, 8, 128, "bf16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TableFallbackWarning)  # batch 64 x 32K KV: a filled gap
+        decode = [kernels.generation_attention(64, kv, *heads) for kv in range(1, 60000, 997)]
+    assert all(b >= a for a, b in itertools.pairwise(decode))
+    prefill = [kernels.context_attention(b, 512, 0, *heads) for b in range(1, 200, 3)]
+    assert all(b >= a for a, b in itertools.pairwise(prefill))
+
+
+# ----- fallback ----------------------------------------------------------------------------------
+def test_outside_range_scales_the_roofline_at_the_edge_and_warns_once(
+    small_kernels: ProfileKernels,
+) -> None:
+    edge = small_kernels.gemm(4096, 4096, 4096, "bf16")
+    with pytest.warns(TableFallbackWarning, match="outside the measured grid"):
+        beyond = small_kernels.gemm(16384, 4096, 4096, "bf16")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", TableFallbackWarning)  # said once per instance and reason
+        small_kernels.gemm(65536, 4096, 4096, "bf16")
+    expected = (
+        ROOFLINE.gemm(16384, 4096, 4096, "bf16") * edge / ROOFLINE.gemm(4096, 4096, 4096, "bf16")
+    )
+    assert beyond == pytest.approx(expected, rel=1e-12)
+
+
+def test_unprofiled_head_config_and_gpu_count_use_the_nearest(
+    small_kernels: ProfileKernels,
+) -> None:
+    with pytest.warns(TableFallbackWarning, match=r"not profiled \(nearest"):
+        t40 = small_kernels.generation_attention(8, 255, 40, 8, 128, "bf16")
+    t32 = small_kernels.generation_attention(8, 255, 32, 8, 128, "bf16")
+    ratio = ROOFLINE.generation_attention(
+        8, 255, 40, 8, 128, "bf16"
+    ) / ROOFLINE.generation_attention(8, 255, 32, 8, 128, "bf16")
+    assert t40 == pytest.approx(t32 * ratio, rel=1e-12)
+    with pytest.warns(TableFallbackWarning, match="over 4 GPUs not profiled"):
+        assert small_kernels.all_reduce(1e5, 4) > 0
+    assert small_kernels.all_reduce(1e5, 1) == 0.0
+
+
+def test_another_gpu_carries_measurements_by_the_roofline_ratio(small: ProfileSet) -> None:
+    table = ProfileTable(small, ROOFLINE, monotone=False)
+    b200 = RooflineKernels(B200)
+    with pytest.raises(ValueError, match="profile_fallback"):
+        ProfileKernels(table, b200, gpu="b200_sxm")
+    kernels = ProfileKernels(table, b200, gpu="b200_sxm", profile_fallback=ROOFLINE)
+    h100 = ProfileKernels(table, ROOFLINE).gemm(256, 4096, 4096, "bf16")
+    with pytest.warns(TableFallbackWarning, match="no profiles of this GPU"):
+        got = kernels.gemm(256, 4096, 4096, "bf16")
+    ratio = b200.gemm(256, 4096, 4096, "bf16") / ROOFLINE.gemm(256, 4096, 4096, "bf16")
+    assert got == pytest.approx(h100 * ratio, rel=1e-12)
+
+
+def test_gaps_in_the_grid_are_filled_from_the_nearest_measurement(tmp_path: Path) -> None:
+    directory = write_profile_dir(tmp_path / "h100_sxm")
+    path = directory / "test_generation_attention.csv.gz"
+    frame = pd.read_csv(path)
+    frame = frame[~((frame.batch_size == 64) & (frame.step == 4095))]  # drop one corner
+    frame.to_csv(path, index=False)
+    table = ProfileTable(load_profiles(directory), ROOFLINE, monotone=False)
+    kernels = ProfileKernels(table, ROOFLINE)
+    # nearest in log size: (batch 8, kv 4095) is log(8) away, (64, 255) log(16)
+    near = kernels.generation_attention(8, 4095, 32, 8, 128, "bf16")
+    with pytest.warns(TableFallbackWarning, match="in a gap"):
+        filled = kernels.generation_attention(64, 4095, 32, 8, 128, "bf16")
+    ratio = ROOFLINE.generation_attention(64, 4095, 32, 8, 128, "bf16")
+    ratio /= ROOFLINE.generation_attention(8, 4095, 32, 8, 128, "bf16")
+    assert filled == pytest.approx(near * ratio, rel=1e-12)
+
+
+# ----- the registered model ------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore::simulator.latency.table.TableFallbackWarning")
+def test_table_model_is_registered_and_prices_steps() -> None:
+    deployment = Deployment(LLAMA_8B, H100)
+    table = make_latency_model("table", deployment)
+    roofline = make_latency_model("roofline", deployment)
+    assert table.name == "table"
+    prefill, decode = [(0, 2048)], [(1024, 1)] * 32
+    for batch in (prefill, decode):
+        # the roofline's defaults were read off the same profiles: within a factor of 2
+        assert 0.5 < table.step_seconds(batch) / roofline.step_seconds(batch) < 2.0
+    assert table.step_seconds([(0, 4096)]) > table.step_seconds(prefill)
+
+
+def test_table_with_a_user_directory(tmp_path: Path) -> None:
+    directory = write_profile_dir(tmp_path / "mine")
+    kernels = table_kernels(H100, directory, monotone=False)
+    assert kernels.gemm(256, 4096, 1024, "bf16") == pytest.approx(_gemm_ms(256, 4096, 1024) / 1e3)
+    with pytest.raises(InputError, match="no such profile directory"):
+        make_latency_model(f"table:{tmp_path / 'absent'}", Deployment(LLAMA_8B, H100))
+
+
+def test_lookups_are_cheap_once_cached(small_kernels: ProfileKernels) -> None:
+    args = [(m, 4096, 4096, "bf16") for m in range(1, 4000)]
+    first = [small_kernels.gemm(*a) for a in args]
+    assert [small_kernels.gemm(*a) for a in args] == first
+    assert np.all(np.diff(first) >= 0)  # this synthetic profile is monotone in m
