@@ -11,10 +11,15 @@ Who calls what, in the serve loop (``simulator/kvcache/replay.py``), per request
     evict(pinned) / evict_n(n, pinned)   # phase 2: only when the request's misses do not fit
     record_request(blocks)               # after phase 2, before phase 3
     access(b, cost, next_access) ...     # phase 3: hit -> update state; miss -> insert
+                                         #   (through access_request, one call per request)
 
 ``evict`` returns the victims it actually removed (observed identities; the serve loop never
 peeks). A policy with ``supports_pinning = True`` never returns a block in ``pinned``; one with
 ``False`` may, and the serve loop counts it as a self-eviction.
+
+Two optional fast paths let the serve loop avoid per-block method dispatch (the defaults are
+exact, only slower): ``resident_view()`` hands out a live container whose ``in`` *is* ``find``,
+and ``access_request`` replays a whole request in one call.
 
 What a policy is not: it keeps no statistics (hit counts come from the serve loop's phase 1) and
 reads no clock (time comes from ``RequestContext.timestamp_s``).
@@ -23,7 +28,7 @@ reads no clock (time comes from ``RequestContext.timestamp_s``).
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Container, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -40,7 +45,8 @@ class RequestContext:
     """What a policy may know about the request being served (set before phase 1)."""
 
     index: int
-    """0-based index of the request among the served ones."""
+    """0-based position of the request in the workload (``TraceRequest.index``; skipped requests
+    keep their number, so indices of served requests increase but may have gaps)."""
     timestamp_s: float
     """Arrival time of the request in seconds (one timestamp for all its blocks)."""
     n_blocks: int
@@ -50,7 +56,8 @@ class RequestContext:
     session: int = -1
     """Conversation id; -1 = unknown (session policies then treat the request as its own)."""
     session_next_access: int = NEVER
-    """Request index of the session's next turn (oracles), ``NEVER`` if none."""
+    """``index`` of the session's next request (oracles), ``NEVER`` if none or not annotated
+    (the replay annotates only for policies with ``needs_next_access``)."""
 
 
 class EvictionPolicy(ABC):
@@ -93,19 +100,59 @@ class EvictionPolicy(ABC):
 
     @abstractmethod
     def evict(self, pinned: Collection[int]) -> list[int]:
-        """Remove at least one resident block; return the removed ids (never empty)."""
+        """Remove at least one resident block; return the removed ids (never empty).
+
+        Called (phase 2) only while some resident block is not in ``pinned``. A policy with
+        ``supports_pinning`` never returns a pinned block; it skips pinned blocks without
+        changing what it knows about them where its algorithm allows.
+        """
 
     def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
-        """Remove at least ``n`` blocks (fewer only if the cache empties); batched policies
-        override this. Returns the removed ids in eviction order."""
+        """Remove at least ``n`` blocks and return them in eviction order; the serve loop calls
+        this (not ``evict``) once per allocation round. Precondition as for ``evict``, for
+        ``n`` unpinned blocks. Batched policies override it; this default loops ``evict``."""
         victims: list[int] = []
         while len(victims) < n and len(self):
-            victims.extend(self.evict(pinned))
+            freed = self.evict(pinned)
+            if not freed:  # a broken policy: let the serve loop report it, do not spin
+                break
+            victims.extend(freed)
         return victims
 
     @abstractmethod
     def remove(self, block: int) -> None:
         """Drop ``block`` if resident (no-op otherwise); not an eviction."""
+
+    def access_request(
+        self,
+        blocks: Sequence[int],
+        costs: Sequence[float],
+        next_access: Sequence[int] | None,
+        deepest_first: bool,
+    ) -> None:
+        """Phase 3 of one request: ``access`` every block, deepest first or in prefix order.
+
+        ``blocks`` are in prefix order; ``costs[i]`` is the cost of position ``i`` (the sequence
+        may be longer than ``blocks``); ``next_access[i]`` likewise, ``None`` meaning ``NEVER``.
+        Must be equivalent to the per-block loop below; policies override it only for speed.
+        """
+        order = range(len(blocks) - 1, -1, -1) if deepest_first else range(len(blocks))
+        access = self.access
+        if next_access is None:
+            for i in order:
+                access(blocks[i], costs[i], NEVER)
+        else:
+            for i in order:
+                access(blocks[i], costs[i], next_access[i])
+
+    def resident_view(self) -> Container[int] | None:
+        """A live container whose ``in`` answers exactly as ``find`` does, or ``None``.
+
+        Lets the serve loop probe a whole request with C-level membership tests. Return one
+        only if ``find`` is a pure membership test of that container (no ghosts, no blocks
+        kept elsewhere); the default ``None`` makes the loop call ``find`` per block.
+        """
+        return None
 
     def set_request_ctx(self, ctx: RequestContext) -> None:  # noqa: B027  (optional hook)
         """Hook before phase 1 of every served request; default ignores it."""

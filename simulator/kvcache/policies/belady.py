@@ -1,0 +1,260 @@
+"""Oracle policies that read the future: Belady's MIN and a cost-aware variant.
+
+Both need next-access annotations (``needs_next_access = True``): the serve loop passes, with
+every access, the 1-based forward virtual time of the block's next access (``NEVER`` if none).
+They are bounds to compare online policies against, not deployable policies.
+
+``KeyedHeap`` (a min-heap of items with replaceable priorities and lazy deletion) lives here
+because Belady is its simplest user; the GDSF and session policies reuse it.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Collection, Container, Sequence
+from typing import Any
+
+import numpy as np
+
+from simulator.kvcache.policies.base import NEVER, EvictionPolicy
+
+__all__ = ["Belady", "BeladyCompute", "KeyedHeap"]
+
+Priority = tuple[float, ...]
+
+
+class KeyedHeap:
+    """Min-heap of integer items, each with one current priority tuple.
+
+    ``set`` replaces an item's priority in O(log n) by pushing a new entry; superseded entries
+    stay in the heap and are skipped when they surface (lazy deletion). The heap is rebuilt
+    when stale entries outnumber live ones, so memory stays O(live items).
+    Not thread-safe, not a general priority queue (items are ints, one entry live per item).
+    """
+
+    __slots__ = ("_heap", "_prio")
+
+    def __init__(self) -> None:
+        self._prio: dict[int, Priority] = {}
+        self._heap: list[tuple[Priority, int]] = []
+
+    def __len__(self) -> int:
+        return len(self._prio)
+
+    def __contains__(self, item: int) -> bool:
+        return item in self._prio
+
+    @property
+    def members(self) -> Container[int]:
+        """Live read-only view of the items (a dict; ``in`` is a C-level lookup)."""
+        return self._prio
+
+    def priority(self, item: int) -> Priority:
+        """Current priority of ``item`` (``KeyError`` if absent)."""
+        return self._prio[item]
+
+    def set(self, item: int, prio: Priority) -> None:
+        """Insert ``item`` or replace its priority."""
+        if self._prio.get(item) == prio:
+            return
+        self._prio[item] = prio
+        heapq.heappush(self._heap, (prio, item))
+        if len(self._heap) > 2 * len(self._prio) + 64:
+            self._heap = [(p, i) for i, p in self._prio.items()]
+            heapq.heapify(self._heap)
+
+    def discard(self, item: int) -> None:
+        """Remove ``item`` if present (its heap entry goes stale)."""
+        self._prio.pop(item, None)
+
+    def peek(self, pinned: Collection[int]) -> tuple[Priority, int] | None:
+        """The live minimum not in ``pinned``, left in place; ``None`` if there is none."""
+        skipped: list[tuple[Priority, int]] = []
+        top = None
+        while self._heap:
+            prio, item = self._heap[0]
+            if self._prio.get(item) != prio:
+                heapq.heappop(self._heap)
+            elif item in pinned:
+                skipped.append(heapq.heappop(self._heap))
+            else:
+                top = (prio, item)
+                break
+        for entry in skipped:
+            heapq.heappush(self._heap, entry)
+        return top
+
+    def pop_n(self, n: int, pinned: Collection[int]) -> list[tuple[Priority, int]]:
+        """Remove and return up to ``n`` smallest live items not in ``pinned``, in order."""
+        out: list[tuple[Priority, int]] = []
+        skipped: list[tuple[Priority, int]] = []
+        while len(out) < n and self._heap:
+            prio, item = heapq.heappop(self._heap)
+            if self._prio.get(item) != prio:
+                continue
+            if item in pinned:
+                skipped.append((prio, item))
+                continue
+            del self._prio[item]
+            out.append((prio, item))
+        for entry in skipped:
+            heapq.heappush(self._heap, entry)
+        return out
+
+
+def _nothing_evictable(name: str) -> RuntimeError:
+    return RuntimeError(f"{name}: evict() found no unpinned resident block")
+
+
+class Belady(EvictionPolicy):
+    """Belady's MIN: evict the resident block whose next access is furthest in the future.
+
+    Optimal miss count for unit-size blocks under demand paging (one block per request); with
+    multi-block requests it is the natural oracle, not a proven optimum. Ties (equal next
+    access, typically several ``NEVER`` blocks) go to the larger block id first: prefix-interned
+    ids grow with depth, so a tie drops the deeper block and keeps shared roots.
+    No parameters. Honours pins.
+    """
+
+    name = "belady"
+    needs_next_access = True
+
+    def __init__(self, capacity: int, *, rng: np.random.Generator, **params: Any) -> None:
+        super().__init__(capacity, rng=rng, **params)
+        # Min-heap on (-next_access, -block): furthest next access, then largest id, first.
+        self._heap = KeyedHeap()
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def find(self, block: int) -> bool:
+        return block in self._heap
+
+    def resident_view(self) -> Container[int]:
+        return self._heap.members
+
+    def access(self, block: int, cost: float, next_access: int) -> None:
+        del cost  # not used by this policy
+        self._heap.set(block, (-next_access, -block))
+
+    def evict(self, pinned: Collection[int]) -> list[int]:
+        return self.evict_n(1, pinned)
+
+    def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
+        victims = [item for _, item in self._heap.pop_n(n, pinned)]
+        if not victims and n > 0 and len(self._heap):
+            raise _nothing_evictable(self.name)
+        return victims
+
+    def remove(self, block: int) -> None:
+        self._heap.discard(block)
+
+
+class BeladyCompute(EvictionPolicy):
+    """Cost-aware oracle: evict the block that saves the least cost per slot-time held.
+
+    Rule: with ``now`` the forward virtual time of the current request's first block, a
+    resident block ``b`` with cost-model weight ``c_b`` and next access ``n_b`` is worth
+    ``c_b / max(n_b - now, 1)`` (cost saved by keeping it, per block-access of cache time it
+    occupies until then). Evict the lowest worth; ties by furthest next access, then by larger
+    block id. With a uniform cost this is exactly ``belady``; ``NEVER`` blocks are worth ~0
+    and go first, cheapest first.
+
+    ``now`` is tracked, not given: the previous request's first vtime plus its length. Skipped
+    requests are numbered by the annotation but never reach the policy, so ``record_request``
+    re-synchronises: a resident block first seen at position ``i`` of the request, whose
+    stored next access is ``s``, proves ``now ≥ s - i`` (equality when ``s`` points at this
+    very occurrence). ``now`` is therefore exact after any request with a hit, and only a
+    request following skipped ones may see distances overestimated by the skipped length.
+
+    Worth changes with ``now``, so one heap cannot hold it; blocks are bucketed by cost (within
+    a bucket worth order is next-access order) and each eviction compares the bucket heads:
+    O(distinct costs) per ``evict_n`` call, not per resident block. No parameters; honours pins.
+    """
+
+    name = "belady_compute"
+    needs_next_access = True
+
+    def __init__(self, capacity: int, *, rng: np.random.Generator, **params: Any) -> None:
+        super().__init__(capacity, rng=rng, **params)
+        self._buckets: dict[float, KeyedHeap] = {}
+        self._cost: dict[int, float] = {}
+        self._next: dict[int, int] = {}
+        self._base = 1  # forward vtime of the current request's first block
+        self._count = 0  # accesses since ``_base`` was set
+
+    def __len__(self) -> int:
+        return len(self._cost)
+
+    def find(self, block: int) -> bool:
+        return block in self._cost
+
+    def resident_view(self) -> Container[int]:
+        return self._cost
+
+    def record_request(self, blocks: Sequence[int]) -> None:
+        base = self._base + self._count
+        for i, block in enumerate(blocks):
+            stored = self._next.get(block)
+            if stored is not None and stored != NEVER and stored - i > base:
+                base = stored - i
+        self._base, self._count = base, 0
+
+    def access(self, block: int, cost: float, next_access: int) -> None:
+        self._count += 1
+        old = self._cost.get(block)
+        if old is not None and old != cost:
+            self._drop_from_bucket(block, old)
+        self._cost[block] = cost
+        self._next[block] = next_access
+        self._buckets.setdefault(cost, KeyedHeap()).set(block, (-next_access, -block))
+
+    def evict(self, pinned: Collection[int]) -> list[int]:
+        return self.evict_n(1, pinned)
+
+    def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
+        now = self._base + self._count
+        heads: list[tuple[float, int, int, float]] = []  # (worth, -next, -block, cost)
+        for cost, bucket in self._buckets.items():
+            self._push_head(heads, cost, bucket, pinned, now)
+        victims: list[int] = []
+        while len(victims) < n and heads:
+            _, _, neg_block, cost = heapq.heappop(heads)
+            block = -neg_block
+            bucket = self._buckets[cost]
+            bucket.discard(block)
+            del self._cost[block], self._next[block]
+            victims.append(block)
+            self._push_head(heads, cost, bucket, pinned, now)
+        if not victims and n > 0 and self._cost:
+            raise _nothing_evictable(self.name)
+        for cost in [c for c, b in self._buckets.items() if not b]:
+            del self._buckets[cost]
+        return victims
+
+    @staticmethod
+    def _push_head(
+        heads: list[tuple[float, int, int, float]],
+        cost: float,
+        bucket: KeyedHeap,
+        pinned: Collection[int],
+        now: int,
+    ) -> None:
+        top = bucket.peek(pinned)
+        if top is None:
+            return
+        (neg_next, neg_block), _ = top
+        distance = max(-int(neg_next) - now, 1)
+        heapq.heappush(heads, (cost / distance, int(neg_next), int(neg_block), cost))
+
+    def _drop_from_bucket(self, block: int, cost: float) -> None:
+        bucket = self._buckets[cost]
+        bucket.discard(block)
+        if not bucket:
+            del self._buckets[cost]
+
+    def remove(self, block: int) -> None:
+        cost = self._cost.pop(block, None)
+        if cost is not None:
+            del self._next[block]
+            self._drop_from_bucket(block, cost)
