@@ -25,7 +25,7 @@ from typing import Any
 from optimizer.launch import launch_commands
 from optimizer.results import StudyResult, TrialRecord
 
-__all__ = ["Planning", "write_report"]
+__all__ = ["Planning", "grouped_picks", "write_report"]
 
 HOURS_PER_MONTH = 730.0
 
@@ -114,14 +114,9 @@ def _plot_png(result: StudyResult, records: Sequence[TrialRecord]) -> bytes | No
             c="#d62728",
             label="Pareto front",
         )
-        for pick in result.picks:
-            ax.annotate(
-                pick.label,
-                (pick.trial.objectives[x], pick.trial.objectives[y]),
-                fontsize=7,
-                xytext=(4, 4),
-                textcoords="offset points",
-            )
+        for label, trial in grouped_picks(result):
+            ax.annotate(label, (trial.objectives[x], trial.objectives[y]),
+                        fontsize=7, xytext=(4, 4), textcoords="offset points")
         ax.set_xlabel(f"{x} ({result.directions[x]})")
         ax.set_ylabel(f"{y} ({result.directions[y]})")
         ax.grid(alpha=0.3)
@@ -133,13 +128,22 @@ def _plot_png(result: StudyResult, records: Sequence[TrialRecord]) -> bytes | No
     return buffer.getvalue()
 
 
+def grouped_picks(result: StudyResult) -> list[tuple[str, TrialRecord]]:
+    """Picks merged per trial: ``("best latency, balanced", trial)`` in first-pick order."""
+    groups: dict[int, tuple[list[str], TrialRecord]] = {}
+    for pick in result.picks:
+        groups.setdefault(pick.trial.number, ([], pick.trial))[0].append(pick.label)
+    return [(", ".join(labels), trial) for labels, trial in groups.values()]
+
+
 def _pick_sections(result: StudyResult) -> list[str]:
     out: list[str] = []
-    for pick in result.picks:
-        r = pick.trial
+    why = {p.label: p.why for p in result.picks}
+    for label, r in grouped_picks(result):
         usd_h = float(r.metrics.get("usd_per_hour", float("nan")))
-        out.append(f"### {pick.label} — trial {r.number}\n")
-        out.append(f"*Why:* {pick.why}.\n")
+        out.append(f"### {label} — trial {r.number}\n")
+        reasons = "; ".join(why[part] for part in label.split(", "))
+        out.append(f"*Why:* {reasons}.\n")
         out.append(f"*Configuration:* {_params_text(r.params)}\n")
         objectives = ", ".join(f"{k} = {_fmt(v)}" for k, v in r.objectives.items())
         out.append(

@@ -38,27 +38,26 @@ __all__ = [
     "open_study",
 ]
 
-#: User attribute holding a trial's constraint values (≤ 0 feasible, Optuna's convention).
+#: User attribute holding a trial's constraint values (≤ 0 feasible, Optuna's convention); the
+#: objective also sets them with ``Trial.set_constraint``, which is what the samplers read.
 CONSTRAINTS_ATTR = "constraints"
+#: NSGA-II population size (see ``_nsga2``).
+NSGA2_POPULATION = 16
 #: Study user attribute holding the definition fingerprint.
 FINGERPRINT_ATTR = "kvplan_fingerprint"
 
 
-def _constraints(trial: FrozenTrial) -> Sequence[float]:
-    values = trial.user_attrs.get(CONSTRAINTS_ATTR)
-    return list(values) if values is not None else [1.0]
-
-
 def _nsga2(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
     del grid
-    return optuna.samplers.NSGAIISampler(seed=seed, constraints_func=_constraints)
+    # A population of 16 (Optuna's default is 50) lets a study of a few dozen trials evolve
+    # for several generations instead of sampling at random throughout.
+    return optuna.samplers.NSGAIISampler(seed=seed, population_size=NSGA2_POPULATION)
 
 
 def _tpe(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
     del grid
     return optuna.samplers.TPESampler(
         seed=seed,
-        constraints_func=_constraints,
         multivariate=True,
         group=True,
         warn_independent_sampling=False,
@@ -75,7 +74,6 @@ def _gp(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
         ) from None
     return optuna.samplers.GPSampler(
         seed=seed,
-        constraints_func=_constraints,
         deterministic_objective=True,
         warn_independent_sampling=False,
     )

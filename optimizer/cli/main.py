@@ -15,6 +15,7 @@ from optimizer.cli import (
     calibrate_cmd,
     catalog_cmd,
     convert_cmd,
+    optimize_cmd,
     replay_cmd,
     slo_cmd,
 )
@@ -54,7 +55,7 @@ def _root(
     """kvplan: which hardware, cache and scheduling configuration meets my SLOs at least cost."""
 
 
-for _module in (catalog_cmd, slo_cmd, replay_cmd, calibrate_cmd, convert_cmd):
+for _module in (catalog_cmd, slo_cmd, replay_cmd, calibrate_cmd, convert_cmd, optimize_cmd):
     _module.register(app)
 
 

@@ -1,10 +1,347 @@
-"""CLI commands: placeholder until its owner fills it in this session."""
+"""``kvplan replay``: PrefixSim-style trace replay over policies × cache sizes.
+
+    kvplan replay trace.jsonl --cache-size 8k,16k --algo lru,sieve [--json] [--jobs 4]
+
+One run per (policy, size) pair, each from an empty cache with its own generator seeded by
+``--seed`` (so results do not depend on ``--jobs``). The trace is read once into memory (the
+serve loop is request-ordered; PrefixSim holds the whole trace too); oracle policies get the
+trace's future computed once. Output: a rich table and PrefixSim ``RESULT key=value`` lines, or
+with ``--json`` a list of objects with exactly the RESULT keys. Warnings go to stderr.
+"""
 
 from __future__ import annotations
 
+import re
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
+from functools import partial
+from pathlib import Path
+from typing import Annotated, Any, cast
+
 import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from optimizer.cli._output import console, err_console, print_json
+from simulator.kvcache.cost import COST_MODEL_NAMES, parse_cost_model
+from simulator.kvcache.holes import HoleWriter, dataset_name, holes_path
+from simulator.kvcache.policies import POLICIES, make_policy
+from simulator.kvcache.replay import (
+    MATCH_MODES,
+    REPLAY_ORDERS,
+    RESULT_KEYS,
+    MatchMode,
+    ReplayOrder,
+    ReplayResult,
+    replay,
+)
+from simulator.workload import BLOCK_ID_MODES, FutureTable, TraceRequest, build_future, open_trace
+from slo.inputfile import InputError
+
+__all__ = ["parse_block_count", "register"]
+
+_MULTIPLIERS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+_SIZE = re.compile(r"(\d+)([kmg]?)", re.IGNORECASE)
+_TICK = 1024  # requests between progress-bar updates
+
+
+def parse_block_count(text: str) -> int:
+    """``"8k"`` -> 8192: a positive integer with an optional k/m/g suffix (×1024 each)."""
+    match = _SIZE.fullmatch(text.strip())
+    if match is None or int(match.group(1)) == 0:
+        raise InputError(
+            f"--cache-size {text.strip()!r}: expected a positive number of blocks with an"
+            " optional k/m/g suffix (×1024), e.g. 8k"
+        )
+    return int(match.group(1)) * _MULTIPLIERS[match.group(2).lower()]
+
+
+def _split(text: str) -> list[str]:
+    """Comma-separated items, stripped, empty ones dropped, duplicates removed (order kept)."""
+    return list(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
+
+
+def _choice(option: str, value: str, choices: Sequence[str]) -> str:
+    if value not in choices:
+        raise InputError(f"{option} {value!r}: expected one of {', '.join(choices)}")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """One (policy, size) replay; plain data so it can travel to a worker process."""
+
+    algo: str
+    cache_size: int
+    cost_model: str
+    match: MatchMode
+    replay_order: ReplayOrder
+    pin: bool
+    verify: bool
+    seed: int
+    holes: Path | None
+
+
+def _execute(
+    run: _Run,
+    requests: Sequence[TraceRequest],
+    future: FutureTable | None,
+    tick: Callable[[int], None] | None = None,
+) -> ReplayResult:
+    """Replay ``requests`` for one run (the cost model is re-parsed: closures do not pickle)."""
+    policy = make_policy(run.algo, run.cache_size, seed=run.seed)
+    rows = future.rows() if future is not None and policy.needs_next_access else None
+    stream: Iterator[TraceRequest] | Sequence[TraceRequest] = requests
+    if tick is not None:
+        stream = _ticking(requests, tick)
+    options: dict[str, Any] = {
+        "cost_model": parse_cost_model(run.cost_model),
+        "match": run.match,
+        "replay_order": run.replay_order,
+        "pin": run.pin,
+        "verify": run.verify,
+        "future": rows,
+    }
+    # Policies may also warn through ``warnings``; fold those into the result so that they
+    # reach the user once, the same way, from worker processes too.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if run.holes is None:
+            result = replay(stream, policy, **options)
+        else:
+            with HoleWriter(run.holes) as writer:
+                result = replay(stream, policy, on_holes=writer, **options)
+    extra = tuple(dict.fromkeys(str(w.message) for w in caught))
+    return replace(result, warnings=result.warnings + extra) if extra else result
+
+
+def _ticking(
+    requests: Sequence[TraceRequest], tick: Callable[[int], None]
+) -> Iterator[TraceRequest]:
+    for i, request in enumerate(requests, start=1):
+        if i % _TICK == 0:
+            tick(_TICK)
+        yield request
+
+
+# Worker-process state, set once per process by the pool initializer (fork: inherited, not
+# pickled). CLI layer only: the simulator itself keeps no module state.
+_WORKER: dict[str, Any] = {}
+
+
+def _init_worker(requests: Sequence[TraceRequest], future: FutureTable | None) -> None:
+    _WORKER["requests"] = requests
+    _WORKER["future"] = future
+
+
+def _execute_in_worker(run: _Run) -> ReplayResult:
+    return _execute(run, _WORKER["requests"], _WORKER["future"])
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    )
+
+
+def _run_all(
+    runs: list[_Run], requests: list[TraceRequest], future: FutureTable | None, jobs: int
+) -> list[ReplayResult]:
+    """Every run, in the order given; ``jobs > 1`` spreads them over a process pool."""
+    with _progress() as progress:
+        if jobs <= 1 or len(runs) == 1:
+            results = []
+            for run in runs:
+                task = progress.add_task(f"{run.algo} @ {run.cache_size}", total=len(requests))
+                results.append(_execute(run, requests, future, partial(progress.advance, task)))
+                progress.remove_task(task)
+            return results
+        task = progress.add_task("replays", total=len(runs))
+        with ProcessPoolExecutor(
+            max_workers=min(jobs, len(runs)),
+            initializer=_init_worker,
+            initargs=(requests, future),
+        ) as pool:
+            results = []
+            for result in pool.map(_execute_in_worker, runs):
+                results.append(result)
+                progress.advance(task)
+            return results
+
+
+def _load(trace: Path, block_id: str, skip_bad_lines: bool) -> tuple[list[TraceRequest], str]:
+    """Read the whole trace; return the requests and a one-line description of it."""
+    reader = open_trace(trace, block_id=block_id, skip_bad_lines=skip_bad_lines)
+    with _progress() as progress:
+        task = progress.add_task("reading trace", total=None)
+        requests = []
+        for request in reader:
+            requests.append(request)
+            if len(requests) % _TICK == 0:
+                progress.advance(task, _TICK)
+    stats, info = reader.stats, reader.info
+    if stats.n_bad_lines:
+        _warn(f"{trace}: skipped {stats.n_bad_lines} bad line(s)")
+    raw = stats.raw_ids
+    if raw is not None and not raw.prefix_unique:
+        _warn(
+            f"{trace}: raw block ids are not prefix-unique ({raw.n_multi_predecessor:,} ids"
+            f" under more than one predecessor, {raw.n_multi_position:,} at more than one"
+            " position); reuse is over-counted"
+        )
+    described = (
+        f"trace {trace}: {stats.n_requests:,} requests, {stats.n_block_accesses:,} block"
+        f" accesses, format {info.schema} {info.container}, block-id {info.block_id}"
+    )
+    return requests, described
+
+
+def _warn(message: str) -> None:
+    err_console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _holes_paths(directory: Path | None, trace: Path, runs: list[_Run]) -> list[_Run]:
+    """Attach and probe the hole-dump files (before the trace is read; DIR must exist)."""
+    if directory is None:
+        return runs
+    if not directory.is_dir():
+        raise InputError(f"--dump-holes {directory}: no such directory (it is not created)")
+    dataset = dataset_name(trace)
+    probed = []
+    for run in runs:
+        path = holes_path(directory, dataset, run.cache_size, run.algo)
+        try:
+            path.open("w", encoding="utf-8").close()
+        except OSError as err:
+            raise InputError(f"--dump-holes: cannot write {path}: {err.strerror}") from None
+        probed.append(replace(run, holes=path))
+    return probed
+
+
+def _show(results: list[ReplayResult], trace: Path, cost_model: str, block_id: str) -> None:
+    # Eight narrow columns fit an 80-column terminal; request/block totals are in the header.
+    table = Table(title="Prefix-cache replay", title_justify="left")
+    table.add_column("policy", overflow="fold")  # long names wrap, numbers never do
+    for header in ("cache", "hit", "saving", "evicted", "self-ev", "skipped", "unexp"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for r in results:
+        table.add_row(
+            r.algo,
+            f"{r.cache_size:,}",
+            f"{r.block_hit_ratio:.4f}",
+            f"{r.compute_saving_ratio:.4f}",
+            f"{r.n_eviction:,}",
+            f"{r.n_self_eviction:,}",
+            f"{r.n_req_skipped:,}",
+            f"{r.n_unexpected_eviction:,}",
+        )
+    console.print(table)
+    for r in results:
+        fields = [f"trace={trace}", f"algo={r.algo}", f"cache_size={r.cache_size}"]
+        fields += [f"cost_model={cost_model}", f"block_id={block_id}"]
+        for key in RESULT_KEYS[2:]:
+            value = getattr(r, key)
+            fields.append(f"{key}={value:.6f}" if isinstance(value, float) else f"{key}={value}")
+        console.print("RESULT " + " ".join(fields), markup=False, highlight=False, soft_wrap=True)
+
+
+def replay_command(
+    trace: Annotated[
+        Path, typer.Argument(help="Trace file: Mooncake/Qwen JSONL or lcp (.zst ok).")
+    ],
+    *,
+    cache_size: Annotated[
+        str,
+        typer.Option(
+            "--cache-size", help="Capacities in blocks, comma-separated; k/m/g = ×1024 (8k)."
+        ),
+    ],
+    algo: Annotated[
+        str, typer.Option("--algo", help=f"Policies, comma-separated: {', '.join(POLICIES)}.")
+    ] = "lru",
+    cost_model: Annotated[
+        str,
+        typer.Option(
+            "--cost-model", help=f"Block cost by position: {', '.join(COST_MODEL_NAMES)}."
+        ),
+    ] = "uniform",
+    block_id: Annotated[
+        str, typer.Option("--block-id", help="prefix: intern (parent, id) paths; raw: verbatim.")
+    ] = "prefix",
+    replay_order: Annotated[
+        str,
+        typer.Option("--replay-order", help="Phase-3 order: deepest-first | prefix-order."),
+    ] = "deepest-first",
+    match: Annotated[
+        str,
+        typer.Option(
+            "--match", help="all (PrefixSim: hits past gaps) | stop-at-first-miss (engines)."
+        ),
+    ] = "all",
+    dump_holes: Annotated[
+        Path | None,
+        typer.Option(
+            "--dump-holes", help="Existing directory for holes_<dataset>_cache<N>_<algo>.txt."
+        ),
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print a JSON list instead of tables.")
+    ] = False,
+    jobs: Annotated[
+        int, typer.Option("--jobs", min=1, help="Replays in parallel (processes).")
+    ] = 1,
+    skip_bad_lines: Annotated[
+        bool,
+        typer.Option("--skip-bad-lines", help="Skip and count corrupt JSONL lines, not fail."),
+    ] = False,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of randomised policies.")] = 0,
+    pin: Annotated[
+        bool, typer.Option("--pin/--no-pin", help="Pin a request's blocks in phase 2.")
+    ] = True,
+    verify: Annotated[
+        bool,
+        typer.Option("--verify/--no-verify", help="Check blocks are resident after access."),
+    ] = True,
+) -> None:
+    """Replay a trace through eviction policies at several cache sizes (PrefixSim semantics)."""
+    sizes = [parse_block_count(item) for item in _split(cache_size) or [""]]
+    algos = _split(algo)
+    for name in algos or [""]:
+        if name not in POLICIES:
+            raise InputError(f"--algo {name!r}: unknown policy; known: {', '.join(POLICIES)}")
+    parse_cost_model(cost_model)  # fail fast, before the trace is read
+    match_mode = cast(MatchMode, _choice("--match", match, MATCH_MODES))
+    order = cast(ReplayOrder, _choice("--replay-order", replay_order, REPLAY_ORDERS))
+    runs = [
+        _Run(name, size, cost_model, match_mode, order, pin, verify, seed, holes=None)
+        for name in algos
+        for size in sizes
+    ]
+    _choice("--block-id", block_id, sorted(BLOCK_ID_MODES))
+    runs = _holes_paths(dump_holes, trace, runs)
+    requests, described = _load(trace, block_id, skip_bad_lines)
+    future = build_future(requests) if any(POLICIES[a].needs_next_access for a in algos) else None
+    results = _run_all(runs, requests, future, jobs)
+    for result in results:
+        for message in result.warnings:
+            _warn(f"{result.algo} @ {result.cache_size}: {message}")
+    if json_out:
+        print_json([result.summary() for result in results])
+        return
+    console.print(described, markup=False, highlight=False, soft_wrap=True)
+    order_text = f"match {match}, replay order {replay_order}"
+    console.print(f"cost model {cost_model}, {order_text}", markup=False, highlight=False)
+    _show(results, trace, cost_model, block_id)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to app."""
-    del app
+    """Add ``kvplan replay`` to ``app``."""
+    app.command("replay")(replay_command)

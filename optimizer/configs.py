@@ -1,0 +1,85 @@
+"""Sampled parameters → a frozen ``ServingConfig``, and the names a space may use.
+
+A space dimension (or ``fixed`` key) is either a ``ServingConfig`` field under its own name, or
+one of the friendlier aliases below, which is how the issue-level space file speaks:
+
+- ``precision`` → ``weight_precision`` (``kv_precision`` stays a field of its own);
+- ``hbm_utilisation`` → ``hbm_utilization``;
+- ``eviction`` → the policy of every tier (``l1_policy``, ``l2_policy``, ``l3_policy``) unless a
+  tier's own policy is also given;
+- ``l3`` → ``l3_tier`` with the catalog entry's default capacity (``none`` = no L3);
+  ``l3_capacity_gib`` still overrides it.
+
+What this module is not: it does not judge feasibility (memory fit, budget) — the objective
+does that — and it never runs the simulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pydantic
+
+from optimizer.space import SearchSpace
+from simulator.config import ServingConfig
+from slo.inputfile import InputError, format_validation_error
+
+__all__ = ["ALIASES", "known_names", "to_config", "validate_space_names"]
+
+#: Space names that are not ``ServingConfig`` fields, and the field(s) they set.
+ALIASES: dict[str, tuple[str, ...]] = {
+    "precision": ("weight_precision",),
+    "hbm_utilisation": ("hbm_utilization",),
+    "eviction": ("l1_policy", "l2_policy", "l3_policy"),
+    "l3": ("l3_tier",),
+}
+
+
+def known_names() -> list[str]:
+    """Every name a space file may use as a dimension or fixed setting."""
+    return sorted(set(ServingConfig.model_fields) - {"model"} | set(ALIASES))
+
+
+def _fields(model: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    fields: dict[str, Any] = {"model": model}
+    for name, value in params.items():
+        if name == "l3":
+            fields["l3_tier"] = None if value in (None, "none") else value
+        elif name in ALIASES:
+            for target in ALIASES[name]:
+                fields.setdefault(target, value)
+        else:
+            fields[name] = value
+    # A tier's own policy wins over the ``eviction`` alias whatever the order of the keys.
+    for tier in ("l1_policy", "l2_policy", "l3_policy"):
+        if tier in params:
+            fields[tier] = params[tier]
+    if fields.get("l2_dram_gib") in (None, 0, 0.0):
+        fields["l2_dram_gib"] = 0.0
+        fields["l3_tier"] = None  # an L3 needs an L2 to land in
+    if fields.get("scheduler") != "chunked":
+        fields.pop("chunk_tokens", None)
+    return fields
+
+
+def to_config(model: str, params: Mapping[str, Any]) -> ServingConfig:
+    """The configuration for one trial; ``ValueError`` with a one-line reason if invalid.
+
+    Invalid combinations (a chunk larger than the token budget, say) are a property of the
+    sampled point, not a user error: the objective records them as infeasible.
+    """
+    try:
+        return ServingConfig.model_validate(_fields(model, params))
+    except pydantic.ValidationError as err:
+        raise ValueError(format_validation_error(err, "configuration")) from None
+
+
+def validate_space_names(space: SearchSpace, source: str) -> None:
+    """``InputError`` if the space names a setting that is neither a field nor an alias."""
+    known = set(known_names())
+    for name in [*space.dimensions, *space.fixed]:
+        if name not in known:
+            raise InputError(
+                f"{source}: {name}: not a configuration setting; known: {', '.join(sorted(known))}"
+            )

@@ -1,0 +1,184 @@
+"""One trial: space → config → (budget check) → ``simulate`` → SLO evaluation → objectives.
+
+Every trial stores, as user attributes, what a report needs without re-simulating:
+``params`` (the full sampled point), ``metrics`` (flat simulator metrics plus attainment and
+goodput), ``constraints`` (≤ 0 feasible, Optuna's convention: ``[fit, *slo violations]``) and
+``infeasible_reason`` ('' when the configuration ran).
+
+Infeasible points — an invalid combination, over the budget, or not fitting in memory — are
+recorded as violated constraints so the samplers learn the boundary; the ones decidable from
+the configuration alone (invalid, over budget) never reach the simulator. Their objective
+values are the cost (known without simulating) and sentinel latency/throughput values
+(``INFEASIBLE_LATENCY``, 0), finite so crowding distances stay defined; every sampler we use
+ranks an infeasible trial below every feasible one through the constraints.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hardware.schema import Catalog
+from optimizer.configs import to_config
+from optimizer.space import SearchSpace, TrialLike
+from simulator.api import WorkloadBuilder, simulate
+from simulator.cluster.build import deployment_cost
+from simulator.config import ServingConfig
+from slo import SloSpec, attainment, evaluate, slo_met_mask
+
+__all__ = ["INFEASIBLE_LATENCY", "Evaluation", "TrialEvaluator"]
+
+#: Latency objective value (ms) recorded for a configuration that could not run.
+INFEASIBLE_LATENCY = 1e9
+
+
+@dataclass(frozen=True, slots=True)
+class Evaluation:
+    """What one trial produced (also stored on the Optuna trial as user attributes)."""
+
+    values: dict[str, float]
+    """Objective role -> value, in the SLO spec's order (latency, throughput, cost)."""
+    constraints: list[float]
+    metrics: dict[str, float]
+    infeasible_reason: str
+
+
+class _OptunaTrial(TrialLike):  # the structural part plus attributes, for typing only
+    def set_user_attr(self, key: str, value: Any) -> None: ...
+
+    def set_constraint(self, key: str, value: float) -> None: ...
+
+
+def _finite(metrics: Mapping[str, float]) -> dict[str, float | None]:
+    """JSON-safe copy for storage: non-finite values become None."""
+    return {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
+
+
+class TrialEvaluator:
+    """The objective: built once per worker, called once per trial (Optuna's ``func(trial)``).
+
+    ``workload`` must be a builder (``WorkloadSpec``): every trial rebuilds it from the same
+    ``seed``, so all trials see an identical request sample.
+    """
+
+    def __init__(
+        self,
+        *,
+        space: SearchSpace,
+        spec: SloSpec,
+        workload: WorkloadBuilder,
+        catalog: Catalog,
+        seed: int,
+        latency_model: str | None = None,
+    ) -> None:
+        self.space = space
+        self.spec = spec
+        self.workload = workload
+        self.catalog = catalog
+        self.seed = seed
+        self.latency_model = latency_model
+        self.roles = list(spec.objectives.directions)
+        self.constraint_names = [
+            "fits",
+            *evaluate(self._placeholder_metrics(), spec).constraint_names,
+        ]
+
+    def with_workload(self, workload: WorkloadBuilder) -> TrialEvaluator:
+        """The same evaluator on another workload (planning re-runs at other loads)."""
+        clone = copy.copy(self)
+        clone.workload = workload
+        return clone
+
+    def _placeholder_metrics(self) -> dict[str, float]:
+        return {name: 1.0 for name in self.spec.required_metrics()}
+
+    def __call__(self, trial: _OptunaTrial) -> tuple[float, ...]:
+        params = self.space.suggest(trial)
+        evaluation = self.evaluate_params(params)
+        trial.set_user_attr("params", {"model": self.space.model, **params})
+        trial.set_user_attr("metrics", _finite(evaluation.metrics))
+        trial.set_user_attr("constraints", evaluation.constraints)
+        for name, value in zip(self.constraint_names, evaluation.constraints, strict=True):
+            trial.set_constraint(name, value)  # what Optuna's samplers and best_trials read
+        trial.set_user_attr("infeasible_reason", evaluation.infeasible_reason)
+        return tuple(evaluation.values[role] for role in self.roles)
+
+    def config_for(self, params: Mapping[str, Any]) -> ServingConfig:
+        """The ``ServingConfig`` of a parameter point (``ValueError`` if invalid)."""
+        merged = dict(params)
+        if self.latency_model is not None and "latency_model" not in merged:
+            merged["latency_model"] = self.latency_model
+        return to_config(self.space.model, merged)
+
+    def evaluate_params(self, params: Mapping[str, Any]) -> Evaluation:
+        """Evaluate one parameter point (used by trials and by the planning re-runs)."""
+        try:
+            config = self.config_for(params)
+        except ValueError as err:
+            return self._infeasible(str(err), usd_per_hour=math.nan, gpus=math.nan)
+        cost = deployment_cost(config, self.catalog)
+        over = self._over_budget(cost.usd_per_hour, cost.gpus)
+        if over:
+            return self._infeasible(over, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus)
+        result = simulate(config, self.workload, seed=self.seed, catalog=self.catalog)
+        if not result.feasible:
+            return self._infeasible(
+                result.reason, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus
+            )
+        metrics = self._metrics(result.metrics_for_slo(self._extra_stats()), result)
+        report = evaluate(metrics, self.spec)
+        values = report.objective_values()
+        return Evaluation(
+            values={role: float(values[role]) for role in self.roles},
+            constraints=[-1.0, *(float(v) for v in report.violations)],
+            metrics={**metrics, **{f"objective.{k}": float(v) for k, v in values.items()}},
+            infeasible_reason="",
+        )
+
+    def _extra_stats(self) -> list[str]:
+        standard = {"mean", "p50", "p90", "p99"}
+        stats = {stat for _, stat, _ in self.spec.target_items()}
+        return sorted(stats - standard)
+
+    def _metrics(self, flat: dict[str, float], result: Any) -> dict[str, float]:
+        per_request = result.per_request_ms()
+        metrics = dict(flat)
+        if self.spec.targets:
+            mask = slo_met_mask(per_request, self.spec)
+            metrics["attainment"] = attainment(per_request, self.spec)
+            duration = float(result.summary.duration_s)
+            outputs = [float(r.output_tokens) for r in result.records]
+            good_tokens = sum(o for o, ok in zip(outputs, mask, strict=True) if ok)
+            if duration > 0:
+                # Exact goodput: output tokens of the requests that met every target.
+                metrics["goodput_tokens_per_s"] = good_tokens / duration
+        return metrics
+
+    def _over_budget(self, usd_per_hour: float, gpus: int) -> str:
+        budget = self.spec.budget
+        if budget.usd_per_hour is not None and usd_per_hour > budget.usd_per_hour:
+            return f"costs USD {usd_per_hour:.2f}/h > budget USD {budget.usd_per_hour:g}/h"
+        monthly = usd_per_hour * 730.0
+        if budget.usd_per_month is not None and monthly > budget.usd_per_month:
+            return f"costs USD {monthly:,.0f}/month > budget USD {budget.usd_per_month:,.0f}"
+        if budget.max_gpus is not None and gpus > budget.max_gpus:
+            return f"uses {gpus} GPUs > budget of {budget.max_gpus}"
+        return ""
+
+    def _infeasible(self, reason: str, *, usd_per_hour: float, gpus: float) -> Evaluation:
+        cost = usd_per_hour if math.isfinite(usd_per_hour) else 1e9
+        values: dict[str, float] = {}
+        for role, direction in self.spec.objectives.directions.items():
+            if role == "cost":
+                values[role] = cost
+            else:
+                values[role] = INFEASIBLE_LATENCY if direction == "minimize" else 0.0
+        return Evaluation(
+            values=values,
+            constraints=[1.0] * len(self.constraint_names),
+            metrics={"usd_per_hour": usd_per_hour, "gpus": float(gpus)},
+            infeasible_reason=reason,
+        )

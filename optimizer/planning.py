@@ -1,0 +1,166 @@
+"""Cost-benefit planning for the picks: what each cache tier buys, headroom, the baseline.
+
+All figures come from extra simulations on the study's own workload and seed:
+
+- **tier value**: the pick re-simulated without its L3 tier, and without L2 (hence without L3);
+  if the variant breaks the SLO, instances are added one at a time (up to
+  ``MAX_EXTRA_INSTANCES``) until it meets it again. The GPUs and dollars the variant needs
+  beyond the pick are what the tier saves.
+- **headroom**: the largest load multiplier (arrival rate × k, i.e. trace ``time_scale`` 1/k)
+  at which the pick still meets the SLO, by bisection on k in [1, ``MAX_LOAD_SCALE``] to a
+  relative step of ``LOAD_STEP`` (2.5%); trace workloads only.
+- **baseline**: the user's configuration evaluated the same way, and each pick's saving.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from optimizer.objective import Evaluation, TrialEvaluator
+from optimizer.report import Planning
+from optimizer.results import StudyResult
+from simulator.workload.spec import WorkloadSpec
+
+__all__ = ["LOAD_STEP", "MAX_EXTRA_INSTANCES", "MAX_LOAD_SCALE", "max_load_scale", "plan"]
+
+MAX_EXTRA_INSTANCES = 8
+MAX_LOAD_SCALE = 8.0
+LOAD_STEP = 0.025
+
+
+def max_load_scale(
+    meets: Callable[[float], bool], *, high: float = MAX_LOAD_SCALE, step: float = LOAD_STEP
+) -> tuple[float | None, int]:
+    """Largest k in [1, high] with ``meets(k)``, to a relative ``step``; (None, n) if even k=1
+    fails. Assumes ``meets`` is monotone (more load never helps). Returns (k, evaluations)."""
+    calls = 0
+
+    def check(k: float) -> bool:
+        nonlocal calls
+        calls += 1
+        return meets(k)
+
+    if not check(1.0):
+        return None, calls
+    if check(high):
+        return high, calls
+    low, up = 1.0, high
+    while up / low > 1 + step:
+        mid = (low * up) ** 0.5  # bisect in log space: the step is relative
+        if check(mid):
+            low = mid
+        else:
+            up = mid
+    return low, calls
+
+
+def _scaled(evaluator: TrialEvaluator, factor: float) -> TrialEvaluator | None:
+    workload = evaluator.workload
+    if not isinstance(workload, WorkloadSpec) or workload.root.kind != "trace":
+        return None
+    root = workload.root.model_copy(update={"time_scale": workload.root.time_scale / factor})
+    return evaluator.with_workload(WorkloadSpec(root))
+
+
+def _feasible(evaluation: Evaluation) -> bool:
+    return all(c <= 0 for c in evaluation.constraints)
+
+
+def _tier_rows(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    variants: list[tuple[str, dict[str, Any]]] = []
+    if params.get("l3") not in (None, "none") or params.get("l3_tier"):
+        variants.append(("without L3", {**params, "l3": "none", "l3_tier": None}))
+    if float(params.get("l2_dram_gib") or 0) > 0:
+        variants.append(("without L2 and L3", {**params, "l2_dram_gib": 0, "l3": "none"}))
+    rows = []
+    base = evaluator.evaluate_params(params)
+    rows.append(_row("as picked", params, base))
+    for label, variant in variants:
+        variant = {k: v for k, v in variant.items() if not (k == "l3_tier" and v is None)}
+        instances = int(variant.get("instances", 1))
+        evaluation = evaluator.evaluate_params(variant)
+        extra = 0
+        while not _feasible(evaluation) and extra < MAX_EXTRA_INSTANCES:
+            extra += 1
+            variant = {**variant, "instances": instances + extra}
+            evaluation = evaluator.evaluate_params(variant)
+        rows.append(_row(label, variant, evaluation))
+    return rows
+
+
+def _row(label: str, params: Mapping[str, Any], evaluation: Evaluation) -> dict[str, Any]:
+    m = evaluation.metrics
+    return {
+        "variant": label,
+        "meets SLO": _feasible(evaluation),
+        "instances": int(params.get("instances", 1)),
+        "GPUs": m.get("gpus"),
+        "USD/h": m.get("usd_per_hour"),
+        "TTFT p90 ms": m.get("ttft_ms.p90"),
+        "L1+L2+L3 hit": sum(m.get(f"hit_ratio.{t}", 0.0) or 0.0 for t in ("l1", "l2", "l3")),
+    }
+
+
+def plan(
+    evaluator: TrialEvaluator,
+    result: StudyResult,
+    *,
+    baseline: Mapping[str, Any] | None = None,
+    headroom: bool = True,
+) -> Planning:
+    """Measure tier value and headroom for each distinct pick, and compare with ``baseline``."""
+    tier_value: dict[str, list[dict[str, Any]]] = {}
+    headroom_rows: dict[str, dict[str, Any]] = {}
+    seen: dict[int, str] = {}
+    for pick in result.picks:
+        number = pick.trial.number
+        if number in seen:
+            continue
+        seen[number] = pick.label
+        params = dict(pick.trial.params)
+        tier_value[pick.label] = _tier_rows(evaluator, params)
+        if headroom:
+            headroom_rows[pick.label] = _headroom(evaluator, params)
+    base_info = _baseline(evaluator, result, baseline) if baseline is not None else None
+    return Planning(tier_value=tier_value, headroom=headroom_rows, baseline=base_info)
+
+
+def _headroom(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> dict[str, Any]:
+    if _scaled(evaluator, 1.0) is None:
+        return {"time_scale": None, "requests_per_s": None, "note": "trace workloads only"}
+
+    def meets(k: float) -> bool:
+        scaled = _scaled(evaluator, k)
+        assert scaled is not None
+        return _feasible(scaled.evaluate_params(params))
+
+    k, calls = max_load_scale(meets)
+    base_rate = evaluator.evaluate_params(params).metrics.get("requests_per_s")
+    rate = k * base_rate if (k is not None and base_rate) else None
+    return {"time_scale": k, "requests_per_s": rate, "simulations": calls}
+
+
+def _baseline(
+    evaluator: TrialEvaluator, result: StudyResult, baseline: Mapping[str, Any]
+) -> dict[str, Any]:
+    evaluation = evaluator.evaluate_params(baseline)
+    base_cost = evaluation.metrics.get("usd_per_hour")
+    comparison: dict[str, str] = {}
+    for pick in result.picks:
+        cost = pick.trial.metrics.get("usd_per_hour")
+        if base_cost and cost is not None:
+            saving = (base_cost - cost) * 730.0
+            latency = pick.trial.objectives.get("latency")
+            base_latency = evaluation.values.get("latency")
+            comparison[pick.label] = (
+                f"saves USD {saving:,.0f}/month" if saving >= 0 else
+                f"costs USD {-saving:,.0f}/month more"
+            ) + f"; latency {latency:,.0f} vs baseline {base_latency:,.0f}"
+    return {
+        "params": dict(baseline),
+        "feasible": _feasible(evaluation),
+        "reason": evaluation.infeasible_reason,
+        "metrics": evaluation.metrics,
+        "comparison": comparison,
+    }

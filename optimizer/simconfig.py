@@ -1,0 +1,117 @@
+"""A ``ServingConfig`` from a config file and command-line flags, and closed-loop workloads.
+
+``kvplan simulate`` takes a config file (YAML/TOML/JSON; keys are ``ServingConfig`` field
+names) and/or flags for the common fields; a flag that is given overrides the file's value.
+The flags speak the friendlier names of the search space: ``precision`` is
+``weight_precision``, ``latency`` is ``latency_model``, ``l2_gib`` is ``l2_dram_gib``, ``l3``
+is ``l3_tier`` (``none`` = no L3) and ``eviction`` sets the policy of every tier.
+
+``closed_loop_workload`` builds the workload of a serving benchmark: N users sending requests
+of fixed input and output lengths back to back, with fresh block ids for every prompt (no
+shared prefixes, as a benchmark's random-token prompts have none). Both ``simulate
+--concurrency`` and ``kvplan validate`` use it.
+
+What this module is not: it does not look names up in the catalog (``simulate`` does, so a
+user catalog can add GPUs and models) and it never runs the simulator.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from simulator.config import ServingConfig
+from simulator.workload.spec import WorkloadSpec
+from slo.inputfile import InputError, load_mapping, validate
+
+__all__ = ["FLAG_FIELDS", "closed_loop_workload", "merge_config"]
+
+#: Command-line flag (its Python name) → the ``ServingConfig`` fields it sets.
+FLAG_FIELDS: dict[str, tuple[str, ...]] = {
+    "model": ("model",),
+    "gpu": ("gpu",),
+    "tp": ("tp",),
+    "instances": ("instances",),
+    "precision": ("weight_precision",),
+    "kv_precision": ("kv_precision",),
+    "backend": ("backend",),
+    "scheduler": ("scheduler",),
+    "latency": ("latency_model",),
+    "l2_gib": ("l2_dram_gib",),
+    "l3": ("l3_tier",),
+    "eviction": ("l1_policy", "l2_policy", "l3_policy"),
+}
+
+#: ``--l3`` values that mean "no L3 tier".
+_NO_TIER = ("none", "off", "")
+
+
+def merge_config(path: str | Path | None, flags: Mapping[str, Any]) -> ServingConfig:
+    """The validated config: the file's keys (if ``path``), then every flag that is not None.
+
+    ``flags`` maps names of ``FLAG_FIELDS`` to values (None = not given). Raises ``InputError``
+    (one line naming the file or "command line" and the field) for unknown keys, bad values, or
+    a missing model or GPU.
+    """
+    unknown = sorted(set(flags) - set(FLAG_FIELDS))
+    if unknown:
+        raise ValueError(f"merge_config: unknown flag names {unknown}")  # a programming error
+    data: dict[str, Any] = load_mapping(path) if path is not None else {}
+    given = {name: value for name, value in flags.items() if value is not None}
+    for name, value in given.items():
+        if name == "l3" and str(value).strip().lower() in _NO_TIER:
+            value = None
+            data.pop("l3_capacity_gib", None)  # a capacity without a tier is meaningless
+        for field in FLAG_FIELDS[name]:
+            data[field] = value
+    if path is None:
+        source = "command line"
+    elif given:
+        source = f"{path} (with command-line flags)"
+    else:
+        source = str(path)
+    for field, flag in (("model", "--model"), ("gpu", "--gpu")):
+        if field not in data:
+            where = f"give {flag}" if path is None else f"give {flag} or set '{field}' in {path}"
+            raise InputError(f"{source}: {field}: required; {where}")
+    return validate(ServingConfig, data, source)
+
+
+def closed_loop_workload(
+    *,
+    users: int,
+    requests: int,
+    input_tokens: int,
+    output_tokens: int,
+    block_tokens: int = 16,
+    source: str = "command line",
+) -> WorkloadSpec:
+    """``users`` concurrent users, ``requests`` in all, fixed lengths, no shared prefixes.
+
+    Every request is a one-turn session with no system prompt and no think time, so its prompt
+    blocks are fresh ids (a benchmark's random-token prompts share nothing) and a user sends
+    its next request the moment the last one finishes. All users start at time 0. Raises
+    ``InputError`` naming ``source`` for non-positive counts or lengths.
+    """
+    for name, value in (
+        ("concurrency", users),
+        ("requests", requests),
+        ("input_tokens", input_tokens),
+        ("output_tokens", output_tokens),
+    ):
+        if value < 1:
+            raise InputError(f"{source}: {name}: expected a positive integer, got {value}")
+    data = {
+        "kind": "closed_loop",
+        "users": users,
+        "requests": requests,
+        "input_tokens": input_tokens,
+        "output_tokens": output_tokens,
+        # Given explicitly: the spec's defaults for these two are not run through its
+        # bare-number validator (see the report on simulator/workload/spec.py).
+        "turns": 1,
+        "think_time_s": 0,
+        "block_tokens": block_tokens,
+    }
+    return validate(WorkloadSpec, data, source)

@@ -1,0 +1,77 @@
+"""The workload argument of ``simulate`` / ``optimize``: a trace path, a workload file, or the
+bundled default (a slice of the real Mooncake conversation trace)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from simulator.api import WorkloadBuilder
+from simulator.workload.bundled import bundled_trace_path
+from simulator.workload.spec import WorkloadSpec, load_workload
+from slo.inputfile import InputError, validate
+
+__all__ = ["DEFAULT_WORKLOAD", "TRACE_SUFFIXES", "describe_workload", "workload_from_arg"]
+
+TRACE_SUFFIXES = (".jsonl", ".lcp", ".zst")
+
+#: The bundled default: the first 400 requests of the Mooncake conversation trace slice
+#: (about two minutes of production traffic, mean prompt ≈ 12k tokens), replayed at the trace's
+#: own rate.
+DEFAULT_WORKLOAD: dict[str, Any] = {
+    "kind": "trace",
+    "trace": "mooncake_conversation_head2000",
+    "max_requests": 400,
+}
+
+
+def workload_from_arg(
+    arg: str | None, *, time_scale: float | None = None, max_requests: int | None = None
+) -> WorkloadBuilder:
+    """A builder for ``simulate``: ``arg`` is a trace file, a workload file, or None (default).
+
+    ``time_scale`` and ``max_requests`` override a trace replay's own settings.
+    """
+    if arg is None:
+        path = bundled_trace_path(DEFAULT_WORKLOAD["trace"])
+        data: dict[str, Any] = {
+            "kind": "trace",
+            "path": str(path),
+            "max_requests": DEFAULT_WORKLOAD["max_requests"],
+        }
+        return _with_overrides(data, "default workload", time_scale, max_requests)
+    path = Path(arg)
+    if not path.exists():
+        raise InputError(f"{arg}: no such workload or trace file")
+    if path.name.endswith(TRACE_SUFFIXES):
+        data = {"kind": "trace", "path": str(path)}
+        return _with_overrides(data, str(path), time_scale, max_requests)
+    builder = load_workload(path)
+    if time_scale is not None or max_requests is not None:
+        if builder.spec.root.kind != "trace":
+            raise InputError(f"{arg}: --time-scale/--max-requests apply to trace workloads only")
+        data = builder.spec.root.model_dump()
+        data["path"] = str(path.parent / builder.spec.root.path)  # type: ignore[union-attr]
+        return _with_overrides(data, str(path), time_scale, max_requests)
+    return builder
+
+
+def _with_overrides(
+    data: dict[str, Any], source: str, time_scale: float | None, max_requests: int | None
+) -> WorkloadSpec:
+    if time_scale is not None:
+        data["time_scale"] = time_scale
+    if max_requests is not None:
+        data["max_requests"] = max_requests
+    return validate(WorkloadSpec, data, source)
+
+
+def describe_workload(builder: WorkloadBuilder) -> dict[str, Any]:
+    """A JSON-able identity of the workload (for study fingerprints and reports)."""
+    spec = builder if isinstance(builder, WorkloadSpec) else getattr(builder, "spec", None)
+    if isinstance(spec, WorkloadSpec):
+        data = spec.root.model_dump(mode="json")
+        if "path" in data:
+            data["path"] = Path(data["path"]).name  # the file, not where it is installed
+        return data
+    return {"kind": type(builder).__name__}
