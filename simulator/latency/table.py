@@ -12,34 +12,29 @@ to the query: ``time = fallback(query) × table(anchor) / fallback(anchor)``, th
 to agree with the table at an *anchor*:
 
 - outside the measured range: the anchor is the query clamped onto the grid's edge;
-- a head configuration or dtype the table lacks: the same query on the nearest measured
+- a head configuration or dtype the table lacks: the same sizes on the nearest measured
   configuration (log distance over heads, KV heads, head dim; same KV dtype first) or on bf16;
-- another GPU than the profiled one: the same query, the anchor timed on the profiled GPU;
+- another GPU than the profiled one: the same sizes timed on the profiled GPU. These two carry
+  a whole grid at once (every cell scaled by its roofline ratio, then made monotone again), so
+  a carried table is as monotone as a measured one;
 - gaps inside the grid (the profiles skip large batch × long sequence): filled once, when the
-  table is built, from the nearest measured point the same way.
+  table is built, the same way from the nearest measured point of the same GEMM m or attention
+  batch (else the nearest overall).
 
 Each is said once per ``ProfileKernels`` instance and reason (``TableFallbackWarning``). A cached
 prefix in prefill attention has no measured rows either (this is documented, not warned): the
-table's time at zero prefix is scaled by ``fallback(new, cached) / fallback(new, 0)``.
+table's time at zero prefix is scaled by ``fallback(new, cached) / fallback(new, 0)``, and never
+taken below the measured decode-attention time over the same ``cached + new`` tokens (both
+kernels read the whole prefix; mixing two measured kernels must not make a 2-token chunk
+cheaper than a 1-token decode step).
 
-**Monotone grids.** Measured times are not monotone in size (an m = 4097 GEMM is slower than
-m = 4353: tile and alignment effects, and noise). The engine's latency contract is (a step never
-gets cheaper when it grows), so by default each grid is made non-decreasing along the axes a
-batch grows in (GEMM m; attention batch and length; all-reduce bytes; not GEMM n and k, which
-the model fixes) by isotonic regression of log time along each such axis (pool adjacent
-violators: a run that gets cheaper is replaced by its mean). Measured points outside such runs
-are kept exactly, and a violation is averaged out rather than biased one way (a running maximum
-would carry one slow outlier up to every larger size).
-``monotone=False`` keeps the measurements verbatim (exact at every measured point; what the
-accuracy bench uses).
+Grids are monotone in the sizes a batch grows in (``profiles.Grid``).
 
 Not a profiler and not a fitted model (``calibrated.py``); sizes are per GPU, times in seconds.
 """
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import math
 import warnings
 from collections.abc import Callable, Hashable, Sequence
@@ -47,13 +42,19 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import cast
 
-import numpy as np
 import pandas as pd
 
 from hardware.catalog import shipped_catalog
 from hardware.schema import GpuSpec
 from simulator.latency.kernels import KernelTimer
-from simulator.latency.profiles import ProfileSet, load_profiles, shipped_profiles_dir
+from simulator.latency.profiles import (
+    Grid,
+    ProfileSet,
+    grid_key_int,
+    head_config_args,
+    load_profiles,
+    shipped_profiles_dir,
+)
 from simulator.latency.roofline import RooflineKernels
 from slo.inputfile import InputError
 
@@ -79,114 +80,12 @@ class TableFallbackWarning(UserWarning):
     measurements alone; emitted once per ``ProfileKernels`` instance and reason."""
 
 
-class _Grid:
-    """Seconds on a complete rectangular grid, interpolated in log-log.
+def _nearest_config(wanted: _HeadConfig, known: Sequence[_HeadConfig]) -> _HeadConfig:
+    def distance(cfg: _HeadConfig) -> tuple[bool, float]:
+        shape = sum(abs(math.log(a / b)) for a, b in zip(wanted[:3], cfg[:3], strict=True))
+        return cfg[3] != wanted[3], shape
 
-    ``roofline`` times a grid point on the profiled GPU; it fills unmeasured cells from their
-    nearest measured cell (log distance) when the grid is built. ``monotone`` lists the axes
-    made non-decreasing (module doc).
-    """
-
-    def __init__(
-        self,
-        frame: pd.DataFrame,
-        axes: Sequence[str],
-        roofline: Callable[[_Point], float],
-        *,
-        monotone: Sequence[int],
-    ) -> None:
-        values = [np.unique(frame[a].to_numpy(dtype=float)) for a in axes]
-        self.axes: list[list[float]] = [v.tolist() for v in values]
-        self.log_axes: list[list[float]] = [np.log(v).tolist() for v in values]
-        index = tuple(
-            np.searchsorted(v, frame[a].to_numpy(dtype=float))
-            for v, a in zip(values, axes, strict=True)
-        )
-        seconds = np.full(tuple(len(v) for v in values), np.nan)
-        seconds[index] = frame["seconds"].to_numpy(dtype=float)
-        self.measured = np.isfinite(seconds)
-        _fill_gaps(seconds, self.measured, self.axes, roofline)
-        log_seconds = np.log(seconds)
-        if len(monotone):
-            smoothed = log_seconds
-            for axis in monotone:
-                smoothed = np.apply_along_axis(_isotonic, axis, smoothed)
-            changed = smoothed != log_seconds  # keep untouched points bit-exact
-            seconds = np.where(changed, np.exp(smoothed), seconds)
-            log_seconds = smoothed
-        self.seconds = seconds
-        self.log_seconds = log_seconds
-
-    def lookup(self, point: Sequence[float]) -> tuple[float, _Point, bool, bool]:
-        """``(seconds, anchor, inside, measured)``: interpolated at ``point`` clamped onto the
-        grid (the anchor); ``inside`` if no clamping was needed; ``measured`` if every grid
-        point used was measured (not a filled gap)."""
-        anchor = tuple(min(max(x, ax[0]), ax[-1]) for x, ax in zip(point, self.axes, strict=True))
-        inside = anchor == tuple(point)
-        per_axis = [self._bracket(d, x) for d, x in enumerate(anchor)]
-        corners = list(itertools.product(*per_axis))
-        measured = all(self.measured[tuple(i for i, _ in c)] for c in corners)
-        if len(corners) == 1:  # a grid point: its stored value, not exp(log(value))
-            return float(self.seconds[tuple(i for i, _ in corners[0])]), anchor, inside, measured
-        log_value = math.fsum(
-            math.prod(w for _, w in c) * float(self.log_seconds[tuple(i for i, _ in c)])
-            for c in corners
-        )
-        return math.exp(log_value), anchor, inside, measured
-
-    def _bracket(self, dim: int, x: float) -> list[tuple[int, float]]:
-        axis = self.axes[dim]
-        i = bisect.bisect_left(axis, x)
-        if axis[i] == x:
-            return [(i, 1.0)]
-        logs = self.log_axes[dim]
-        t = (math.log(x) - logs[i - 1]) / (logs[i] - logs[i - 1])
-        return [(i - 1, 1.0 - t), (i, t)]
-
-
-def _isotonic(values: np.ndarray) -> np.ndarray:
-    """Least-squares non-decreasing fit of a sequence (pool adjacent violators): runs that
-    decrease are replaced by their mean; every other value is returned unchanged."""
-    blocks: list[list[float]] = []  # [sum, count] per pooled block
-    for value in values.tolist():
-        blocks.append([value, 1.0])
-        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
-            total, count = blocks.pop()
-            blocks[-1][0] += total
-            blocks[-1][1] += count
-    out = values.copy()
-    start = 0
-    for total, count in blocks:
-        end = start + int(count)
-        if count > 1:
-            out[start:end] = total / count
-        start = end
-    return out
-
-
-def _fill_gaps(
-    seconds: np.ndarray,
-    measured: np.ndarray,
-    axes: list[list[float]],
-    roofline: Callable[[_Point], float],
-) -> None:
-    """Fill unmeasured cells in place: roofline(cell) × measured(nearest) / roofline(nearest)."""
-    missing = np.argwhere(~measured)
-    if not len(missing):
-        return
-    known = np.argwhere(measured)
-    log_axes = [np.log(np.asarray(a)) for a in axes]
-
-    def logs(cells: np.ndarray) -> np.ndarray:
-        return np.column_stack([log_axes[d][cells[:, d]] for d in range(len(axes))])
-
-    distances = ((logs(missing)[:, None, :] - logs(known)[None, :, :]) ** 2).sum(axis=2)
-    nearest = known[np.argmin(distances, axis=1)]
-    for cell, near in zip(missing, nearest, strict=True):
-        point = tuple(axes[d][i] for d, i in enumerate(cell))
-        anchor = tuple(axes[d][i] for d, i in enumerate(near))
-        ratio = seconds[tuple(near)] / max(roofline(anchor), 1e-12)
-        seconds[tuple(cell)] = roofline(point) * ratio
+    return min(known, key=distance)
 
 
 class ProfileTable:
@@ -213,33 +112,27 @@ class ProfileTable:
             profiles.context_attention,
             _HEADS,
             ("batch_size", "new_tokens"),
-            lambda key, p: roofline.context_attention(int(p[0]), int(p[1]), 0, *_ints(key)),
+            lambda key, p: roofline.context_attention(
+                int(p[0]), int(p[1]), 0, *head_config_args(key)
+            ),
             (0, 1) if monotone else (),
         )
         self.decode = _grids(
             profiles.generation_attention,
             _HEADS,
             ("batch_size", "kv_len"),
-            lambda key, p: roofline.generation_attention(int(p[0]), int(p[1]), *_ints(key)),
+            lambda key, p: roofline.generation_attention(
+                int(p[0]), int(p[1]), *head_config_args(key)
+            ),
             (0, 1) if monotone else (),
         )
         self.nccl = _grids(
             profiles.nccl,
             ("num_gpus",),
             ("message_bytes",),
-            lambda key, p: roofline.all_reduce(p[0], _int(key[0])),
+            lambda key, p: roofline.all_reduce(p[0], grid_key_int(key[0])),
             (0,) if monotone else (),
         )
-
-
-def _int(value: Hashable) -> int:
-    """A grid key's number (pandas group keys are typed ``Hashable``; these are floats)."""
-    return int(cast(float, value))
-
-
-def _ints(key: tuple[Hashable, ...]) -> tuple[int, int, int, str]:
-    heads, kv_heads, head_dim, kv_dtype = key
-    return _int(heads), _int(kv_heads), _int(head_dim), str(kv_dtype)
 
 
 def _grids(
@@ -248,9 +141,9 @@ def _grids(
     axes: Sequence[str],
     roofline: Callable[[tuple[Hashable, ...], _Point], float],
     monotone: Sequence[int],
-) -> dict[Hashable, _Grid]:
+) -> dict[Hashable, Grid]:
     """One grid per distinct ``keys``; a single key is stored bare (not as a 1-tuple)."""
-    grids: dict[Hashable, _Grid] = {}
+    grids: dict[Hashable, Grid] = {}
     if not len(frame):
         return grids
     for key, rows in frame.groupby(list(keys), sort=True):
@@ -259,16 +152,8 @@ def _grids(
         def timer(point: _Point, at: tuple[Hashable, ...] = at) -> float:
             return roofline(at, point)
 
-        grids[at[0] if len(keys) == 1 else at] = _Grid(rows, axes, timer, monotone=monotone)
+        grids[at[0] if len(keys) == 1 else at] = Grid.measure(rows, axes, timer, monotone=monotone)
     return grids
-
-
-def _nearest_config(wanted: _HeadConfig, known: Sequence[_HeadConfig]) -> _HeadConfig:
-    def distance(cfg: _HeadConfig) -> tuple[bool, float]:
-        shape = sum(abs(math.log(a / b)) for a, b in zip(wanted[:3], cfg[:3], strict=True))
-        return cfg[3] != wanted[3], shape
-
-    return min(known, key=distance)
 
 
 class ProfileKernels:
@@ -282,7 +167,11 @@ class ProfileKernels:
             when ``gpu`` is another GPU, so that ``fallback / profile_fallback`` carries the
             measurements over.
 
-    Results are cached per distinct call; warnings are said once per instance and reason.
+    A configuration the table lacks (or every configuration, on another GPU) is answered from a
+    *carried* grid: the nearest measured grid with each cell multiplied by
+    ``fallback(cell, wanted) / profile_fallback(cell, measured)``, made monotone again; built on
+    first use and kept. Results are cached per distinct call; warnings are said once per
+    instance and reason.
     """
 
     def __init__(
@@ -301,6 +190,7 @@ class ProfileKernels:
         self._fallback = fallback
         self._profile_fallback = profile_fallback or fallback
         self._warned: set[str] = set()
+        self._carried: dict[tuple[str, Hashable], Grid] = {}
         self._gemm = lru_cache(maxsize=_CACHE_SIZE)(self._gemm_uncached)
         self._context = lru_cache(maxsize=_CACHE_SIZE)(self._context_uncached)
         self._decode = lru_cache(maxsize=_CACHE_SIZE)(self._decode_uncached)
@@ -342,7 +232,7 @@ class ProfileKernels:
         """Seconds of an all-reduce of ``message_bytes`` over ``num_gpus`` GPUs."""
         return self._all_reduce(message_bytes, num_gpus)
 
-    # ----- implementation ------------------------------------------------------------------------
+    # ----- grids in the modelled GPU's terms ------------------------------------------------------
     def _warn(self, reason: str, detail: str) -> None:
         if reason in self._warned:
             return
@@ -354,23 +244,37 @@ class ProfileKernels:
             stacklevel=5,
         )
 
-    def _carry(
+    def _grid(
         self,
-        seconds: float,
-        exact: bool,
-        at_query: Callable[[KernelTimer], float],
-        at_anchor: Callable[[KernelTimer], float],
-    ) -> float:
-        """``seconds`` when the anchor is the query on the profiled GPU, else scaled by the
-        fallback's ratio between query and anchor."""
-        if exact and self._same_gpu:
-            return seconds
+        kind: str,
+        grids: dict[Hashable, Grid],
+        key: Hashable,
+        *,
+        nearest: Callable[[Hashable], Hashable],
+        time: Callable[[KernelTimer, Hashable, _Point], float],
+        describe: Callable[[Hashable], str] = str,
+    ) -> Grid:
+        """The grid for ``key`` in the modelled GPU's terms: measured, or carried (class doc).
+        ``time(timer, key, cell)`` times one grid cell of configuration ``key``."""
+        if self._same_gpu and key in grids:
+            return grids[key]
+        carried = self._carried.get((kind, key))
+        if carried is not None:
+            return carried
+        anchor = key if key in grids else nearest(key)
+        if anchor != key:
+            what = f"{kind} {describe(key)} not profiled (nearest: {describe(anchor)})"
+            self._warn(f"{kind} {key}", what)
         if not self._same_gpu:
             self._warn("gpu", "no profiles of this GPU")
-        anchor_seconds = at_anchor(self._profile_fallback)
-        if anchor_seconds <= 0:
-            return seconds
-        return at_query(self._fallback) * seconds / anchor_seconds
+
+        def ratio(cell: _Point) -> float:
+            measured = time(self._profile_fallback, anchor, cell)
+            return time(self._fallback, key, cell) / measured if measured > 0 else 1.0
+
+        carried = grids[anchor].carried(ratio)
+        self._carried[(kind, key)] = carried
+        return carried
 
     def _check(self, kind: str, inside: bool, measured: bool, what: str) -> None:
         if not inside:
@@ -378,6 +282,12 @@ class ProfileKernels:
         elif not measured:
             self._warn(f"{kind} gap", f"{what} in a gap of the measured grid")
 
+    @staticmethod
+    def _beyond(seconds: float, at_query: float, at_anchor: float) -> float:
+        """Outside the grid: the roofline scaled to agree at the edge (``at_*`` = roofline)."""
+        return at_query * seconds / at_anchor if at_anchor > 0 else seconds
+
+    # ----- the primitives ----------------------------------------------------------------------
     def _gemm_uncached(self, m: int, n: int, k: int, dtype: str) -> float:
         grids = self.table.gemm
         if m <= 0:
@@ -385,33 +295,38 @@ class ProfileKernels:
         if not grids:
             self._warn("gemm none", "no GEMM profiles")
             return self._fallback.gemm(m, n, k, dtype)
-        table_dtype = dtype
-        if dtype not in grids:
-            table_dtype = "bf16" if "bf16" in grids else str(next(iter(grids)))
-            self._warn(f"gemm {dtype}", f"GEMM dtype '{dtype}' not profiled ({table_dtype} used)")
-        seconds, anchor, inside, measured = grids[table_dtype].lookup((m, n, k))
-        self._check("gemm", inside, measured, f"GEMM m={m} n={n} k={k} ({dtype})")
-        am, an, ak = (int(a) for a in anchor)
-        return self._carry(
-            seconds,
-            inside and table_dtype == dtype,
-            lambda t: t.gemm(m, n, k, dtype),
-            lambda t: t.gemm(am, an, ak, table_dtype),
-        )
 
-    def _head_grid(
-        self, grids: dict[Hashable, _Grid], kind: str, config: _HeadConfig
-    ) -> tuple[_HeadConfig, _Grid]:
-        if config in grids:
-            return config, grids[config]
-        known: list[_HeadConfig] = list(grids)  # type: ignore[arg-type]
-        nearest = _nearest_config(config, known)
-        self._warn(
-            f"{kind} {config}",
-            f"{kind} with (heads, KV heads, head dim, KV dtype) = {config} not profiled "
-            f"(nearest: {nearest})",
+        def nearest(_: Hashable) -> Hashable:
+            return "bf16" if "bf16" in grids else next(iter(grids))
+
+        def time(t: KernelTimer, key: Hashable, p: _Point) -> float:
+            return t.gemm(int(p[0]), int(p[1]), int(p[2]), str(key))
+
+        grid = self._grid(
+            "GEMM", grids, dtype, nearest=nearest, time=time, describe=lambda key: f"dtype '{key}'"
         )
-        return nearest, grids[nearest]
+        seconds, anchor, inside, measured = grid.lookup((m, n, k))
+        self._check("gemm", inside, measured, f"GEMM m={m} n={n} k={k} ({dtype})")
+        if inside:
+            return seconds
+        edge = self._fallback.gemm(int(anchor[0]), int(anchor[1]), int(anchor[2]), dtype)
+        return self._beyond(seconds, self._fallback.gemm(m, n, k, dtype), edge)
+
+    def _head_grid(self, kind: str, grids: dict[Hashable, Grid], config: _HeadConfig) -> Grid:
+        def nearest(key: Hashable) -> Hashable:
+            return _nearest_config(cast(_HeadConfig, key), cast(list[_HeadConfig], list(grids)))
+
+        def time(t: KernelTimer, key: Hashable, p: _Point) -> float:
+            heads = head_config_args(cast(tuple[Hashable, ...], key))
+            if kind == "context attention":
+                return t.context_attention(int(p[0]), int(p[1]), 0, *heads)
+            return t.generation_attention(int(p[0]), int(p[1]), *heads)
+
+        def describe(key: Hashable) -> str:
+            h, kv, d, dtype = head_config_args(cast(tuple[Hashable, ...], key))
+            return f"(heads {h}, KV heads {kv}, head dim {d}, KV {dtype})"
+
+        return self._grid(kind, grids, config, nearest=nearest, time=time, describe=describe)
 
     def _context_uncached(  # noqa: PLR0917  (KernelTimer's positional signature)
         self,
@@ -429,18 +344,21 @@ class ProfileKernels:
         if not self.table.context:
             self._warn("context none", "no context-attention profiles")
             return self._fallback.context_attention(batch_size, new_tokens, cached_tokens, *heads)
-        wanted = (float(num_heads), float(num_kv_heads), float(head_dim), kv_dtype)
-        config, grid = self._head_grid(self.table.context, "context attention", wanted)
+        config = (float(num_heads), float(num_kv_heads), float(head_dim), kv_dtype)
+        grid = self._head_grid("context attention", self.table.context, config)
         seconds, (ab, an), inside, measured = grid.lookup((batch_size, new_tokens))
         what = f"context attention batch={batch_size} new_tokens={new_tokens}"
         self._check("context", inside, measured, what)
-        anchor_heads = _ints(config)
-        return self._carry(
-            seconds,
-            inside and config == wanted and cached_tokens == 0,
-            lambda t: t.context_attention(batch_size, new_tokens, cached_tokens, *heads),
-            lambda t: t.context_attention(int(ab), int(an), 0, *anchor_heads),
-        )
+        if inside and cached_tokens == 0:
+            return seconds
+        at_query = self._fallback.context_attention(batch_size, new_tokens, cached_tokens, *heads)
+        at_anchor = self._fallback.context_attention(int(ab), int(an), 0, *heads)
+        estimate = self._beyond(seconds, at_query, at_anchor)
+        if cached_tokens <= 0:
+            return estimate
+        # A chunk over a cached prefix reads all of its KV, as decoding one token over it does;
+        # two different measured kernels must not make the chunk the cheaper of the two.
+        return max(estimate, self._decode(batch_size, cached_tokens + new_tokens, *heads))
 
     def _decode_uncached(  # noqa: PLR0917  (KernelTimer's positional signature)
         self,
@@ -457,18 +375,16 @@ class ProfileKernels:
         if not self.table.decode:
             self._warn("decode none", "no generation-attention profiles")
             return self._fallback.generation_attention(batch_size, kv_len, *heads)
-        wanted = (float(num_heads), float(num_kv_heads), float(head_dim), kv_dtype)
-        config, grid = self._head_grid(self.table.decode, "generation attention", wanted)
+        config = (float(num_heads), float(num_kv_heads), float(head_dim), kv_dtype)
+        grid = self._head_grid("generation attention", self.table.decode, config)
         seconds, (ab, al), inside, measured = grid.lookup((batch_size, max(kv_len, 1)))
         what = f"generation attention batch={batch_size} kv_len={kv_len}"
         self._check("decode", inside and kv_len >= 1, measured, what)
-        anchor_heads = _ints(config)
-        return self._carry(
-            seconds,
-            inside and kv_len >= 1 and config == wanted,
-            lambda t: t.generation_attention(batch_size, kv_len, *heads),
-            lambda t: t.generation_attention(int(ab), int(al), *anchor_heads),
-        )
+        if inside and kv_len >= 1:
+            return seconds
+        at_query = self._fallback.generation_attention(batch_size, kv_len, *heads)
+        at_anchor = self._fallback.generation_attention(int(ab), int(al), *heads)
+        return self._beyond(seconds, at_query, at_anchor)
 
     def _all_reduce_uncached(self, message_bytes: float, num_gpus: int) -> float:
         if num_gpus <= 1 or message_bytes <= 0:
@@ -477,21 +393,27 @@ class ProfileKernels:
         if not grids:
             self._warn("nccl none", "no all-reduce profiles")
             return self._fallback.all_reduce(message_bytes, num_gpus)
-        counts = [float(g) for g in grids]  # type: ignore[arg-type]
-        table_gpus = min(counts, key=lambda g: (abs(math.log(g / num_gpus)), g))
-        if table_gpus != num_gpus:
-            self._warn(
-                f"nccl {num_gpus}",
-                f"all-reduce over {num_gpus} GPUs not profiled (nearest: {int(table_gpus)})",
-            )
-        seconds, (anchor,), inside, measured = grids[table_gpus].lookup((float(message_bytes),))
-        self._check("nccl", inside, measured, f"all-reduce of {message_bytes:.0f} bytes")
-        return self._carry(
-            seconds,
-            inside and table_gpus == num_gpus,
-            lambda t: t.all_reduce(message_bytes, num_gpus),
-            lambda t: t.all_reduce(anchor, int(table_gpus)),
+
+        def nearest(key: Hashable) -> Hashable:
+            wanted = float(cast(float, key))
+            counts = [float(cast(float, g)) for g in grids]
+            return min(counts, key=lambda g: (abs(math.log(g / wanted)), g))
+
+        def time(t: KernelTimer, key: Hashable, p: _Point) -> float:
+            return t.all_reduce(p[0], grid_key_int(key))
+
+        def describe(key: Hashable) -> str:
+            return f"over {grid_key_int(key)} GPUs"
+
+        grid = self._grid(
+            "all-reduce", grids, float(num_gpus), nearest=nearest, time=time, describe=describe
         )
+        seconds, (anchor,), inside, measured = grid.lookup((float(message_bytes),))
+        self._check("nccl", inside, measured, f"all-reduce of {message_bytes:.0f} bytes")
+        if inside:
+            return seconds
+        at_query = self._fallback.all_reduce(message_bytes, num_gpus)
+        return self._beyond(seconds, at_query, self._fallback.all_reduce(anchor, num_gpus))
 
 
 def table_kernels(

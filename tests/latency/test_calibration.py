@@ -128,7 +128,7 @@ def test_nnls_matches_brute_force_and_clips_negative_solutions() -> None:
     brute = min(
         (
             float(np.sum((a @ c - b) ** 2))
-            for c in itertools.product(np.linspace(0, 3, 61), repeat=3)
+            for c in itertools.product(np.linspace(0, 3, 25), repeat=3)
         ),
     )
     assert float(np.sum((a @ x - b) ** 2)) <= brute + 1e-12

@@ -239,13 +239,15 @@ def test_cached_prefix_scales_by_the_roofline_ratio_without_warning(
     heads = (32, 8, 128, "bf16")
     with warnings.catch_warnings():
         warnings.simplefilter("error", TableFallbackWarning)
-        base = small_kernels.context_attention(4, 256, 0, *heads)
-        cached = small_kernels.context_attention(4, 256, 8192, *heads)
-    ratio = ROOFLINE.context_attention(4, 256, 8192, *heads) / ROOFLINE.context_attention(
-        4, 256, 0, *heads
-    )
-    assert cached == pytest.approx(base * ratio, rel=1e-12)
-    assert cached > base
+        for new, cached in ((256, 2048), (1024, 2000)):
+            base = small_kernels.context_attention(4, new, 0, *heads)
+            got = small_kernels.context_attention(4, new, cached, *heads)
+            ratio = ROOFLINE.context_attention(4, new, cached, *heads)
+            ratio /= ROOFLINE.context_attention(4, new, 0, *heads)
+            # ... and never below decoding one token over the same KV (another measured kernel)
+            floor = small_kernels.generation_attention(4, cached + new, *heads)
+            assert got == pytest.approx(max(base * ratio, floor), rel=1e-12)
+            assert got > base
 
 
 def test_monotone_grid_never_gets_cheaper_with_size() -> None:
@@ -293,7 +295,7 @@ def test_unprofiled_head_config_and_gpu_count_use_the_nearest(
         8, 255, 40, 8, 128, "bf16"
     ) / ROOFLINE.generation_attention(8, 255, 32, 8, 128, "bf16")
     assert t40 == pytest.approx(t32 * ratio, rel=1e-12)
-    with pytest.warns(TableFallbackWarning, match="over 4 GPUs not profiled"):
+    with pytest.warns(TableFallbackWarning, match="all-reduce over 4 GPUs not profiled"):
         assert small_kernels.all_reduce(1e5, 4) > 0
     assert small_kernels.all_reduce(1e5, 1) == 0.0
 
@@ -319,12 +321,12 @@ def test_gaps_in_the_grid_are_filled_from_the_nearest_measurement(tmp_path: Path
     frame.to_csv(path, index=False)
     table = ProfileTable(load_profiles(directory), ROOFLINE, monotone=False)
     kernels = ProfileKernels(table, ROOFLINE)
-    # nearest in log size: (batch 8, kv 4095) is log(8) away, (64, 255) log(16)
-    near = kernels.generation_attention(8, 4095, 32, 8, 128, "bf16")
+    # the anchor is the nearest measurement of the same batch: (64, 255)
+    near = kernels.generation_attention(64, 255, 32, 8, 128, "bf16")
     with pytest.warns(TableFallbackWarning, match="in a gap"):
         filled = kernels.generation_attention(64, 4095, 32, 8, 128, "bf16")
     ratio = ROOFLINE.generation_attention(64, 4095, 32, 8, 128, "bf16")
-    ratio /= ROOFLINE.generation_attention(8, 4095, 32, 8, 128, "bf16")
+    ratio /= ROOFLINE.generation_attention(64, 255, 32, 8, 128, "bf16")
     assert filled == pytest.approx(near * ratio, rel=1e-12)
 
 

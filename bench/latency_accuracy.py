@@ -1,0 +1,149 @@
+"""Accuracy of the kernel sources against the H100 profiles, per kernel class, on held-out rows.
+
+    python bench/latency_accuracy.py [--holdout 0.2] [--seed 0] [--shapes catalog|all] [--json]
+
+Split: ``simulator.latency.fit.grid_holdout_split`` holds out a share of every axis's interior grid
+values (GEMM m, n, k; attention batch and length; all-reduce size) with every row using one; the
+same split, seed and shape filter as the shipped calibration by default. Then, on the held-out
+rows only:
+
+- ``roofline``: ``RooflineKernels`` with its documented default parameters (no fitting);
+- ``table``: ``ProfileKernels`` built from the *fitting* rows only, verbatim (``monotone=False``),
+  so a held-out row is answered by interpolation between its measured neighbours — this is the
+  table's interpolation accuracy; ``table (monotone)`` is the grid the simulator uses;
+- ``calibrated``: ``ScaledKernels`` with coefficients fitted on the fitting rows (identical to the
+  shipped ``simulator/data/calibration/h100_sxm.yaml`` for the default arguments).
+
+Shape filter (``--shapes catalog``, the default): GEMM ``(n, k)`` grid points that bracket a layer
+of a catalog model at TP 1, 2, 4 or 8 (experts whole, as under EP), attention head configurations
+(heads/TP, max(1, KV heads/TP), head dim) of the catalog's GQA models, every all-reduce size.
+MLA attention (DeepSeek) has no matching profile rows and is not scored.
+
+MAPE = mean |predicted / measured - 1| in percent; p90 = 90th percentile of that error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from hardware.catalog import shipped_catalog
+from simulator.latency.calibrated import ScaledKernels
+from simulator.latency.fit import catalog_shape_filter, fit_calibration, grid_holdout_split
+from simulator.latency.kernels import KERNEL_CLASSES, KernelClass, KernelTimer
+from simulator.latency.profiles import ProfileSet, shipped_profiles
+from simulator.latency.roofline import RooflineKernels
+from simulator.latency.table import ProfileKernels, ProfileTable, TableFallbackWarning
+
+_Row = Any  # a pandas itertuples row
+
+
+def _call(kind: KernelClass) -> Callable[[KernelTimer, _Row], float]:
+    """How to time one profile row of ``kind`` through the ``KernelTimer`` protocol."""
+    if kind == "gemm":
+        return lambda t, r: t.gemm(int(r.m), int(r.n), int(r.k), str(r.dtype))
+    if kind == "context_attention":
+        return lambda t, r: t.context_attention(
+            int(r.batch_size),
+            int(r.new_tokens),
+            0,
+            int(r.num_heads),
+            int(r.num_kv_heads),
+            int(r.head_dim),
+            str(r.kv_dtype),
+        )
+    if kind == "generation_attention":
+        return lambda t, r: t.generation_attention(
+            int(r.batch_size),
+            int(r.kv_len),
+            int(r.num_heads),
+            int(r.num_kv_heads),
+            int(r.head_dim),
+            str(r.kv_dtype),
+        )
+    return lambda t, r: t.all_reduce(float(r.message_bytes), int(r.num_gpus))
+
+
+def _errors(timer: KernelTimer, kind: KernelClass, rows: pd.DataFrame) -> np.ndarray:
+    call = _call(kind)
+    predicted = np.array([call(timer, r) for r in rows.itertuples()])
+    return np.abs(predicted / rows["seconds"].to_numpy() - 1.0) * 100.0
+
+
+def evaluate(holdout: float, seed: int, shapes: str) -> dict[str, Any]:
+    """MAPE and p90 error per source and class on the held-out rows (a JSON-ready dict)."""
+    catalog = shipped_catalog()
+    gpu = catalog.gpu("h100_sxm")
+    profiles: ProfileSet = shipped_profiles("h100_sxm")
+    if shapes == "catalog":
+        profiles = catalog_shape_filter(list(catalog.models.values()), profiles).apply(profiles)
+    fitting, held = grid_holdout_split(profiles, holdout, seed)
+    roofline = RooflineKernels(gpu)
+    sources: dict[str, KernelTimer] = {
+        "roofline": roofline,
+        "table": ProfileKernels(ProfileTable(fitting, roofline, monotone=False), roofline),
+        "table (monotone)": ProfileKernels(ProfileTable(fitting, roofline), roofline),
+        "calibrated": ScaledKernels(gpu, fit_calibration(fitting, gpu, holdout=0.0, seed=seed)),
+    }
+    results: dict[str, Any] = {
+        "gpu": gpu.name,
+        "holdout": holdout,
+        "seed": seed,
+        "shapes": shapes,
+        "rows": {k: [len(fitting.frame(k)), len(held.frame(k))] for k in KERNEL_CLASSES},
+        "mape_pct": {},
+        "p90_pct": {},
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TableFallbackWarning)  # gaps of the thinned grids
+        for name, timer in sources.items():
+            for kind in KERNEL_CLASSES:
+                err = _errors(timer, kind, held.frame(kind))
+                results["mape_pct"].setdefault(name, {})[kind] = round(float(err.mean()), 2)
+                results["p90_pct"].setdefault(name, {})[kind] = round(
+                    float(np.percentile(err, 90)), 2
+                )
+    return results
+
+
+def _print(results: dict[str, Any]) -> None:
+    table = Table(
+        title=f"Kernel-time error on held-out H100 profile rows (shapes: {results['shapes']}, "
+        f"holdout {results['holdout']}, seed {results['seed']}): MAPE % (p90 %)"
+    )
+    table.add_column("source", no_wrap=True)
+    labels = {"context_attention": "context attn", "generation_attention": "decode attn"}
+    for kind in KERNEL_CLASSES:
+        held = results["rows"][kind][1]
+        table.add_column(f"{labels.get(kind, kind)}\n{held} rows", justify="right")
+    for name, by_class in results["mape_pct"].items():
+        cells = [f"{by_class[k]:.1f} ({results['p90_pct'][name][k]:.0f})" for k in KERNEL_CLASSES]
+        table.add_row(name, *cells)
+    Console().print(table)
+
+
+def main() -> None:
+    """Parse the arguments, evaluate, print."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--holdout", type=float, default=0.2, help="held-out share of rows")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
+    parser.add_argument("--shapes", choices=("catalog", "all"), default="catalog")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = parser.parse_args()
+    results = evaluate(args.holdout, args.seed, args.shapes)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        _print(results)
+
+
+if __name__ == "__main__":
+    main()
