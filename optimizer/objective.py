@@ -21,9 +21,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import optuna
+
 from hardware.schema import Catalog
 from optimizer.configs import to_config
-from optimizer.space import SearchSpace, TrialLike
+from optimizer.space import SearchSpace
 from simulator.api import WorkloadBuilder, simulate
 from simulator.cluster.build import deployment_cost
 from simulator.config import ServingConfig
@@ -44,12 +46,6 @@ class Evaluation:
     constraints: list[float]
     metrics: dict[str, float]
     infeasible_reason: str
-
-
-class _OptunaTrial(TrialLike):  # the structural part plus attributes, for typing only
-    def set_user_attr(self, key: str, value: Any) -> None: ...
-
-    def set_constraint(self, key: str, value: float) -> None: ...
 
 
 def _finite(metrics: Mapping[str, float]) -> dict[str, float | None]:
@@ -93,9 +89,9 @@ class TrialEvaluator:
         return clone
 
     def _placeholder_metrics(self) -> dict[str, float]:
-        return {name: 1.0 for name in self.spec.required_metrics()}
+        return dict.fromkeys(self.spec.required_metrics(), 1.0)
 
-    def __call__(self, trial: _OptunaTrial) -> tuple[float, ...]:
+    def __call__(self, trial: optuna.Trial) -> tuple[float, ...]:
         params = self.space.suggest(trial)
         evaluation = self.evaluate_params(params)
         trial.set_user_attr("params", {"model": self.space.model, **params})
@@ -125,9 +121,7 @@ class TrialEvaluator:
             return self._infeasible(over, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus)
         result = simulate(config, self.workload, seed=self.seed, catalog=self.catalog)
         if not result.feasible:
-            return self._infeasible(
-                result.reason, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus
-            )
+            return self._infeasible(result.reason, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus)
         metrics = self._metrics(result.metrics_for_slo(self._extra_stats()), result)
         report = evaluate(metrics, self.spec)
         values = report.objective_values()
@@ -151,7 +145,8 @@ class TrialEvaluator:
             metrics["attainment"] = attainment(per_request, self.spec)
             duration = float(result.summary.duration_s)
             outputs = [float(r.output_tokens) for r in result.records]
-            good_tokens = sum(o for o, ok in zip(outputs, mask, strict=True) if ok)
+            # Rejected requests trail the mask (they met nothing and produced no tokens).
+            good_tokens = sum(o for o, ok in zip(outputs, mask[: len(outputs)], strict=True) if ok)
             if duration > 0:
                 # Exact goodput: output tokens of the requests that met every target.
                 metrics["goodput_tokens_per_s"] = good_tokens / duration

@@ -76,8 +76,8 @@ def _tier_rows(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> list[dic
     rows = []
     base = evaluator.evaluate_params(params)
     rows.append(_row("as picked", params, base))
-    for label, variant in variants:
-        variant = {k: v for k, v in variant.items() if not (k == "l3_tier" and v is None)}
+    for label, start in variants:
+        variant = {k: v for k, v in start.items() if not (k == "l3_tier" and v is None)}
         instances = int(variant.get("instances", 1))
         evaluation = evaluator.evaluate_params(variant)
         extra = 0
@@ -154,8 +154,9 @@ def _baseline(
             latency = pick.trial.objectives.get("latency")
             base_latency = evaluation.values.get("latency")
             comparison[pick.label] = (
-                f"saves USD {saving:,.0f}/month" if saving >= 0 else
-                f"costs USD {-saving:,.0f}/month more"
+                f"saves USD {saving:,.0f}/month"
+                if saving >= 0
+                else f"costs USD {-saving:,.0f}/month more"
             ) + f"; latency {latency:,.0f} vs baseline {base_latency:,.0f}"
     return {
         "params": dict(baseline),

@@ -115,8 +115,13 @@ def _plot_png(result: StudyResult, records: Sequence[TrialRecord]) -> bytes | No
             label="Pareto front",
         )
         for label, trial in grouped_picks(result):
-            ax.annotate(label, (trial.objectives[x], trial.objectives[y]),
-                        fontsize=7, xytext=(4, 4), textcoords="offset points")
+            ax.annotate(
+                label,
+                (trial.objectives[x], trial.objectives[y]),
+                fontsize=7,
+                xytext=(4, 4),
+                textcoords="offset points",
+            )
         ax.set_xlabel(f"{x} ({result.directions[x]})")
         ax.set_ylabel(f"{y} ({result.directions[y]})")
         ax.grid(alpha=0.3)

@@ -12,6 +12,7 @@ several workers the set of trials depends on timing (each worker's sampler is se
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import time
 from collections.abc import Callable
@@ -100,8 +101,11 @@ def open_setup_study(
 ) -> optuna.Study:
     """Create or resume the study of ``setup`` (refusing one with another definition)."""
     storage = make_storage(setup.storage)
-    sampler = make_sampler(setup.sampler, setup.seed + worker, evaluator.space.grid()
-                           if setup.sampler == "grid" else None)
+    sampler = make_sampler(
+        setup.sampler,
+        setup.seed + worker,
+        evaluator.space.grid() if setup.sampler == "grid" else None,
+    )
     return open_study(
         name=setup.study_name,
         storage=storage,
@@ -120,10 +124,9 @@ def _worker_main(setup: OptimizeSetup, worker: int, n_trials: int) -> None:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     evaluator = build_evaluator(setup)
     study = open_setup_study(setup, evaluator, worker=worker)
-    try:
+    # On Ctrl-C the parent reports; finished trials are already stored.
+    with contextlib.suppress(KeyboardInterrupt):
         study.optimize(evaluator, n_trials=n_trials, gc_after_trial=False)
-    except KeyboardInterrupt:  # the parent reports; finished trials are already stored
-        pass
 
 
 def run_workers(
@@ -144,14 +147,14 @@ def run_workers(
         return study
     if workers <= 1:
         callbacks = [lambda s, _t: on_progress(s)] if on_progress else []
-        try:
+        with contextlib.suppress(KeyboardInterrupt):  # finished trials stay stored
             study.optimize(evaluator, n_trials=missing, callbacks=callbacks, gc_after_trial=False)
-        except KeyboardInterrupt:
-            pass
         return study
     if setup.storage is None:
-        raise InputError("--workers needs a shared --storage (sqlite:///FILE, a journal file "
-                         "or postgresql://...)")
+        raise InputError(
+            "--workers needs a shared --storage (sqlite:///FILE, a journal file "
+            "or postgresql://...)"
+        )
     shares = [missing // workers + (1 if i < missing % workers else 0) for i in range(workers)]
     context = multiprocessing.get_context("spawn")
     processes = [
@@ -177,8 +180,10 @@ def run_workers(
 
 def records_of(study: optuna.Study) -> list[TrialRecord]:
     """Snapshots of the completed trials, for results and reports."""
-    roles = list(study.user_attrs.get("kvplan_definition", {}).get("slo", {}).get(
-        "objectives", {}) or ("latency", "throughput", "cost"))
+    roles = list(
+        study.user_attrs.get("kvplan_definition", {}).get("slo", {}).get("objectives", {})
+        or ("latency", "throughput", "cost")
+    )
     records = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
         records.append(_record(trial, roles))
@@ -187,8 +192,10 @@ def records_of(study: optuna.Study) -> list[TrialRecord]:
 
 def _record(trial: FrozenTrial, roles: list[str]) -> TrialRecord:
     values = trial.values or []
-    metrics = {k: (v if v is not None else float("nan"))
-               for k, v in trial.user_attrs.get("metrics", {}).items()}
+    metrics = {
+        k: (v if v is not None else float("nan"))
+        for k, v in trial.user_attrs.get("metrics", {}).items()
+    }
     return TrialRecord(
         number=trial.number,
         params=trial.user_attrs.get("params", dict(trial.params)),

@@ -51,7 +51,7 @@ def workload_from_arg(
         if builder.spec.root.kind != "trace":
             raise InputError(f"{arg}: --time-scale/--max-requests apply to trace workloads only")
         data = builder.spec.root.model_dump()
-        data["path"] = str(path.parent / builder.spec.root.path)  # type: ignore[union-attr]
+        data["path"] = str(path.parent / builder.spec.root.path)
         return _with_overrides(data, str(path), time_scale, max_requests)
     return builder
 

@@ -1,12 +1,14 @@
-"""``kvplan optimize`` (search, recommend, report) and ``kvplan report`` (re-render from storage)."""
+"""``kvplan optimize`` (search, recommend, report) and ``kvplan report`` (re-render a study)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import optuna
 import typer
@@ -29,8 +31,14 @@ from slo.inputfile import InputError, load_mapping
 __all__ = ["register"]
 
 FRONT_COLUMNS = (
-    ("GPU", "gpu"), ("TP", "tp"), ("inst", "instances"), ("prec", "precision"),
-    ("L2 GiB", "l2_dram_gib"), ("L3", "l3"), ("evict", "eviction"), ("sched", "scheduler"),
+    ("GPU", "gpu"),
+    ("TP", "tp"),
+    ("inst", "instances"),
+    ("prec", "precision"),
+    ("L2 GiB", "l2_dram_gib"),
+    ("L3", "l3"),
+    ("evict", "eviction"),
+    ("sched", "scheduler"),
     ("router", "router"),
 )
 
@@ -59,8 +67,10 @@ def _front_table(result: StudyResult) -> Table:
         table.add_row(
             str(r.number),
             *(_fmt(r.params.get(key)) for _, key in FRONT_COLUMNS),
-            _fmt(m.get("ttft_ms.p90")), _fmt(m.get("tpot_ms.p90")),
-            _fmt(m.get("goodput_tokens_per_s")), _fmt(m.get("usd_per_hour")),
+            _fmt(m.get("ttft_ms.p90")),
+            _fmt(m.get("tpot_ms.p90")),
+            _fmt(m.get("goodput_tokens_per_s")),
+            _fmt(m.get("usd_per_hour")),
             _fmt(m.get("usd_per_million_output_tokens")),
         )
     return table
@@ -68,34 +78,53 @@ def _front_table(result: StudyResult) -> Table:
 
 def _picks_table(result: StudyResult) -> Table:
     table = Table(title="Recommendations (why: see report.md)")
-    for column in ("pick", "trial", "GPUs", "prec", "L2 GiB", "sched", "TTFT p90 ms",
-                   "goodput tok/s", "USD/h", "USD/month"):
+    for column in (
+        "pick",
+        "trial",
+        "GPUs",
+        "prec",
+        "L2 GiB",
+        "sched",
+        "TTFT p90 ms",
+        "goodput tok/s",
+        "USD/h",
+        "USD/month",
+    ):
         table.add_column(column, justify="left" if column in ("pick", "sched") else "right")
     for label, r in grouped_picks(result):
         p, m = r.params, r.metrics
         gpus = f"{p.get('instances', 1)}×{p.get('gpu', '?')} TP{p.get('tp', 1)}"
         monthly = float(m.get("usd_per_hour", float("nan"))) * 730.0
         table.add_row(
-            label, str(r.number), gpus, _fmt(p.get("precision")), _fmt(p.get("l2_dram_gib")),
-            _fmt(p.get("scheduler")), _fmt(m.get("ttft_ms.p90")),
-            _fmt(m.get("goodput_tokens_per_s")), _fmt(m.get("usd_per_hour")), _fmt(monthly),
+            label,
+            str(r.number),
+            gpus,
+            _fmt(p.get("precision")),
+            _fmt(p.get("l2_dram_gib")),
+            _fmt(p.get("scheduler")),
+            _fmt(m.get("ttft_ms.p90")),
+            _fmt(m.get("goodput_tokens_per_s")),
+            _fmt(m.get("usd_per_hour")),
+            _fmt(monthly),
         )
     return table
 
 
 def _result_json(result: StudyResult, planning: Planning | None) -> dict[str, Any]:
     def record(r: TrialRecord) -> dict[str, Any]:
-        return {"trial": r.number, "params": dict(r.params), "objectives": dict(r.objectives),
-                "metrics": dict(r.metrics)}
+        return {
+            "trial": r.number,
+            "params": dict(r.params),
+            "objectives": dict(r.objectives),
+            "metrics": dict(r.metrics),
+        }
 
     data: dict[str, Any] = {
         "directions": dict(result.directions),
         "trials": result.n_trials,
         "feasible_trials": result.n_feasible,
         "pareto": [record(r) for r in result.front],
-        "recommendations": {
-            p.label: {**record(p.trial), "why": p.why} for p in result.picks
-        },
+        "recommendations": {p.label: {**record(p.trial), "why": p.why} for p in result.picks},
     }
     if planning is not None:
         data["planning"] = {
@@ -107,8 +136,13 @@ def _result_json(result: StudyResult, planning: Planning | None) -> dict[str, An
 
 
 def _write_outputs(
-    out: Path, result: StudyResult, records: list[TrialRecord], data: dict[str, Any],
-    context: dict[str, Any], planning: Planning | None,
+    out: Path,
+    result: StudyResult,
+    records: list[TrialRecord],
+    *,
+    data: dict[str, Any],
+    context: dict[str, Any],
+    planning: Planning | None,
 ) -> None:
     import pandas as pd  # noqa: PLC0415  (only needed when writing files)
 
@@ -116,10 +150,16 @@ def _write_outputs(
 
     def rows(items: list[TrialRecord] | tuple[TrialRecord, ...]) -> list[dict[str, Any]]:
         return [
-            {"trial": r.number, "feasible": r.feasible, "infeasible_reason": r.infeasible_reason,
-             **{f"param.{k}": v for k, v in r.params.items()},
-             **{f"objective.{k}": v for k, v in r.objectives.items()},
-             **{f"metric.{k}": v for k, v in r.metrics.items() if not k.startswith("objective.")}}
+            {
+                "trial": r.number,
+                "feasible": r.feasible,
+                "infeasible_reason": r.infeasible_reason,
+                **{f"param.{k}": v for k, v in r.params.items()},
+                **{f"objective.{k}": v for k, v in r.objectives.items()},
+                **{
+                    f"metric.{k}": v for k, v in r.metrics.items() if not k.startswith("objective.")
+                },
+            }
             for r in items
         ]
 
@@ -128,16 +168,23 @@ def _write_outputs(
     (out / "results.json").write_text(
         json.dumps({**data, "context": context}, indent=2, default=str), encoding="utf-8"
     )
-    write_report(out, title="kvplan planning report", result=result, records=records,
-                 context=context, planning=planning)
+    write_report(
+        out,
+        title="kvplan planning report",
+        result=result,
+        records=records,
+        context=context,
+        planning=planning,
+    )
 
 
-def _progress_callback(progress: Progress, task: Any, directions: dict[str, str]) -> Any:
+def _progress_callback(progress: Progress, task: Any, directions: Mapping[str, str]) -> Any:
     def update(study: optuna.Study) -> None:
         records = records_of(study)
         result = summarise(records, directions)
         progress.update(
-            task, completed=len(records),
+            task,
+            completed=len(records),
             description=f"trials · {result.n_feasible} feasible · front {len(result.front)}",
         )
 
@@ -153,39 +200,66 @@ def _baseline_params(path: Path | None) -> dict[str, Any] | None:
     return data
 
 
-def optimize(
-    slo: Path = typer.Option(None, "--slo", help="SLO file (YAML/TOML/JSON); default: bundled."),
-    space: Path = typer.Option(None, "--space", help="Search-space file; default: bundled."),
-    workload: str = typer.Option(
-        None, "--workload", help="Trace file or workload file; default: bundled Mooncake slice."
-    ),
-    trials: int = typer.Option(60, "--trials", min=1, help="Completed trials the study holds."),
-    sampler: str = typer.Option(
-        "nsga2", "--sampler", help=f"One of: {', '.join(SAMPLERS)}."
-    ),
-    seed: int = typer.Option(0, "--seed", help="Seed of the sampler and the simulations."),
-    storage: str = typer.Option(
-        None, "--storage", help="sqlite:///FILE, a journal file, or postgresql://... (resume)."
-    ),
-    study: str = typer.Option("kvplan", "--study", help="Study name inside the storage."),
-    workers: int = typer.Option(1, "--workers", min=1, help="Worker processes on this machine."),
-    out: Path = typer.Option(None, "--out", help="Write CSV/JSON results and the report here."),
-    catalog: Path = typer.Option(None, "--catalog", help="User catalog overriding the shipped."),
-    latency: str = typer.Option(None, "--latency", help="Latency model spec for every trial."),
-    baseline: Path = typer.Option(None, "--baseline", help="Your current configuration (YAML)."),
-    plan_picks: bool = typer.Option(
-        True, "--plan/--no-plan", help="Measure tier value and headroom of the picks."
-    ),
-    max_requests: int = typer.Option(None, "--max-requests", min=1, help="Trace requests used."),
-    time_scale: float = typer.Option(None, "--time-scale", help="Trace time factor (0.5 = 2x)."),
-    as_json: bool = typer.Option(False, "--json", help="Print results as JSON."),
+SloOpt = Annotated[Path | None, typer.Option("--slo", help="SLO file; default: bundled.")]
+SpaceOpt = Annotated[Path | None, typer.Option("--space", help="Search-space file.")]
+WorkloadOpt = Annotated[
+    str | None,
+    typer.Option(help="Trace file or workload file; default: bundled Mooncake slice."),
+]
+TrialsOpt = Annotated[int, typer.Option(min=1, help="Completed trials the study holds.")]
+SamplerOpt = Annotated[str, typer.Option(help=f"One of: {', '.join(SAMPLERS)}.")]
+SeedOpt = Annotated[int, typer.Option(help="Seed of the sampler and the simulations.")]
+StorageOpt = Annotated[
+    str | None,
+    typer.Option(help="sqlite:///FILE, a journal file, or postgresql://... (resumable)."),
+]
+StudyOpt = Annotated[str, typer.Option(help="Study name inside the storage.")]
+WorkersOpt = Annotated[int, typer.Option(min=1, help="Worker processes on this machine.")]
+OutOpt = Annotated[Path | None, typer.Option(help="Write CSV/JSON results and the report here.")]
+CatalogOpt = Annotated[Path | None, typer.Option(help="User catalog overriding the shipped one.")]
+LatencyOpt = Annotated[str | None, typer.Option(help="Latency model spec for every trial.")]
+BaselineOpt = Annotated[Path | None, typer.Option(help="Your current configuration (YAML).")]
+PlanOpt = Annotated[
+    bool, typer.Option("--plan/--no-plan", help="Measure tier value and headroom of the picks.")
+]
+MaxRequestsOpt = Annotated[int | None, typer.Option(min=1, help="Trace requests to replay.")]
+TimeScaleOpt = Annotated[float | None, typer.Option(help="Trace time factor (0.5 = 2x load).")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print results as JSON.")]
+
+
+def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires)
+    slo: SloOpt = None,
+    space: SpaceOpt = None,
+    workload: WorkloadOpt = None,
+    trials: TrialsOpt = 60,
+    sampler: SamplerOpt = "nsga2",
+    seed: SeedOpt = 0,
+    storage: StorageOpt = None,
+    study: StudyOpt = "kvplan",
+    workers: WorkersOpt = 1,
+    out: OutOpt = None,
+    catalog: CatalogOpt = None,
+    latency: LatencyOpt = None,
+    baseline: BaselineOpt = None,
+    plan_picks: PlanOpt = True,
+    max_requests: MaxRequestsOpt = None,
+    time_scale: TimeScaleOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Search deployments for the Pareto front of latency, throughput and cost under an SLO."""
     setup = OptimizeSetup(
-        slo_path=str(slo or _default_slo()), space_path=str(space) if space else None,
-        workload=workload, catalog_path=str(catalog) if catalog else None, storage=storage,
-        study_name=study, sampler=sampler, seed=seed, n_trials=trials, latency_model=latency,
-        time_scale=time_scale, max_requests=max_requests,
+        slo_path=str(slo or _default_slo()),
+        space_path=str(space) if space else None,
+        workload=workload,
+        catalog_path=str(catalog) if catalog else None,
+        storage=storage,
+        study_name=study,
+        sampler=sampler,
+        seed=seed,
+        n_trials=trials,
+        latency_model=latency,
+        time_scale=time_scale,
+        max_requests=max_requests,
     )
     if sampler not in SAMPLERS:
         raise InputError(f"unknown sampler '{sampler}'; known: {', '.join(SAMPLERS)}")
@@ -195,8 +269,13 @@ def optimize(
     directions = dict(evaluator.spec.objectives.directions)
     started = time.perf_counter()
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-        TimeRemainingColumn(), console=err_console, transient=as_json, disable=as_json,
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=as_json,
+        disable=as_json,
     ) as progress:
         task = progress.add_task("trials", total=trials)
         result_study = run_workers(
@@ -206,32 +285,29 @@ def optimize(
     result = summarise(records, directions)
     planning = None
     if plan_picks and result.picks:
-        with err_console.status("measuring tier value and headroom of the picks",
-                                spinner="dots") if not as_json else _null():
+        status = err_console.status("measuring tier value and headroom of the picks")
+        with status if not as_json else contextlib.nullcontext():
             from optimizer.planning import plan  # noqa: PLC0415  (loads the planner on demand)
 
             planning = plan(evaluator, result, baseline=baseline_params)
     elapsed = time.perf_counter() - started
     context = {
-        "model": evaluator.space.model, "slo": evaluator.spec.name, "sampler": sampler,
-        "seed": seed, "trials": result.n_trials, "study": study,
-        "storage": storage or "in memory", "wall_s": round(elapsed, 1),
+        "model": evaluator.space.model,
+        "slo": evaluator.spec.name,
+        "sampler": sampler,
+        "seed": seed,
+        "trials": result.n_trials,
+        "study": study,
+        "storage": storage or "in memory",
+        "wall_s": round(elapsed, 1),
     }
     data = _result_json(result, planning)
     if out is not None:
-        _write_outputs(out, result, records, data, context, planning)
+        _write_outputs(out, result, records, data=data, context=context, planning=planning)
     if as_json:
         print_json(data)
         return
     _print_summary(result, count_complete(result_study), elapsed, out)
-
-
-class _null:
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, *args: object) -> None:
-        return None
 
 
 def _print_summary(result: StudyResult, n_complete: int, elapsed: float, out: Path | None) -> None:
@@ -240,21 +316,25 @@ def _print_summary(result: StudyResult, n_complete: int, elapsed: float, out: Pa
         f"({elapsed:.0f} s)"
     )
     if not result.front:
-        console.print("[bold red]No feasible configuration:[/] widen the space, relax the SLO, "
-                      "or run more trials.")
+        console.print(
+            "[bold red]No feasible configuration:[/] widen the space, relax the SLO, "
+            "or run more trials."
+        )
         return
     console.print(_front_table(result))
     console.print(_picks_table(result))
     if out is not None:
-        console.print(f"results and report in {out}/ (report.md, report.html, pareto.csv, "
-                      "trials.csv, results.json)")
+        console.print(
+            f"results and report in {out}/ (report.md, report.html, pareto.csv, "
+            "trials.csv, results.json)"
+        )
 
 
 def report(
-    storage: str = typer.Option(..., "--storage", help="Storage URL holding the study."),
-    study: str = typer.Option("kvplan", "--study", help="Study name."),
-    out: Path = typer.Option(None, "--out", help="Write CSV/JSON results and the report here."),
-    as_json: bool = typer.Option(False, "--json", help="Print results as JSON."),
+    storage: Annotated[str, typer.Option(help="Storage URL holding the study.")],
+    study: StudyOpt = "kvplan",
+    out: OutOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Re-render results and the planning report of a stored study (no simulation)."""
     backend = make_storage(storage)
@@ -266,16 +346,21 @@ def report(
             f"no study '{study}' in {storage}; studies there: {', '.join(names) or '(none)'}"
         ) from None
     definition = loaded.user_attrs.get("kvplan_definition", {})
-    roles = list(definition.get("slo", {}).get("objectives", {}) or
-                 ("latency", "throughput", "cost"))
+    roles = list(
+        definition.get("slo", {}).get("objectives", {}) or ("latency", "throughput", "cost")
+    )
     directions = {role: d.name.lower() for role, d in zip(roles, loaded.directions, strict=False)}
     records = records_of(loaded)
     result = summarise(records, directions)
-    context = {"study": study, "storage": storage, "trials": result.n_trials,
-               "model": definition.get("space", {}).get("model", "?")}
+    context = {
+        "study": study,
+        "storage": storage,
+        "trials": result.n_trials,
+        "model": definition.get("space", {}).get("model", "?"),
+    }
     data = _result_json(result, None)
     if out is not None:
-        _write_outputs(out, result, records, data, context, None)
+        _write_outputs(out, result, records, data=data, context=context, planning=None)
     if as_json:
         print_json(data)
         return
