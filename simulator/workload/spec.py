@@ -39,7 +39,7 @@ Errors are one line naming the file and the field (``InputError``).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Literal, Self
@@ -89,6 +89,7 @@ class FixedDist(_Frozen):
 
     def build(self, base: Path) -> Distribution:
         """The sampler."""
+        del base
         return Fixed(self.value)
 
 
@@ -107,6 +108,7 @@ class UniformDist(_Frozen):
 
     def build(self, base: Path) -> Distribution:
         """The sampler."""
+        del base
         return Uniform(self.low, self.high)
 
 
@@ -121,6 +123,7 @@ class LogNormalDist(_Frozen):
 
     def build(self, base: Path) -> Distribution:
         """The sampler."""
+        del base
         return LogNormal(self.median, self.sigma, self.min, self.max or float("inf"))
 
 
@@ -132,6 +135,7 @@ class ExponentialDist(_Frozen):
 
     def build(self, base: Path) -> Distribution:
         """The sampler."""
+        del base
         return Exponential(self.mean)
 
 
@@ -145,8 +149,9 @@ class TraceDist(_Frozen):
     def build(self, base: Path) -> Distribution:
         """The sampler (reads the whole trace once)."""
         reader = open_trace(base / self.path)
-        pick = (lambda r: r.input_length) if self.field == "input" else (lambda r: r.output_length)
-        return Empirical(tuple(float(pick(r)) for r in reader))
+        if self.field == "input":
+            return Empirical(tuple(float(r.input_length) for r in reader))
+        return Empirical(tuple(float(r.output_length) for r in reader))
 
 
 def _bare_number(value: Any) -> Any:
@@ -190,9 +195,6 @@ class _Synthetic(_Frozen):
         default=16, ge=1, description="Tokens per block of the generated ids (reuse unit)."
     )
 
-    def _base(self) -> Path:
-        return Path(".")
-
 
 # ----- shapes ----------------------------------------------------------------------------------
 class TraceWorkload(_Frozen):
@@ -204,10 +206,15 @@ class TraceWorkload(_Frozen):
         default=1.0, gt=0, description="Factor on timestamps: 0.5 replays twice as fast."
     )
     max_requests: int | None = Field(default=None, ge=1, description="Stop after this many.")
-    start_s: float = Field(default=0.0, ge=0, description="Skip requests before this time "
-                           "(original trace seconds); the window starts at time 0.")
-    end_s: float | None = Field(default=None, gt=0, description="Skip requests from this time on "
-                                "(original trace seconds).")
+    start_s: float = Field(
+        default=0.0,
+        ge=0,
+        description="Skip requests before this time "
+        "(original trace seconds); the window starts at time 0.",
+    )
+    end_s: float | None = Field(
+        default=None, gt=0, description="Skip requests from this time on (original trace seconds)."
+    )
     block_tokens: int | None = Field(
         default=None, ge=1, description="Override the trace's block size (512 Mooncake, 16 Qwen)."
     )
@@ -220,12 +227,15 @@ class TraceWorkload(_Frozen):
 
     def build(self, rng: np.random.Generator, base: Path = Path(".")) -> RequestSource:
         """A streaming source over the trace (``rng`` is unused: a trace is fixed)."""
+        del rng
         reader = open_trace(base / self.path, block_size_tokens=self.block_tokens)
 
         def requests() -> Iterator[TraceRequest]:
             selected = (
-                r for r in reader
-                if r.timestamp_s >= self.start_s and (self.end_s is None or r.timestamp_s < self.end_s)
+                r
+                for r in reader
+                if r.timestamp_s >= self.start_s
+                and (self.end_s is None or r.timestamp_s < self.end_s)
             )
             for request in itertools.islice(selected, self.max_requests):
                 time_s = (request.timestamp_s - self.start_s) * self.time_scale
@@ -237,7 +247,7 @@ class TraceWorkload(_Frozen):
 class _Reiterable:
     """An iterable that calls a generator function afresh on every ``iter``."""
 
-    def __init__(self, make: Any) -> None:
+    def __init__(self, make: Callable[[], Iterator[TraceRequest]]) -> None:
         self._make = make
 
     def __iter__(self) -> Iterator[TraceRequest]:
@@ -258,7 +268,9 @@ class OpenLoopWorkload(_Synthetic):
 
     def build(self, rng: np.random.Generator, base: Path = Path(".")) -> RequestSource:
         """The requests, generated from ``rng``."""
-        prompts = (self.system_prompt.count, self.system_prompt.tokens) if self.system_prompt else None
+        prompts = (
+            (self.system_prompt.count, self.system_prompt.tokens) if self.system_prompt else None
+        )
         generated = list(
             open_loop(
                 n_requests=self.requests,
@@ -274,15 +286,19 @@ class OpenLoopWorkload(_Synthetic):
 
 
 class _Conversational(_Synthetic):
-    turns: DistSpec = Field(default=1, description="Turns per session.")
+    turns: DistSpec = Field(default=1, validate_default=True, description="Turns per session.")
     output_tokens: DistSpec = Field(description="Answer tokens per turn.")
-    think_time_s: DistSpec = Field(default=0, description="Seconds between turns.")
+    think_time_s: DistSpec = Field(
+        default=0, validate_default=True, description="Seconds between turns."
+    )
     system_prompt: SystemPromptSpec | None = Field(
         default=None, description="Shared system prompts sessions start with."
     )
 
     def _shape(self, user_tokens: DistSpec, base: Path) -> SessionShape:
-        prompts = (self.system_prompt.count, self.system_prompt.tokens) if self.system_prompt else None
+        prompts = (
+            (self.system_prompt.count, self.system_prompt.tokens) if self.system_prompt else None
+        )
         return SessionShape(
             turns=self.turns.build(base),
             user_tokens=user_tokens.build(base),

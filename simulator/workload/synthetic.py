@@ -59,6 +59,7 @@ class Fixed:
 
     def sample(self, rng: np.random.Generator, n: int) -> NDArray[np.float64]:
         """``n`` draws."""
+        del rng
         return np.full(n, float(self.value))
 
 
@@ -115,7 +116,7 @@ Distribution = Fixed | Uniform | LogNormal | Exponential | Empirical
 
 def _tokens(dist: Distribution, rng: np.random.Generator, n: int) -> list[int]:
     """``n`` token counts (rounded, at least 1)."""
-    return [max(1, int(round(x))) for x in dist.sample(rng, n)]
+    return [int(x) for x in np.maximum(1, np.rint(dist.sample(rng, n)))]
 
 
 # ----- arrivals --------------------------------------------------------------------------------

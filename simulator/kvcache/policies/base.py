@@ -8,7 +8,7 @@ Who calls what, in the serve loop (``simulator/kvcache/replay.py``), per request
 
     set_request_ctx(ctx)                 # before phase 1 (session / workload-aware policies)
     find(b) for every block              # phase 1: read-only probe, never changes state
-    evict(pinned) / evict_n(n, pinned)   # phase 2: only when the request's misses do not fit
+    evict_n(n, pinned) ...               # phase 2: only when the request's misses do not fit
     record_request(blocks)               # after phase 2, before phase 3
     access(b, cost, next_access) ...     # phase 3: hit -> update state; miss -> insert
                                          #   (through access_request, one call per request)

@@ -42,7 +42,7 @@ class Clock(EvictionPolicy):
     def find(self, block: int) -> bool:
         return block in self._ring
 
-    def resident_view(self) -> Container[int]:
+    def resident_view(self) -> Container[int] | None:
         return self._ring
 
     def access(self, block: int, cost: float, next_access: int) -> None:

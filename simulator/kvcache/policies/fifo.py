@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Collection, Container, Sequence
-from itertools import repeat
 from typing import Any, ClassVar
 
 import numpy as np
@@ -36,7 +35,7 @@ class FIFO(EvictionPolicy):
     def find(self, block: int) -> bool:
         return block in self._queue
 
-    def resident_view(self) -> Container[int]:
+    def resident_view(self) -> Container[int] | None:
         return self._queue
 
     def access(self, block: int, cost: float, next_access: int) -> None:
@@ -52,10 +51,11 @@ class FIFO(EvictionPolicy):
         deepest_first: bool,
     ) -> None:
         del costs, next_access  # not used by this policy
-        # update() leaves resident keys where they are and appends new ones in iteration order,
-        # which is exactly a per-block access loop (a repeated block is inserted once).
-        order = reversed(blocks) if deepest_first else blocks
-        self._queue.update(zip(order, repeat(None)))
+        # access() inlined: one method lookup per request instead of one call per block.
+        queue = self._queue
+        for block in reversed(blocks) if deepest_first else blocks:
+            if block not in queue:
+                queue[block] = None
 
     def evict(self, pinned: Collection[int]) -> list[int]:
         return self.evict_n(1, pinned)

@@ -39,7 +39,7 @@ class LFU(EvictionPolicy):
     def find(self, block: int) -> bool:
         return block in self._count
 
-    def resident_view(self) -> Container[int]:
+    def resident_view(self) -> Container[int] | None:
         return self._count
 
     def access(self, block: int, cost: float, next_access: int) -> None:
@@ -66,9 +66,21 @@ class LFU(EvictionPolicy):
         deepest_first: bool,
     ) -> None:
         del costs, next_access  # not used by this policy
-        access = self.access
+        # access() inlined: one attribute lookup per request instead of a call per block.
+        counts, classes = self._count, self._classes
         for block in reversed(blocks) if deepest_first else blocks:
-            access(block, 1.0, 0)
+            count = counts.get(block, 0)
+            if count:
+                members = classes[count]
+                del members[block]
+                if not members:
+                    del classes[count]
+            count += 1
+            counts[block] = count
+            bucket = classes.get(count)
+            if bucket is None:
+                bucket = classes[count] = OrderedDict()
+            bucket[block] = None
 
     def evict(self, pinned: Collection[int]) -> list[int]:
         return self.evict_n(1, pinned)

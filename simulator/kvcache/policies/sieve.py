@@ -43,7 +43,7 @@ class Sieve(EvictionPolicy):
     def find(self, block: int) -> bool:
         return block in self._visited
 
-    def resident_view(self) -> Container[int]:
+    def resident_view(self) -> Container[int] | None:
         return self._visited
 
     def access(self, block: int, cost: float, next_access: int) -> None:
@@ -61,12 +61,19 @@ class Sieve(EvictionPolicy):
         deepest_first: bool,
     ) -> None:
         del costs, next_access  # not used by this policy
-        visited, push = self._visited, self._push_head
+        # access() inlined; new blocks are chained onto the head and the ring closed once.
+        visited, newer, older = self._visited, self._newer, self._older
+        head = older[_SENTINEL]
         for block in reversed(blocks) if deepest_first else blocks:
             if block in visited:
                 visited[block] = 1
             else:
-                push(block)
+                newer[head] = block
+                older[block] = head
+                visited[block] = 0
+                head = block
+        newer[head] = _SENTINEL
+        older[_SENTINEL] = head
 
     def _push_head(self, block: int) -> None:
         newer, older = self._newer, self._older

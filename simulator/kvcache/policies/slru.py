@@ -51,7 +51,7 @@ class SLRU(EvictionPolicy):
     def find(self, block: int) -> bool:
         return block in self._resident
 
-    def resident_view(self) -> Container[int]:
+    def resident_view(self) -> Container[int] | None:
         return self._resident
 
     def access(self, block: int, cost: float, next_access: int) -> None:
@@ -77,9 +77,20 @@ class SLRU(EvictionPolicy):
         deepest_first: bool,
     ) -> None:
         del costs, next_access  # not used by this policy
-        access = self.access
+        # access() inlined: one attribute lookup per request instead of a call per block.
+        probation, protected, resident = self._probation, self._protected, self._resident
+        limit = self._protected_capacity
         for block in reversed(blocks) if deepest_first else blocks:
-            access(block, 1.0, 0)
+            if block in protected:
+                protected.move_to_end(block)
+            elif block in probation:
+                del probation[block]
+                protected[block] = None
+                if len(protected) > limit:
+                    probation[protected.popitem(last=False)[0]] = None
+            else:
+                probation[block] = None
+                resident[block] = None
 
     def evict(self, pinned: Collection[int]) -> list[int]:
         return self.evict_n(1, pinned)

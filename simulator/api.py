@@ -1,0 +1,214 @@
+"""``simulate(config, workload, *, seed) -> SimResult``: the one entry point of the simulator.
+
+Pure and deterministic: the same config, workload and seed give an identical result (every
+random choice — synthetic workloads, randomised eviction policies, routers — draws from
+generators spawned from ``seed``; nothing reads the clock or the environment).
+
+Failure modes, by design:
+
+- a configuration that cannot run (the weights do not fit in HBM, the GPU lacks the precision,
+  no KV block fits) returns ``SimResult(feasible=False, reason=...)`` with its cost filled in,
+  never an exception, so the optimizer can record a violated constraint;
+- bad user input (unknown model / GPU / storage tier / preset / latency model names, a
+  malformed workload file) raises ``InputError`` with one line.
+
+Requests that can never run on the configuration (prompt + output beyond the model's context or
+beyond the whole L1 cache) are rejected at arrival and counted (``Summary.n_rejected``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from hardware.catalog import shipped_catalog
+from hardware.schema import Catalog
+from simulator.cluster.build import Infeasible, build_pool, deployment_cost
+from simulator.cluster.driver import Cluster
+from simulator.cluster.source import RequestSource
+from simulator.config import ServingConfig
+from simulator.core import Kernel
+from simulator.metrics import (
+    LATENCY_METRICS,
+    SUMMARY_STATS,
+    Cost,
+    QueueSamples,
+    Recorder,
+    RequestRecord,
+    Summary,
+    metrics_for_slo,
+    per_request_ms,
+    summarize,
+)
+
+__all__ = ["SimResult", "WorkloadBuilder", "simulate"]
+
+
+@runtime_checkable
+class WorkloadBuilder(Protocol):
+    """Anything that makes a request source from a generator (``WorkloadSpec`` does)."""
+
+    def build(self, rng: np.random.Generator) -> RequestSource:
+        """A fresh source; all its randomness comes from ``rng``."""
+        ...
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Outcome of one simulation; ``summary`` is None when ``feasible`` is False."""
+
+    config: ServingConfig
+    seed: int
+    feasible: bool
+    reason: str
+    """Why it is infeasible, or the memory-fit sentence when it ran."""
+    cost: Cost
+    summary: Summary | None = None
+    records: tuple[RequestRecord, ...] = ()
+    queue_samples: QueueSamples | None = None
+    diagnostics: dict[str, float] = field(default_factory=dict)
+    itl_s: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
+    """Every inter-token gap (seconds) and its weight (requests that saw it), pooled."""
+
+    def metrics_for_slo(self, stats: Iterable[str] = ()) -> dict[str, float]:
+        """Flat metrics for ``slo.evaluate`` (``ttft_ms.p90``, ``usd_per_hour``, …).
+
+        ``stats`` adds percentiles beyond mean/p50/p90/p99 (e.g. ``"p99.9"``). Rejected
+        requests count as infinitely late in the latency statistics (``metrics_for_slo`` in
+        ``simulator.metrics``). An infeasible result reports its cost, zero throughput and
+        infinite latencies, so every SLO target is violated rather than missing.
+        """
+        if self.summary is None:
+            flat = {
+                f"{name}.{stat}": float("inf")
+                for name in LATENCY_METRICS
+                for stat in (*SUMMARY_STATS, *stats)
+            }
+            flat.update(
+                requests_per_s=0.0,
+                output_tokens_per_s=0.0,
+                input_tokens_per_s=0.0,
+                usd_per_hour=self.cost.usd_per_hour,
+                usd_per_million_output_tokens=float("inf"),
+                gpus=float(self.cost.gpus),
+            )
+            return flat
+        return metrics_for_slo(self.summary, self.records, stats, self.itl_s)
+
+    def per_request_ms(self) -> dict[str, NDArray[np.float64]]:
+        """Per-request arrays (``ttft_ms``, ``tpot_ms``, ``itl_ms``, ``e2e_ms``, ``queue_ms``)
+        for ``slo.attainment``, with ``inf`` rows for rejected requests; empty when
+        infeasible."""
+        rejected = self.summary.n_rejected if self.summary is not None else 0
+        return per_request_ms(self.records, rejected)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (what ``kvplan simulate --json`` prints)."""
+        data: dict[str, Any] = {
+            "feasible": self.feasible,
+            "reason": self.reason,
+            "seed": self.seed,
+            "config": self.config.model_dump(),
+            "cost": {
+                "gpus": self.cost.gpus,
+                "usd_per_hour": self.cost.usd_per_hour,
+                "gpu_usd_per_hour": self.cost.gpu_usd_per_hour,
+                "dram_usd_per_hour": self.cost.dram_usd_per_hour,
+                "l3_usd_per_hour": self.cost.l3_usd_per_hour,
+            },
+            "diagnostics": dict(self.diagnostics),
+        }
+        if self.summary is not None:
+            data["summary"] = self.summary.to_dict()
+        return data
+
+
+def simulate(
+    config: ServingConfig,
+    workload: RequestSource | WorkloadBuilder,
+    *,
+    seed: int,
+    catalog: Catalog | None = None,
+    sample_interval_s: float = 1.0,
+    check_invariants: bool = False,
+) -> SimResult:
+    """Run ``workload`` on ``config`` and summarise it (module docstring for failure modes).
+
+    ``workload`` is a ready ``RequestSource`` (it is consumed) or a builder such as a
+    ``WorkloadSpec``, built here from the seed. ``sample_interval_s`` spaces the queue-length
+    samples. ``check_invariants`` verifies queue and block accounting after every step (slow;
+    for tests).
+    """
+    catalog = catalog or shipped_catalog()
+    cost = deployment_cost(config, catalog)
+    root = np.random.SeedSequence(seed)
+    workload_seed, pool_seed = root.spawn(2)
+    source = (
+        workload
+        if isinstance(workload, RequestSource)
+        else workload.build(np.random.default_rng(workload_seed))
+    )
+    kernel, recorder = Kernel(), Recorder()
+    pool = build_pool(
+        config,
+        catalog,
+        block_tokens=source.block_tokens,
+        kernel=kernel,
+        recorder=recorder,
+        seed=pool_seed,
+        check_invariants=check_invariants,
+    )
+    if isinstance(pool, Infeasible):
+        return SimResult(config, seed, False, pool.reason, cost)
+    cluster = Cluster(
+        kernel, pool.instances, pool.router, source, recorder, sample_interval_s=sample_interval_s
+    )
+    cluster.run()
+    instances = pool.instances
+    end = max((r.finish_s for r in recorder.records), default=kernel.now)
+    kv_util = float(np.mean([inst.kv_utilization(end) for inst in instances]))
+    diagnostics = {
+        "events": float(kernel.n_events),
+        "steps": float(sum(inst.n_steps for inst in instances)),
+        "prefill_tokens": float(sum(inst.prefill_tokens for inst in instances)),
+        "decode_tokens": float(sum(inst.decode_tokens for inst in instances)),
+        "l1_blocks_per_instance": float(pool.l1_blocks),
+        "l2_blocks_per_instance": float(pool.l2_blocks),
+        "l3_blocks": float(pool.l3_blocks),
+        "l2_to_l1_blocks": float(sum(inst.load_link.n_blocks_moved for inst in instances)),
+        "l3_to_l2_blocks": float(
+            sum(
+                inst.prefetcher.channel.n_blocks_moved
+                for inst in instances
+                if inst.prefetcher is not None
+            )
+        ),
+        "out_of_order_arrivals": float(cluster.n_out_of_order),
+        "in_system_request_seconds": recorder.in_system_area(end),
+    }
+    summary = summarize(
+        recorder,
+        busy_s=sum(inst.busy_s for inst in instances),
+        kv_utilization=kv_util,
+        n_gpu_engines=len(instances),
+        preemptions=sum(inst.n_preemptions for inst in instances),
+        cost=cost,
+        sample_interval_s=sample_interval_s,
+        extra=diagnostics,
+    )
+    return SimResult(
+        config,
+        seed,
+        True,
+        pool.memory,
+        cost,
+        summary,
+        tuple(recorder.records),
+        recorder.queue_samples(sample_interval_s),
+        diagnostics,
+        recorder.itl_values(),
+    )

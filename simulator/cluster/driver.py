@@ -1,0 +1,106 @@
+"""The cluster driver: arrivals from a source, routed to one pool of instances, on one kernel.
+
+It pulls the source's known arrivals one at a time (so a trace streams), asks the router
+where each request goes, feeds closed-loop follow-ups back in when requests finish (or are
+rejected), and samples queue lengths every ``sample_interval_s`` while anything is pending.
+
+Kept open for what comes next (PD disaggregation, several pools, a shared L3 pool across
+pools): the driver only needs instances with ``on_arrival`` / ``n_outstanding`` and queues.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+
+from simulator.cluster.router import Router
+from simulator.cluster.source import RequestSource
+from simulator.core import Kernel
+from simulator.engine.instance import EngineInstance
+from simulator.engine.request import EngineRequest
+from simulator.metrics import Recorder
+from simulator.workload.request import TraceRequest
+
+__all__ = ["Cluster"]
+
+
+class Cluster:
+    """One pool of instances behind one router (see the module docstring)."""
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        instances: Sequence[EngineInstance],
+        router: Router,
+        source: RequestSource,
+        recorder: Recorder,
+        *,
+        sample_interval_s: float = 1.0,
+    ) -> None:
+        if sample_interval_s <= 0:
+            raise ValueError("sample_interval_s must be > 0")
+        self.kernel = kernel
+        self.instances = list(instances)
+        self.router = router
+        self.source = source
+        self.recorder = recorder
+        self.sample_interval_s = sample_interval_s
+        self.n_out_of_order = 0
+        """Arrivals whose timestamp was earlier than the previous one (served at that time)."""
+        self._stream: Iterator[TraceRequest] = iter(())
+        self._next: TraceRequest | None = None
+        for instance in self.instances:
+            instance.on_finish = self._finished
+
+    def run(self) -> None:
+        """Simulate until every request has finished."""
+        self._stream = self.source.start()
+        self._pull()
+        self.kernel.at(0.0, self._sample)
+        self.kernel.run()
+
+    # ----- arrivals -----------------------------------------------------------------------------
+    def _pull(self) -> None:
+        request = next(self._stream, None)
+        self._next = request
+        if request is None:
+            return
+        when = request.timestamp_s
+        if when < self.kernel.now:
+            self.n_out_of_order += 1
+            when = self.kernel.now
+        self.kernel.at(when, self._arrive_next)
+
+    def _arrive_next(self) -> None:
+        request = self._next
+        assert request is not None
+        self._arrive(request)
+        self._pull()
+
+    def _arrive(self, request: TraceRequest) -> None:
+        index = self.router.route(request, self.instances)
+        before = self.recorder.n_rejected
+        self.instances[index].on_arrival(request)
+        if self.recorder.n_rejected != before:
+            self._follow_up(request)
+
+    def _finished(self, req: EngineRequest) -> None:
+        self._follow_up(req.trace)
+
+    def _follow_up(self, request: TraceRequest) -> None:
+        follow = self.source.on_finish(request, self.kernel.now)
+        if follow is not None:
+            when = max(follow.timestamp_s, self.kernel.now)
+            self.kernel.at(when, lambda: self._arrive(follow))
+
+    # ----- sampling -----------------------------------------------------------------------------
+    def _sample(self) -> None:
+        waiting = prefetch = running = swapped = 0
+        for instance in self.instances:
+            waiting += len(instance.waiting)
+            prefetch += len(instance.prefetching)
+            running += len(instance.running)
+            swapped += len(instance.swapped)
+        self.recorder.sample(self.kernel.now, waiting, prefetch, running, swapped)
+        if self.kernel.peek() < math.inf:
+            self.kernel.after(self.sample_interval_s, self._sample)

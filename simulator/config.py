@@ -1,0 +1,203 @@
+"""``ServingConfig``: one serving deployment the simulator can run, as a validated model.
+
+Flat on purpose: each field is one knob of the search space (``optimizer/space.py`` maps trial
+parameters onto these names 1:1) and one key of a ``simulate`` config file. ``None`` means
+"the backend preset's default" (``simulator/data/presets``). Names (model, GPU, storage tier)
+are checked against the catalog when the configuration is simulated, because users may bring
+their own catalog; everything else is checked here, with one-line messages.
+
+Units: GiB for memory sizes (2**30 bytes), tokens, seconds.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from simulator.cluster.router import ROUTERS
+from simulator.engine.scheduler import SCHEDULERS
+from simulator.kvcache.policies import POLICIES
+from slo.inputfile import load_input_file
+
+__all__ = ["ServingConfig"]
+
+
+class ServingConfig(BaseModel):
+    """A model served on a pool of identical instances with a 1–3 tier KV cache."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # ----- model and hardware -------------------------------------------------------------------
+    model: str = Field(description="Catalog model name, e.g. 'meta-llama/Llama-3.1-70B'.")
+    gpu: str = Field(description="Catalog GPU name, e.g. 'h100_sxm'.")
+    tp: int = Field(default=1, ge=1, description="Tensor parallelism: GPUs per instance.")
+    ep: int | None = Field(
+        default=None, ge=1, description="Expert parallelism of an MoE model (None = tp)."
+    )
+    weight_precision: Literal["bf16", "fp16", "fp8", "int8", "fp4", "int4"] = Field(
+        default="bf16", description="Precision of the GEMM weights."
+    )
+    kv_precision: Literal["bf16", "fp16", "fp8", "fp4"] = Field(
+        default="bf16", description="Precision of the KV cache."
+    )
+    instances: int = Field(default=1, ge=1, description="Identical engine instances in the pool.")
+    # ----- engine -------------------------------------------------------------------------------
+    backend: str = Field(
+        default="vllm",
+        description="Backend preset: 'vllm', 'sglang', 'trtllm' or a preset YAML file; "
+        "supplies every engine default left as None here.",
+    )
+    scheduler: str | None = Field(
+        default=None,
+        description=f"Batch scheduler: one of {', '.join(SCHEDULERS)} (None = preset).",
+    )
+    chunk_tokens: int | None = Field(
+        default=None, ge=1, description="Largest prefill chunk per request per step, tokens."
+    )
+    max_batched_tokens: int | None = Field(
+        default=None, ge=1, description="Token budget of one step (None = preset)."
+    )
+    max_running_requests: int | None = Field(
+        default=None, ge=1, description="Most requests admitted at once (None = preset)."
+    )
+    hbm_utilization: float | None = Field(
+        default=None, gt=0, le=1, description="Fraction of HBM the engine may use (None = preset)."
+    )
+    kv_capacity_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Override the L1 KV capacity (tokens per instance) instead of fitting "
+        "weights and KV into HBM; for what-if studies and analytic tests.",
+    )
+    preemption: Literal["recompute", "swap"] = Field(
+        default="recompute",
+        description="What happens to a request preempted when L1 runs out: recompute its KV "
+        "later, or swap it to L2 (needs L2; falls back to recompute when L2 is full).",
+    )
+    latency_model: str = Field(
+        default="roofline",
+        description="Step-time model: 'roofline', 'table', 'calibrated[:FILE]', or the "
+        "analytic 'constant:SECONDS' / 'linear:BASE,PER_TOKEN[,PER_CONTEXT_TOKEN]'.",
+    )
+    router: str = Field(
+        default="round_robin", description=f"Request router: one of {', '.join(ROUTERS)}."
+    )
+    # ----- KV tiers -----------------------------------------------------------------------------
+    l1_policy: str = Field(default="lru", description="Eviction policy of the HBM tier (L1).")
+    l2_dram_gib: float = Field(
+        default=0.0, ge=0, description="Host DRAM KV tier (L2) per instance, GiB; 0 = none."
+    )
+    l2_policy: str = Field(default="lru", description="Eviction policy of the DRAM tier (L2).")
+    l3_tier: str | None = Field(
+        default=None,
+        description="Catalog storage tier of the L3 store shared by all instances "
+        "(e.g. 'nvme_4tib', 'pool_16tib'); None = no L3.",
+    )
+    l3_capacity_gib: float | None = Field(
+        default=None, gt=0, description="L3 capacity in GiB (None = the tier's default)."
+    )
+    l3_policy: str = Field(default="lru", description="Eviction policy of the L3 store.")
+    write_policy: Literal["write_through", "write_back"] = Field(
+        default="write_through",
+        description="write_through: copy a block to L2 (and L3) when it is computed; "
+        "write_back: copy it one tier down when it is evicted.",
+    )
+    prefetch_policy: Literal["best_effort", "wait_complete", "timeout"] = Field(
+        default="best_effort",
+        description="When a request with an L3 hit may start: with what has arrived when "
+        "the GPU is ready, only after the whole prefetch, or after a timeout.",
+    )
+    prefetch_timeout_base_s: float = Field(
+        default=1.0, ge=0, description="'timeout' policy: fixed allowance, seconds."
+    )
+    prefetch_timeout_per_1k_tokens_s: float = Field(
+        default=0.25,
+        ge=0,
+        description="'timeout' policy: extra seconds per 1024 prefetched tokens (SGLang's "
+        "per-ki-token allowance).",
+    )
+    l3_prefetch_threshold_tokens: int = Field(
+        default=256, ge=0, description="Smallest L3 hit worth prefetching, tokens (SGLang: 256)."
+    )
+
+    # ----- validation ---------------------------------------------------------------------------
+    @field_validator("scheduler")
+    @classmethod
+    def _known_scheduler(cls, value: str | None) -> str | None:
+        if value is not None and value not in SCHEDULERS:
+            raise ValueError(f"unknown scheduler {value!r}; known: {', '.join(SCHEDULERS)}")
+        return value
+
+    @field_validator("router")
+    @classmethod
+    def _known_router(cls, value: str) -> str:
+        if value not in ROUTERS:
+            raise ValueError(f"unknown router {value!r}; known: {', '.join(ROUTERS)}")
+        return value
+
+    @field_validator("l1_policy", "l2_policy", "l3_policy")
+    @classmethod
+    def _known_policy(cls, value: str) -> str:
+        policy = POLICIES.get(value)
+        if policy is None:
+            raise ValueError(f"unknown eviction policy {value!r}; known: {', '.join(POLICIES)}")
+        if policy.needs_next_access:
+            raise ValueError(
+                f"policy {value!r} is an oracle (needs future accesses); the serving engine "
+                "cannot annotate the future — use it with `kvplan replay`"
+            )
+        return value
+
+    @field_validator("latency_model", "backend")
+    @classmethod
+    def _non_empty(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must not be empty")
+        return value
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.l3_tier is None and self.l3_capacity_gib is not None:
+            raise ValueError("l3_capacity_gib is set but l3_tier is not")
+        if self.l3_tier is not None and self.l2_dram_gib <= 0:
+            raise ValueError(
+                "an L3 tier needs an L2 tier: set l2_dram_gib > 0 (prefetches land there)"
+            )
+        if self.preemption == "swap" and self.l2_dram_gib <= 0:
+            raise ValueError("preemption 'swap' needs an L2 tier: set l2_dram_gib > 0")
+        for tier in ("l1", "l2"):
+            name = getattr(self, f"{tier}_policy")
+            if not POLICIES[name].supports_pinning:
+                raise ValueError(
+                    f"{tier}_policy {name!r} cannot honour pins; in-flight requests pin their "
+                    "blocks, so the engine needs a pinning policy"
+                )
+        if (
+            self.chunk_tokens
+            and self.max_batched_tokens
+            and self.chunk_tokens > self.max_batched_tokens
+        ):
+            raise ValueError(
+                f"chunk_tokens ({self.chunk_tokens}) must not exceed max_batched_tokens "
+                f"({self.max_batched_tokens})"
+            )
+        if (
+            self.max_batched_tokens
+            and self.max_running_requests
+            and self.max_batched_tokens < self.max_running_requests
+        ):
+            raise ValueError(
+                f"max_batched_tokens ({self.max_batched_tokens}) must be at least "
+                f"max_running_requests ({self.max_running_requests}): every running request "
+                "decodes one token per step"
+            )
+        if self.ep is not None and self.tp % self.ep:
+            raise ValueError(f"ep ({self.ep}) must divide tp ({self.tp})")
+        return self
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> ServingConfig:
+        """Read a config file (YAML, TOML or JSON; keys are the field names), one-line errors."""
+        return load_input_file(path, cls)

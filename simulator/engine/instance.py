@@ -1,0 +1,495 @@
+"""One serving instance: continuous batching over a tiered KV cache, in simulated time.
+
+Queues (HiSim): ``prefetching`` (L3→L2 copy in flight, policies ``wait_complete`` and
+``timeout``), ``waiting`` (FCFS), ``running`` (admitted, in admission order) and ``swapped``.
+
+Life of a request:
+
+1. **Arrival** — rejected if prompt + output exceed the model's context or L1 as a whole. Its
+   prefix is matched L1 → L2 → L3, stopping at the first miss; when the L3-only blocks of that
+   prefix hold at least ``prefetch_threshold_tokens`` tokens, they are read L3→L2 on the
+   instance's prefetch channel. ``best_effort``: the request waits as usual and, when admitted,
+   uses the blocks that have arrived (the rest of the read is cancelled and recomputed);
+   ``wait_complete``: it sits in the prefetch queue until the read is done; ``timeout``: as
+   ``wait_complete`` but at most ``base + per_1k × tokens / 1024`` seconds, then as
+   ``best_effort``.
+2. **Admission** (by the scheduler, at a step boundary) — the prefix is matched again L1 → L2
+   (stop at the first miss; if every prompt token hits, the last one is still computed, as in
+   vLLM), the matched blocks are pinned in L1 and the L2 ones copied up over PCIe. Exact load
+   rule: the copy starts at the step boundary of admission, serialised on the instance's
+   host-to-device link, and overlaps the step that starts then; the request gets no tokens in
+   any step that starts before the copy is complete.
+3. **Steps** — each step runs the batch the scheduler returns, lasting exactly what the latency
+   model says for that batch. KV blocks are allocated as tokens are scheduled; when L1 has no
+   free or unpinned block left the tail of the running queue is preempted (recompute: its
+   blocks are released, it re-enters the waiting queue at the front; swap: its KV moves to L2).
+4. **Finish** — its prompt blocks stay cached (unpinned) in L1 under the eviction policy.
+
+Decode runs: when a step is pure decode and nothing can change until a request finishes, L1
+runs out or an event arrives, the instance plans ``K`` steps at once and handles them in one
+event; an event arriving meanwhile cuts the run at the end of the step in progress. Evictions
+that decode growth causes during a run are applied when the run ends.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simulator.core import Kernel
+from simulator.engine.kvmanager import KVManager
+from simulator.engine.params import EngineParams
+from simulator.engine.prefetch import Prefetcher
+from simulator.engine.progress import (
+    Q_PREFETCH,
+    Q_SWAPPED,
+    Q_WAITING,
+    Progress,
+    apply_run,
+    apply_step,
+    record_of,
+)
+from simulator.engine.request import (
+    FINISHED,
+    PREFETCHING,
+    RUNNING,
+    SWAPPED,
+    WAITING,
+    EngineRequest,
+)
+from simulator.engine.scheduler import SCHEDULERS, Batch
+from simulator.engine.steps import StepTimer, decode_run_durations
+from simulator.engine.transfer import LoadLink, PrefetchChannel
+from simulator.kvcache.policies.base import RequestContext
+from simulator.metrics import Recorder
+from simulator.workload.request import TraceRequest
+
+__all__ = ["EngineInstance"]
+
+#: Longest decode run handled in one event (tests set 1 to compare with step-by-step).
+MAX_RUN_STEPS = 1 << 30
+
+
+class EngineInstance:
+    """One engine (a TP group of GPUs) with its queues, KV tiers and scheduler."""
+
+    def __init__(
+        self,
+        index: int,
+        kernel: Kernel,
+        params: EngineParams,
+        *,
+        timer: StepTimer,
+        kv: KVManager,
+        load_link: LoadLink,
+        prefetch: PrefetchChannel | None,
+        recorder: Recorder,
+        on_finish: Callable[[EngineRequest], None] | None = None,
+        check_invariants: bool = False,
+    ) -> None:
+        """``prefetch`` is the L3 → L2 channel (None without L3); ``on_finish`` is called with
+        every finished request (the cluster driver sets it)."""
+        self.index = index
+        self.kernel = kernel
+        self.params = params
+        self.timer = timer
+        self.kv = kv
+        self.load_link = load_link
+        self.prefetcher = (
+            Prefetcher(kernel, prefetch, kv, params, self._leave_prefetch)
+            if prefetch is not None
+            else None
+        )
+        self.recorder = recorder
+        self.on_finish = on_finish
+        self.check_invariants_each_step = check_invariants
+        self.scheduler = SCHEDULERS[params.scheduler]()
+        self.max_batched_tokens = params.max_batched_tokens
+        self.max_running = params.max_running
+        self.chunk_tokens = params.chunk_tokens
+        self.block_tokens = params.block_tokens
+        self.waiting: deque[EngineRequest] = deque()
+        self.running: list[EngineRequest] = []
+        self.swapped: deque[EngineRequest] = deque()
+        self.prefetching: dict[int, EngineRequest] = (
+            self.prefetcher.queue if self.prefetcher is not None else {}
+        )
+        """Requests in the prefetch queue, by index (owned by the prefetcher)."""
+        self.preempted_in_step = False
+        # The step or decode run in progress: batch, absolute step end times, steps planned.
+        self._batch: Batch | None = None
+        self._ends: NDArray[np.float64] = np.empty(0)
+        self._start_s = 0.0
+        self._k = 0
+        self._end_token = -1
+        self._step_pending = False
+        self._wake_token = -1
+        # Statistics.
+        self.busy_s = 0.0
+        self.n_steps = 0
+        self.n_events = 0
+        self.n_preemptions = 0
+        self.prefill_tokens = 0
+        self.decode_tokens = 0
+        self._kv_area = 0.0
+        self._kv_last_s = 0.0
+        self._kv_last_u = 0.0
+
+    # ----- views --------------------------------------------------------------------------------
+    @property
+    def n_outstanding(self) -> int:
+        """Requests in any queue of this instance (routers' load measure)."""
+        return len(self.waiting) + len(self.running) + len(self.swapped) + len(self.prefetching)
+
+    def ready(self, req: EngineRequest) -> bool:
+        """Whether ``req``'s L2→L1 load is done."""
+        return req.ready_s <= self.kernel.now
+
+    def kv_utilization(self, until_s: float) -> float:
+        """Time-averaged share of L1 held by in-flight requests from 0 to ``until_s``."""
+        area = self._kv_area + self._kv_last_u * max(0.0, until_s - self._kv_last_s)
+        return area / until_s if until_s > 0 else 0.0
+
+    # ----- arrival and prefetch -----------------------------------------------------------------
+    def on_arrival(self, trace: TraceRequest) -> None:
+        """A request routed here arrives now."""
+        now = self.kernel.now
+        req = EngineRequest(trace, self.block_tokens, self.index, now)
+        total = req.prompt_len + req.output_len
+        if total > self.params.max_context_tokens:
+            self.recorder.rejected("longer than the model context")
+            return
+        # Its KV peaks at prompt + output - 1 tokens (the last token is never processed).
+        if -(-(total - 1) // self.block_tokens) > self.kv.l1.capacity:
+            self.recorder.rejected("larger than the whole L1 cache")
+            return
+        self.recorder.arrived(now)
+        if self.prefetcher is not None and self.prefetcher.start(req):
+            return
+        self.waiting.append(req)
+        self._poke()
+
+    def _leave_prefetch(self, req: EngineRequest) -> None:
+        now = self.kernel.now
+        req.queue_s[Q_PREFETCH] += now - req.enqueue_s
+        req.enqueue_s = now
+        req.state = WAITING
+        self.waiting.append(req)
+        self._poke()
+
+    # ----- scheduler host API -------------------------------------------------------------------
+    def grow(self, req: EngineRequest, n_tokens: int) -> bool:
+        """See ``SchedulerHost.grow``."""
+        kv, l1 = self.kv, self.kv.l1
+        target = req.processed + n_tokens
+        need = kv.grow_need(req, target)
+        while need > l1.available():
+            victim = self.running[-1]
+            self._preempt(victim)
+            if victim is req:
+                return False
+            need = kv.grow_need(req, target)
+        kv.grow(req, target)
+        return True
+
+    def admit(self, req: EngineRequest, max_tokens: int, *, whole: bool) -> int:
+        """See ``SchedulerHost.admit``."""
+        if req.state == SWAPPED:
+            return self._swap_in(req, max_tokens, whole=whole)
+        kv = self.kv
+        tiers = kv.match_l12(req.blocks)
+        plan = self._plan(req, tiers, max_tokens, whole=whole)
+        if plan is None:
+            return -1
+        if req.prefetch is not None:
+            # Best effort: the GPU can take it now, so use what has arrived. Landing can only
+            # add L2 hits (rarely it evicts an unpinned one); if that makes it blocked, it waits
+            # at the head of the queue with the landed blocks pinned in L2.
+            assert self.prefetcher is not None
+            self.prefetcher.cut(req)
+            tiers = kv.match_l12(req.blocks)
+            plan = self._plan(req, tiers, max_tokens, whole=whole)
+            if plan is None:
+                return -1
+        cached, n = plan
+        self.waiting.popleft()
+        now = self.kernel.now
+        req.queue_s[Q_WAITING] += now - req.enqueue_s
+        trace = req.trace
+        ctx = RequestContext(
+            index=req.index,
+            timestamp_s=req.arrival_s,
+            n_blocks=len(req.blocks),
+            category=trace.type_id,
+            session=trace.session_id,
+        )
+        n_loaded = kv.admit(req, tiers, ctx)
+        kv.release_l2(req)
+        if req.cached_tokens is None:
+            req.cached_tokens = self._hit_tokens(req, tiers, cached)
+        req.processed = cached
+        req.ready_s = self.load_link.load(n_loaded, now)
+        req.state = RUNNING
+        self.running.append(req)
+        if req.ready_s > now:
+            return 0
+        kv.grow(req, cached + n)
+        return n
+
+    def _plan(
+        self, req: EngineRequest, tiers: list[int], max_tokens: int, *, whole: bool
+    ) -> tuple[int, int] | None:
+        """(cached tokens, tokens this step) for admitting with ``tiers``, None if blocked."""
+        bt = self.block_tokens
+        target = req.prompt_len + req.generated
+        cached = min(len(tiers) * bt, req.prompt_len, target - 1)
+        remaining = target - cached
+        loading = 2 in tiers
+        if whole and not loading and remaining > max_tokens:
+            return None
+        # While loading it runs nothing this step; its first chunk is still counted so the
+        # admission never depends on how fast the load is.
+        n = min(remaining, max_tokens)
+        kv = self.kv
+        need = kv.admission_need(req.blocks, tiers) + max(0, -(-(cached + n) // bt) - len(tiers))
+        if need > kv.l1.available():
+            return None
+        return cached, n
+
+    def _hit_tokens(
+        self, req: EngineRequest, tiers: list[int], cached: int
+    ) -> tuple[int, int, int]:
+        bt, prompt = self.block_tokens, req.prompt_len
+        counts = [0, 0, 0]
+        l3 = req.l3_blocks
+        for i, (block, tier) in enumerate(zip(req.blocks, tiers, strict=False)):
+            size = min(prompt, (i + 1) * bt) - i * bt
+            slot = 2 if (tier == 2 and block in l3) else tier - 1
+            counts[slot] += size
+        surplus = sum(counts) - cached  # the recomputed last token, and any cap
+        for slot in (2, 1, 0):
+            take = min(surplus, counts[slot])
+            counts[slot] -= take
+            surplus -= take
+        return counts[0], counts[1], counts[2]
+
+    def _swap_in(self, req: EngineRequest, max_tokens: int, *, whole: bool) -> int:
+        kv = self.kv
+        n = min(req.remaining, max_tokens)
+        if whole and req.remaining > max_tokens:
+            return -1
+        bt = self.block_tokens
+        extra = -(-(req.processed + n) // bt) - -(-req.processed // bt)
+        if kv.swap_in_need(req) + extra > kv.l1.available():
+            return -1
+        now = self.kernel.now
+        self.swapped.popleft()
+        req.queue_s[Q_SWAPPED] += now - req.enqueue_s
+        loaded = kv.swap_in(req)
+        req.ready_s = self.load_link.load(loaded, now)
+        req.state = RUNNING
+        self.running.append(req)
+        if req.ready_s > now:
+            return 0
+        kv.grow(req, req.processed + n)
+        return n
+
+    def _preempt(self, victim: EngineRequest) -> None:
+        now = self.kernel.now
+        self.running.remove(victim)
+        victim.preemptions += 1
+        self.n_preemptions += 1
+        self.preempted_in_step = True
+        victim.enqueue_s = now
+        kv = self.kv
+        if self.params.preemption == "swap" and victim.ready_s <= now:
+            need = kv.swap_out_need(victim)
+            if need >= 0 and kv.l2 is not None and need <= kv.l2.available():
+                kv.swap_out(victim)
+                victim.state = SWAPPED
+                self.swapped.append(victim)
+                return
+        kv.release(victim)
+        victim.processed = 0
+        victim.ready_s = 0.0
+        victim.state = WAITING
+        self.waiting.appendleft(victim)
+
+    # ----- stepping -----------------------------------------------------------------------------
+    def _poke(self) -> None:
+        """Something changed: schedule a step now if idle, or cut a decode run short."""
+        if self._batch is None:
+            if not self._step_pending:
+                self._step_pending = True
+                self.kernel.at(self.kernel.now, self._step)
+        elif self._k > 1:
+            self._truncate()
+
+    def _truncate(self) -> None:
+        now = self.kernel.now
+        m = int(np.searchsorted(self._ends[: self._k], now, side="left")) + 1
+        if m < self._k:
+            self.kernel.cancel(self._end_token)
+            self._k = m
+            self._end_token = self.kernel.at(float(self._ends[m - 1]), self._end_run)
+
+    def _wake(self) -> None:
+        self._wake_token = -1
+        self._poke()
+
+    def _step(self) -> None:
+        """At a step boundary with nothing in progress: schedule and start the next step."""
+        self._step_pending = False
+        if self._batch is not None:
+            return
+        now = self.kernel.now
+        self.preempted_in_step = False
+        batch = self.scheduler.schedule(self)
+        self._kv_mark(now)
+        if not batch:
+            if self.preempted_in_step:
+                self._poke()  # preemption freed L1 but blocked admissions for this step
+            else:
+                self._sleep()
+            return
+        k = self._run_length(batch)
+        if k == 1:
+            pairs = [(req.processed, n) for req, n in batch.items()]
+            ends = np.array([now + self.timer.step_seconds(pairs)])
+        else:
+            cache_lens = [req.processed for req in batch]
+            ends = now + np.cumsum(decode_run_durations(self.timer, cache_lens, k))
+        self._batch, self._ends, self._start_s, self._k = batch, ends, now, k
+        self._end_token = self.kernel.at(float(ends[k - 1]), self._end_run)
+
+    def _sleep(self) -> None:
+        """Idle: wake when the first pending L2→L1 load completes (arrivals poke anyway)."""
+        loading = [req.ready_s for req in self.running if req.ready_s > self.kernel.now]
+        if loading and self._wake_token < 0:
+            self._wake_token = self.kernel.at(min(loading), self._wake)
+
+    def _run_length(self, batch: Batch) -> int:
+        """Steps the batch can repeat unchanged: 1 unless it is a quiescent pure decode."""
+        if self.preempted_in_step or len(batch) != len(self.running):
+            return 1
+        for req, n in batch.items():
+            if n != 1 or not req.decoding:
+                return 1
+        k = min(MAX_RUN_STEPS, *(req.output_len - req.generated for req in batch))
+        if k <= 1:
+            return 1
+        return self._memory_bound(batch, k)
+
+    def _memory_bound(self, batch: Batch, k: int) -> int:
+        """Largest run length ≤ ``k`` whose decode growth fits in the free + evictable L1.
+
+        Step 0 is already allocated; step j ≥ 1 of a request that has processed ``c`` tokens
+        needs a new block when ``c + j`` is a multiple of the block size.
+        """
+        bt = self.block_tokens
+        budget = self.kv.l1.available()
+        offsets: list[int] = []
+        for req in batch:
+            first = (-req.processed) % bt or bt
+            offsets.extend(range(first, k, bt))
+        if len(offsets) <= budget:
+            return k
+        offsets.sort()
+        return max(1, offsets[budget])
+
+    def _end_run(self) -> None:
+        batch, k = self._batch, self._k
+        assert batch is not None
+        self._batch = None
+        self.n_events += 1
+        ends = self._ends[:k]
+        if k == 1:
+            self._commit_step(batch, float(ends[0]))
+        else:
+            self._commit_run(batch, ends)
+        if self.check_invariants_each_step:
+            self.check_invariants()
+        self._step()
+
+    # ----- commits ------------------------------------------------------------------------------
+    def _account(self, progress: Progress, end_s: float) -> None:
+        self.busy_s += end_s - self._start_s
+        self.n_steps += progress.steps
+        self.prefill_tokens += progress.prefill_tokens
+        self.decode_tokens += progress.decode_tokens
+
+    def _commit_step(self, batch: Batch, end_s: float) -> None:
+        """Apply one step that ended at ``end_s`` (now)."""
+        progress = apply_step(batch, end_s, self.kv, self.recorder)
+        self._account(progress, end_s)
+        self._kv_mark(end_s)
+        for req in progress.done:
+            self._finish(req, end_s)
+
+    def _commit_run(self, batch: Batch, ends: NDArray[np.float64]) -> None:
+        """Apply ``len(ends)`` identical decode steps (a decode run)."""
+        end_s = float(ends[-1])
+        u0 = self._kv_last_u
+        progress = apply_run(batch, ends, self.kv, self.recorder)
+        self._account(progress, end_s)
+        # KV use grew roughly linearly through the run: integrate with the trapezoid rule.
+        u1 = self.kv.l1.in_use() / self.kv.l1.capacity
+        self._kv_area += 0.5 * (u0 + u1) * (end_s - self._kv_last_s)
+        self._kv_last_s, self._kv_last_u = end_s, u1
+        for req in progress.done:
+            self._finish(req, end_s)
+
+    def _finish(self, req: EngineRequest, now: float) -> None:
+        self.running.remove(req)
+        req.state = FINISHED
+        req.finish_s = now
+        self.kv.release(req)
+        self._kv_mark(now)
+        self.recorder.finished(record_of(req, self.index))
+        if self.on_finish is not None:
+            self.on_finish(req)
+
+    def _kv_mark(self, now: float) -> None:
+        self._kv_area += self._kv_last_u * (now - self._kv_last_s)
+        self._kv_last_s = now
+        self._kv_last_u = self.kv.l1.in_use() / self.kv.l1.capacity
+
+    # ----- invariants ---------------------------------------------------------------------------
+    def requests(self) -> list[EngineRequest]:
+        """Every request this instance holds, in any queue."""
+        return [*self.prefetching.values(), *self.waiting, *self.running, *self.swapped]
+
+    def check_invariants(self) -> None:
+        """Raise ``AssertionError`` if queues, states or block accounting disagree.
+
+        Checks: each queue holds only requests in its state and no request is in two queues;
+        pins and private blocks of every tier equal what the requests hold; no tier exceeds its
+        capacity; token progress is within bounds. Meant for tests (it walks every request).
+        """
+        expected = (
+            (self.prefetching.values(), PREFETCHING),
+            (self.waiting, WAITING),
+            (self.running, RUNNING),
+            (self.swapped, SWAPPED),
+        )
+        seen: set[int] = set()
+        for queue, state in expected:
+            for req in queue:
+                if req.state != state:
+                    raise AssertionError(f"{req} in the wrong queue (expected state {state})")
+                if id(req) in seen:
+                    raise AssertionError(f"{req} is in two queues")
+                seen.add(id(req))
+                if not 0 <= req.processed <= req.prompt_len + req.generated:
+                    raise AssertionError(f"{req}: processed out of range")
+                if req.generated >= req.output_len:
+                    raise AssertionError(f"{req}: finished but still queued")
+        if len(self.running) > self.max_running:
+            raise AssertionError("more running requests than max_running")
+        self.kv.check(self.requests())
+        if math.isnan(self._kv_area):
+            raise AssertionError("KV utilisation integral is NaN")

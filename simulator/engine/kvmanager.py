@@ -1,0 +1,311 @@
+"""Request-level KV operations over the tiers of one instance (L1, L2) and the shared L3.
+
+Every operation either succeeds completely or changes nothing: callers first ask what an
+operation needs (``*_need``) and compare it with ``available()`` of the tier, as vLLM's
+``allocate_slots`` returns ``None`` instead of half-allocating.
+
+Write policies (which copies exist below L1):
+
+- ``write_through``: a prompt block is copied to L2 and L3 as soon as its last token is computed
+  (HiCache write-through; copies are asynchronous and never delay compute);
+- ``write_back``: a block is copied one tier down only when it is evicted (L1→L2, L2→L3; with no
+  L2, L1→L3).
+
+Hook calls into the L1 policy: ``set_request_ctx`` and ``record_request`` once per admission
+(not per chunk); accesses are made when a block is pinned and again, deepest first, when the
+request releases it, so that a request's tail blocks are evicted before its root (vLLM frees
+blocks in reverse order for the same reason).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+from simulator.engine.request import RUNNING, SWAPPED, EngineRequest
+from simulator.engine.tiers import CacheTier, EvictSink
+from simulator.kvcache.policies.base import RequestContext
+
+__all__ = ["KVManager"]
+
+
+class KVManager:
+    """The KV tiers of one instance and the request-level verbs the scheduler needs."""
+
+    __slots__ = ("block_tokens", "l1", "l2", "l3", "write_through")
+
+    def __init__(
+        self,
+        l1: CacheTier,
+        l2: CacheTier | None,
+        l3: CacheTier | None,
+        *,
+        block_tokens: int,
+        write_through: bool,
+    ) -> None:
+        self.l1, self.l2, self.l3 = l1, l2, l3
+        self.block_tokens = block_tokens
+        self.write_through = write_through
+        if not write_through:
+            lower = l2 if l2 is not None else l3
+            if lower is not None:
+                l1.on_evict = _copy_down(lower)
+            if l2 is not None and l3 is not None:
+                l2.on_evict = _copy_down(l3)
+
+    # ----- matching -----------------------------------------------------------------------------
+    def match_l12(self, blocks: Sequence[int]) -> list[int]:
+        """Tier (1 or 2) of each block of the longest prefix cached in L1 ∪ L2 (read-only)."""
+        l1_has, l2 = self.l1.has, self.l2
+        tiers: list[int] = []
+        for block in blocks:
+            if l1_has(block):
+                tiers.append(1)
+            elif l2 is not None and l2.has(block):
+                tiers.append(2)
+            else:
+                break
+        return tiers
+
+    def l3_candidates(self, blocks: Sequence[int]) -> tuple[int, list[int]]:
+        """For the longest prefix cached in L1 ∪ L2 ∪ L3: its length, and its L3-only blocks."""
+        l3 = self.l3
+        if l3 is None:
+            return 0, []
+        l1_has, l3_has = self.l1.has, l3.has
+        l2_has = self.l2.has if self.l2 is not None else _never
+        fetch: list[int] = []
+        length = 0
+        for block in blocks:
+            if not (l1_has(block) or l2_has(block)):
+                if not l3_has(block):
+                    break
+                fetch.append(block)
+            length += 1
+        return length, fetch
+
+    # ----- admission ----------------------------------------------------------------------------
+    def admission_need(self, blocks: Sequence[int], tiers: Sequence[int]) -> int:
+        """L1 slots that pinning the matched prefix ``blocks[:len(tiers)]`` consumes."""
+        pins = self.l1.pins
+        return sum(1 for block in blocks[: len(tiers)] if block not in pins)
+
+    def admit(self, req: EngineRequest, tiers: Sequence[int], ctx: RequestContext) -> int:
+        """Pin the matched prefix in L1, copying its L2 blocks up; return how many were copied.
+
+        The caller checked ``admission_need`` against ``l1.available()``.
+        """
+        l1, l2 = self.l1, self.l2
+        policy = l1.policy
+        policy.set_request_ctx(ctx)
+        policy.record_request(req.blocks)
+        matched = req.blocks[: len(tiers)]
+        # Pin the L1 hits first so that making room for the L2 copies cannot evict them, and pin
+        # the L2 sources so that write-back from L1 cannot push them out of L2 mid-copy.
+        for block, tier in zip(matched, tiers, strict=True):
+            if tier == 1:
+                l1.pin(block)
+            elif l2 is not None:
+                l2.pin(block)
+        n_loaded = 0
+        for block, tier in zip(matched, tiers, strict=True):
+            if tier == 2:
+                l1.add_pinned(block)
+                n_loaded += 1
+        if l2 is not None and n_loaded:
+            l2.unpin_all(b for b, t in zip(matched, tiers, strict=True) if t == 2)
+        for block in reversed(matched):
+            l1.touch(block)
+        req.n_pinned = len(tiers)
+        return n_loaded
+
+    # ----- growth -------------------------------------------------------------------------------
+    def grow_need(self, req: EngineRequest, tokens: int) -> int:
+        """L1 slots needed so that ``req`` holds KV for ``tokens`` tokens."""
+        n_blocks = -(-tokens // self.block_tokens)
+        n_prompt = len(req.blocks)
+        pins = self.l1.pins
+        need = max(0, n_blocks - n_prompt) - req.n_private
+        seen: set[int] = set()
+        for block in req.blocks[req.n_pinned : min(n_blocks, n_prompt)]:
+            if block not in pins and block not in seen:
+                need += 1
+                seen.add(block)
+        return max(0, need)
+
+    def grow(self, req: EngineRequest, tokens: int) -> None:
+        """Allocate L1 blocks so ``req`` covers ``tokens`` tokens (the need was checked)."""
+        l1 = self.l1
+        n_blocks = -(-tokens // self.block_tokens)
+        n_prompt = len(req.blocks)
+        if req.n_pinned < n_prompt and n_blocks > req.n_pinned:
+            new = req.blocks[req.n_pinned : min(n_blocks, n_prompt)]
+            _pin_all(l1, new)
+            req.n_pinned += len(new)
+        extra = n_blocks - n_prompt - req.n_private
+        if extra > 0:
+            l1.alloc_private(extra)
+            req.n_private += extra
+
+    def complete_blocks(self, req: EngineRequest, tokens: int) -> int:
+        """Prompt blocks whose every token is among the first ``tokens`` processed."""
+        if tokens >= req.prompt_len:
+            return len(req.blocks)
+        return min(len(req.blocks), tokens // self.block_tokens)
+
+    def written(self, req: EngineRequest, before: int, after: int) -> None:
+        """Blocks completed between ``before`` and ``after`` processed tokens (write-through)."""
+        if not self.write_through:
+            return
+        lo, hi = self.complete_blocks(req, before), self.complete_blocks(req, after)
+        if hi <= lo:
+            return
+        for tier in (self.l2, self.l3):
+            if tier is not None:
+                for block in req.blocks[lo:hi]:
+                    tier.insert(block)
+
+    # ----- release, swap ------------------------------------------------------------------------
+    def release(self, req: EngineRequest) -> None:
+        """Drop ``req``'s L1 pins (its prompt blocks stay cached) and private blocks."""
+        l1 = self.l1
+        held = req.blocks[: req.n_pinned]
+        l1.unpin_all(held)
+        for block in reversed(held):
+            l1.touch(block)
+        l1.free_private(req.n_private)
+        req.n_pinned = 0
+        req.n_private = 0
+
+    def swap_out_need(self, req: EngineRequest) -> int:
+        """L2 slots swapping ``req`` out consumes (-1 without L2)."""
+        if self.l2 is None:
+            return -1
+        pins = self.l2.pins
+        held = set(req.blocks[: req.n_pinned])
+        return sum(1 for block in held if block not in pins) + req.n_private
+
+    def swap_out(self, req: EngineRequest) -> None:
+        """Move ``req``'s KV to L2 (pinned there) and release it from L1 (need was checked)."""
+        l2 = self.l2
+        assert l2 is not None
+        held = req.blocks[: req.n_pinned]
+        _pin_all(l2, held)
+        l2.alloc_private(req.n_private)
+        req.l2_pins.extend(held)
+        req.swap_private = req.n_private
+        n_pinned = req.n_pinned
+        self.release(req)
+        req.n_pinned = n_pinned  # blocks held (in L2 now)
+
+    def swap_in_need(self, req: EngineRequest) -> int:
+        """L1 slots resuming ``req`` consumes."""
+        pins = self.l1.pins
+        held = set(req.blocks[: req.n_pinned])
+        return sum(1 for block in held if block not in pins) + req.swap_private
+
+    def swap_in(self, req: EngineRequest) -> int:
+        """Bring a swapped ``req`` back into L1 (need was checked); return blocks loaded."""
+        l1, l2 = self.l1, self.l2
+        assert l2 is not None
+        held = req.blocks[: req.n_pinned]
+        loaded = len(_pin_all(l1, held)) + req.swap_private
+        l1.alloc_private(req.swap_private)
+        req.n_private = req.swap_private
+        l2.free_private(req.swap_private)
+        req.swap_private = 0
+        self.release_l2(req)
+        return loaded
+
+    def release_l2(self, req: EngineRequest) -> None:
+        """Drop the L2 pins ``req`` holds (prefetched or swapped blocks)."""
+        if req.l2_pins and self.l2 is not None:
+            self.l2.unpin_all(req.l2_pins)
+        req.l2_pins = []
+
+    # ----- prefetch -----------------------------------------------------------------------------
+    def land_prefetch(self, req: EngineRequest, blocks: Sequence[int]) -> int:
+        """Insert prefetched ``blocks`` into L2 pinned for ``req``; return how many landed.
+
+        Lands the longest prefix of ``blocks`` that L2 has room for (pinned or private slots
+        can leave L2 short). Blocks that were already in L2 are pinned but not credited to L3.
+        """
+        l2 = self.l2
+        if l2 is None or not blocks:
+            return 0
+        room, pins = l2.available(), l2.pins
+        count, seen = 0, set()
+        for block in blocks:
+            cost = 0 if block in pins or block in seen else 1
+            if cost > room:
+                break
+            room -= cost
+            seen.add(block)
+            count += 1
+        landed = blocks[:count]
+        fetched = _pin_all(l2, landed)
+        req.l2_pins.extend(landed)
+        req.l3_blocks = req.l3_blocks | frozenset(fetched)
+        return count
+
+    # ----- invariants ---------------------------------------------------------------------------
+    def check(self, requests: Iterable[EngineRequest]) -> None:
+        """Raise ``AssertionError`` unless pins and private counts match the live requests."""
+        l1_pins: Counter[int] = Counter()
+        l2_pins: Counter[int] = Counter()
+        l1_private = l2_private = 0
+        for req in requests:
+            if req.state == RUNNING:
+                l1_pins.update(req.blocks[: req.n_pinned])
+                l1_private += req.n_private
+            elif req.state == SWAPPED:
+                l2_private += req.swap_private
+            elif req.n_pinned or req.n_private:
+                raise AssertionError(f"{req} holds L1 blocks outside the running queue")
+            l2_pins.update(req.l2_pins)
+        for tier, pins, private in ((self.l1, l1_pins, l1_private), (self.l2, l2_pins, l2_private)):
+            if tier is None:
+                continue
+            tier.check()
+            if dict(pins) != tier.pins:
+                raise AssertionError(f"{tier.name}: pins do not match the requests holding them")
+            if private != tier.private:
+                raise AssertionError(
+                    f"{tier.name}: {tier.private} private, requests hold {private}"
+                )
+        if self.l3 is not None:
+            self.l3.check()
+
+
+def _pin_all(tier: CacheTier, blocks: Sequence[int]) -> list[int]:
+    """Pin every occurrence of ``blocks`` in ``tier``, adding the absent ones (room was
+    checked); return the added blocks. Resident blocks are pinned first so that making room
+    for the others cannot evict them."""
+    missing = []
+    for block in blocks:
+        if tier.has(block):
+            tier.pin(block)
+        else:
+            missing.append(block)
+    added = []
+    for block in missing:
+        if tier.has(block):  # a repeated id inside one request, added just above
+            tier.pin(block)
+        else:
+            tier.add_pinned(block)
+            added.append(block)
+    return added
+
+
+def _never(_block: int) -> bool:
+    return False
+
+
+def _copy_down(lower: CacheTier) -> EvictSink:
+    insert = lower.insert
+
+    def sink(victims: list[int]) -> None:
+        for block in victims:
+            insert(block)
+
+    return sink

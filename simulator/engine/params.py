@@ -1,0 +1,46 @@
+"""The resolved, plain-number parameters of one engine instance (no catalog, no presets).
+
+``simulator/api.py`` builds them from a ``ServingConfig``, the catalog, the backend preset and
+the memory fit; tests build them directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+__all__ = ["EngineParams"]
+
+
+@dataclass(frozen=True, slots=True)
+class EngineParams:
+    """Everything an ``EngineInstance`` needs besides its tiers, links and timer."""
+
+    block_tokens: int
+    """Tokens per trace block: the unit of prefix reuse and of cache capacity."""
+    scheduler: str
+    """A key of ``SCHEDULERS``."""
+    max_batched_tokens: int
+    """Token budget of one step."""
+    max_running: int
+    """Most requests admitted at once (running queue length, loading ones included)."""
+    chunk_tokens: int
+    """Per-request token cap per step of the ``chunked`` scheduler."""
+    preemption: Literal["recompute", "swap"] = "recompute"
+    """What happens to a preempted request (swap falls back to recompute when L2 is full)."""
+    prefetch_policy: Literal["best_effort", "wait_complete", "timeout"] = "best_effort"
+    """When a request with an L3 prefetch may start (see ``instance.py``)."""
+    prefetch_timeout_base_s: float = 1.0
+    """``timeout`` policy: fixed allowance in seconds."""
+    prefetch_timeout_per_1k_tokens_s: float = 0.25
+    """``timeout`` policy: extra seconds per 1024 prefetched tokens."""
+    prefetch_threshold_tokens: int = 256
+    """Smallest L3 hit (tokens) worth prefetching; smaller hits are recomputed."""
+    max_context_tokens: int = 2**31
+    """Longest prompt + output the model accepts; longer requests are rejected."""
+
+    def __post_init__(self) -> None:
+        if self.block_tokens < 1 or self.max_batched_tokens < 1 or self.chunk_tokens < 1:
+            raise ValueError("block_tokens, max_batched_tokens and chunk_tokens must be ≥ 1")
+        if self.max_running < 1:
+            raise ValueError("max_running must be ≥ 1")

@@ -1,0 +1,119 @@
+"""What a finished step does to its requests: tokens, output timestamps, KV growth, records.
+
+Called by ``EngineInstance`` at the end of a step (``apply_step``) or of a decode run
+(``apply_run``); both return the requests that produced their last token. What this module is
+not: it does not schedule, preempt or time anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simulator.engine.kvmanager import KVManager
+from simulator.engine.request import EngineRequest
+from simulator.engine.scheduler import Batch
+from simulator.metrics import Recorder, RequestRecord
+
+__all__ = ["Progress", "apply_run", "apply_step", "record_of"]
+
+#: Indices of ``EngineRequest.queue_s``.
+Q_PREFETCH, Q_WAITING, Q_SWAPPED = 0, 1, 2
+
+
+@dataclass(slots=True)
+class Progress:
+    """What one step or run did, for the instance's counters."""
+
+    done: list[EngineRequest]
+    """Requests that produced their last token (in batch order)."""
+    prefill_tokens: int = 0
+    decode_tokens: int = 0
+    steps: int = 1
+
+
+def apply_step(batch: Batch, end_s: float, kv: KVManager, recorder: Recorder) -> Progress:
+    """Apply one step of ``batch`` that ended at ``end_s``.
+
+    A request whose processed tokens reach prompt + generated emits a token: its first (TTFT)
+    or the next one (an inter-token gap). Prompt blocks it completed are written through.
+    """
+    progress = Progress([])
+    for req, n in batch.items():
+        before = req.processed
+        if req.decoding:
+            progress.decode_tokens += n
+        else:
+            progress.prefill_tokens += n
+        req.processed = before + n
+        req.computed_total += n
+        if before < req.prompt_len:
+            kv.written(req, before, req.processed)
+        if req.processed == req.prompt_len + req.generated:
+            req.generated += 1
+            if req.first_token_s < 0:
+                req.first_token_s = end_s
+            else:
+                gap = end_s - req.last_token_s
+                recorder.gap(gap)
+                req.max_gap_s = max(req.max_gap_s, gap)
+            req.last_token_s = end_s
+            if req.generated >= req.output_len:
+                progress.done.append(req)
+    return progress
+
+
+def apply_run(
+    batch: Batch, ends: NDArray[np.float64], kv: KVManager, recorder: Recorder
+) -> Progress:
+    """Apply ``len(ends)`` identical decode steps ending at ``ends`` (absolute times).
+
+    Every request gains one token per step; its first gap is from its previous token to
+    ``ends[0]``, the others are the step durations (recorded once, weighted by the batch
+    size). The L1 blocks the growth needs are allocated here (the run length was bounded so
+    that they fit).
+    """
+    m = len(ends)
+    end_s = float(ends[-1])
+    durations = np.diff(ends)
+    repeated_max = float(durations.max()) if m > 1 else 0.0
+    first_end = float(ends[0])
+    first_gaps = [first_end - req.last_token_s for req in batch]
+    recorder.gaps(first_gaps, durations, len(batch))
+    progress = Progress([], decode_tokens=m * len(batch), steps=m)
+    for req, gap in zip(batch, first_gaps, strict=True):
+        req.processed += m
+        req.generated += m
+        req.computed_total += m
+        req.last_token_s = end_s
+        req.max_gap_s = max(req.max_gap_s, gap, repeated_max)
+        kv.grow(req, req.processed)
+        if req.generated >= req.output_len:
+            progress.done.append(req)
+    return progress
+
+
+def record_of(req: EngineRequest, instance: int) -> RequestRecord:
+    """The per-request record of a finished request."""
+    l1, l2, l3 = req.cached_tokens or (0, 0, 0)
+    queue = req.queue_s
+    return RequestRecord(
+        index=req.index,
+        instance=instance,
+        arrival_s=req.arrival_s,
+        first_token_s=req.first_token_s,
+        finish_s=req.finish_s,
+        input_tokens=req.prompt_len,
+        output_tokens=req.output_len,
+        cached_l1_tokens=l1,
+        cached_l2_tokens=l2,
+        cached_l3_tokens=l3,
+        prefetch_queue_s=queue[Q_PREFETCH],
+        waiting_queue_s=queue[Q_WAITING],
+        swapped_queue_s=queue[Q_SWAPPED],
+        preemptions=req.preemptions,
+        computed_tokens=req.computed_total,
+        max_itl_s=req.max_gap_s,
+    )

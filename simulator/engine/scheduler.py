@@ -1,0 +1,167 @@
+"""Batch scheduling policies: one code path that gives each request a number of tokens per step.
+
+A scheduler looks at the instance's queues and budgets and returns the next batch as
+``{request: n_tokens}`` (vLLM v1's ``SchedulerOutput`` idea): there is no separate prefill or
+decode phase, a request simply gets ``n`` tokens — its whole remaining prompt, a chunk of it, or
+the one token of a decode step. Memory is taken through the host while scheduling: ``grow``
+allocates L1 blocks for a running request (preempting from the tail of the running queue when
+L1 is exhausted, as vLLM does) and ``admit`` takes a request off the swapped or waiting queue
+(prefix match, pins, L2→L1 load) or reports it blocked. Admission is first-come first-served
+with head-of-line blocking, and no request is admitted in a step that preempted one.
+
+Policies (``SCHEDULERS``):
+
+- ``chunked`` (vLLM v1 default): running requests first in admission order, each capped at
+  ``chunk_tokens`` (a long prefill is split across steps and mixed with decodes), then new
+  requests, each a chunk of up to ``chunk_tokens`` within the remaining token budget.
+- ``decode_first``: every decode first, then ongoing prefills, then new requests whose *whole*
+  remaining prompt fits in the remaining budget (a prompt is split only when it is alone in the
+  step and longer than the budget).
+- ``prefill_first`` (SGLang's default, vLLM v0 without chunking): if any prefill work can run
+  (an unfinished prefill or an admissible new request), the step is prefill-only; otherwise it
+  decodes every running request.
+
+What a scheduler is not: it does not time steps, move data or touch the caches itself.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections import deque
+from typing import ClassVar, Protocol
+
+from simulator.engine.request import RUNNING, EngineRequest
+
+__all__ = ["SCHEDULERS", "Batch", "Scheduler", "SchedulerHost"]
+
+Batch = dict[EngineRequest, int]
+"""Tokens each request processes in the next step (insertion order = scheduling order)."""
+
+
+class SchedulerHost(Protocol):
+    """What a scheduler may read and call on its instance."""
+
+    running: list[EngineRequest]
+    waiting: deque[EngineRequest]
+    swapped: deque[EngineRequest]
+    max_batched_tokens: int
+    max_running: int
+    chunk_tokens: int
+    preempted_in_step: bool
+    """Whether a preemption happened while building the current batch."""
+
+    def ready(self, req: EngineRequest) -> bool:
+        """Whether a running request's L2→L1 load is done (it may be scheduled)."""
+        ...
+
+    def grow(self, req: EngineRequest, n_tokens: int) -> bool:
+        """Allocate L1 for ``n_tokens`` more tokens of running ``req``, preempting from the
+        tail of ``running`` if needed; False if ``req`` itself had to be preempted."""
+        ...
+
+    def admit(self, req: EngineRequest, max_tokens: int, *, whole: bool) -> int:
+        """Admit the head of the swapped or waiting queue; return the tokens it runs this step
+        (0 = admitted, still loading) or -1 = blocked (memory, or ``whole`` and the remaining
+        prompt exceeds ``max_tokens``). Nothing changes when blocked."""
+        ...
+
+
+class Scheduler(ABC):
+    """Base class: subclasses set ``name`` and implement ``schedule``."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def schedule(self, host: SchedulerHost) -> Batch:
+        """The next batch; empty when nothing can run now."""
+
+    @staticmethod
+    def _admit(host: SchedulerHost, batch: Batch, budget: int, cap: int, *, whole: bool) -> int:
+        """Admit from the swapped queue, then (only when it is empty) the waiting queue."""
+        if host.preempted_in_step:
+            return budget
+        for queue in (host.swapped, host.waiting):
+            while queue and budget > 0 and len(host.running) < host.max_running:
+                req = queue[0]
+                got = host.admit(req, min(cap, budget), whole=whole and bool(batch))
+                if got < 0:
+                    return budget
+                if got:
+                    batch[req] = got
+                    budget -= got
+            if queue:
+                return budget
+        return budget
+
+    @staticmethod
+    def _run(
+        host: SchedulerHost, batch: Batch, budget: int, cap: int, decoding: bool | None
+    ) -> int:
+        """Give running requests (all, or only decoding / only prefilling ones) their tokens."""
+        for req in list(host.running):
+            if budget <= 0:
+                break
+            if req.state != RUNNING or req in batch or not host.ready(req):
+                continue
+            if decoding is not None and req.decoding != decoding:
+                continue
+            n = min(req.remaining, cap, budget)
+            if host.grow(req, n):
+                batch[req] = n
+                budget -= n
+        return budget
+
+    @staticmethod
+    def _live(batch: Batch) -> Batch:
+        # A request scheduled early in the step may have been preempted later in it.
+        return {req: n for req, n in batch.items() if req.state == RUNNING}
+
+
+class ChunkedScheduler(Scheduler):
+    """vLLM v1: running first (chunk-capped), then new requests in chunks."""
+
+    name: ClassVar[str] = "chunked"
+
+    def schedule(self, host: SchedulerHost) -> Batch:
+        batch: Batch = {}
+        cap = host.chunk_tokens
+        budget = self._run(host, batch, host.max_batched_tokens, cap, None)
+        self._admit(host, batch, budget, cap, whole=False)
+        return self._live(batch)
+
+
+class DecodeFirstScheduler(Scheduler):
+    """Decodes, then ongoing prefills, then whole new prompts that fit."""
+
+    name: ClassVar[str] = "decode_first"
+
+    def schedule(self, host: SchedulerHost) -> Batch:
+        batch: Batch = {}
+        budget = host.max_batched_tokens
+        budget = self._run(host, batch, budget, budget, True)
+        budget = self._run(host, batch, budget, budget, False)
+        self._admit(host, batch, budget, budget, whole=True)
+        return self._live(batch)
+
+
+class PrefillFirstScheduler(Scheduler):
+    """Prefill-only steps while prefill work can run, decode-only steps otherwise."""
+
+    name: ClassVar[str] = "prefill_first"
+
+    def schedule(self, host: SchedulerHost) -> Batch:
+        batch: Batch = {}
+        budget = host.max_batched_tokens
+        budget = self._run(host, batch, budget, budget, False)
+        self._admit(host, batch, budget, budget, whole=True)
+        batch = self._live(batch)
+        if batch:
+            return batch
+        self._run(host, batch, host.max_batched_tokens, 1, True)
+        return self._live(batch)
+
+
+#: Every scheduling policy by name; ``ServingConfig.scheduler`` takes one of these keys.
+SCHEDULERS: dict[str, type[Scheduler]] = {
+    cls.name: cls for cls in (ChunkedScheduler, DecodeFirstScheduler, PrefillFirstScheduler)
+}

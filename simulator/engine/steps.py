@@ -1,0 +1,99 @@
+"""Step times: the latency-model seam of the engine and the decode-run fast path.
+
+The engine times every step with ``StepTimer.step_seconds(batch)`` where ``batch`` holds one
+``(cache_len, new_tokens)`` pair per scheduled request: ``cache_len`` tokens already have KV,
+``new_tokens`` are processed in this step (a decode step has ``new_tokens == 1``). Latency
+models in ``simulator/latency`` satisfy it, and so do the analytic models in ``analytic.py``.
+
+Decode runs. When a batch is pure decode and nothing can change until a request finishes or an
+event arrives, the engine advances ``K`` steps in one event. Step ``k`` of the run times the
+batch ``[(c_i + k, 1)]``. A timer may provide ``decode_run_seconds(cache_lens, n_steps)`` to
+answer for all ``k`` at once (exact); otherwise ``decode_run_durations`` evaluates
+``step_seconds`` at both ends and bisects while the midpoint deviates from the straight line by
+more than ``rel_tol`` (0.2%) — exact for models that are affine in the KV length (the memory-
+bound decode attention of a roofline is), and within ``rel_tol`` per step elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = ["DecodeRunTimer", "StepTimer", "decode_run_durations"]
+
+#: Largest relative deviation from linear interpolation accepted inside a decode run.
+REL_TOL = 0.002
+#: Runs this short are evaluated step by step (interpolation would not save calls).
+_EXACT_STEPS = 4
+
+
+@runtime_checkable
+class StepTimer(Protocol):
+    """Seconds one engine step takes for a batch of ``(cache_len, new_tokens)`` pairs."""
+
+    def step_seconds(self, batch: Sequence[tuple[int, int]]) -> float:
+        """Duration of one forward step (plus per-step overheads) in seconds; ``batch`` is
+        non-empty."""
+        ...
+
+
+@runtime_checkable
+class DecodeRunTimer(Protocol):
+    """Optional closed form for a run of identical decode steps."""
+
+    def decode_run_seconds(self, cache_lens: Sequence[int], n_steps: int) -> NDArray[np.float64]:
+        """Durations of ``n_steps`` decode steps; step ``k`` has KV lengths ``c + k``."""
+        ...
+
+
+def decode_run_durations(
+    timer: StepTimer, cache_lens: Sequence[int], n_steps: int, rel_tol: float = REL_TOL
+) -> NDArray[np.float64]:
+    """Durations (seconds) of ``n_steps`` decode steps of the requests with ``cache_lens``."""
+    # getattr, not isinstance: a runtime protocol check costs more than the whole run.
+    closed_form = getattr(timer, "decode_run_seconds", None)
+    if closed_form is not None:
+        return np.asarray(closed_form(cache_lens, n_steps), dtype=np.float64)
+    step = timer.step_seconds
+
+    def at(k: int) -> float:
+        return step([(c + k, 1) for c in cache_lens])
+
+    out = np.empty(n_steps, dtype=np.float64)
+    if n_steps <= _EXACT_STEPS:
+        for k in range(n_steps):
+            out[k] = at(k)
+        return out
+    _fill(out, at, lo=0, hi=n_steps - 1, f_lo=at(0), f_hi=at(n_steps - 1), rel_tol=rel_tol)
+    return out
+
+
+def _fill(
+    out: NDArray[np.float64],
+    at: Callable[[int], float],
+    *,
+    lo: int,
+    hi: int,
+    f_lo: float,
+    f_hi: float,
+    rel_tol: float,
+) -> None:
+    """Fill ``out[lo..hi]`` by adaptive linear interpolation (iterative bisection)."""
+    stack = [(lo, hi, f_lo, f_hi)]
+    while stack:
+        lo, hi, f_lo, f_hi = stack.pop()
+        out[lo], out[hi] = f_lo, f_hi
+        if hi - lo <= 1:
+            continue
+        mid = (lo + hi) // 2
+        f_mid = at(mid)
+        line = f_lo + (f_hi - f_lo) * (mid - lo) / (hi - lo)
+        if abs(f_mid - line) <= rel_tol * abs(f_mid):
+            out[lo : hi + 1] = np.linspace(f_lo, f_hi, hi - lo + 1)
+            out[mid] = f_mid
+        else:
+            stack.append((lo, mid, f_lo, f_mid))
+            stack.append((mid, hi, f_mid, f_hi))

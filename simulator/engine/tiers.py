@@ -1,0 +1,189 @@
+"""The KV-cache tiers of the serving engine: L1 (HBM) and L2 (host DRAM) per instance, and the
+L3 store (SSD or remote pool) shared by every instance of a pool.
+
+A tier is one eviction policy (``simulator/kvcache/policies``) plus the engine's bookkeeping:
+
+- **cached blocks**: prompt blocks, identified by trace block id, reusable by any later request
+  whose prefix matches;
+- **pins**: a refcount per cached block held by in-flight requests (a running request pins the
+  prompt blocks it has allocated; a prefetch or a swapped request pins its L2 copies). Pinned
+  blocks never leave the tier: they are passed to ``evict`` as ``pinned``;
+- **private blocks**: anonymous slots for tokens that no trace block id names (generated tokens
+  past the prompt, or a swapped request's decode KV). They occupy capacity but are never cached.
+
+Capacity is counted in trace blocks (``block_tokens`` tokens each): cached + private ≤ capacity.
+
+Parking (LRU only, an exact optimisation): a pinned block's place in an LRU order does not
+matter, because the engine accesses every block again when its last pin is released. So an
+LRU tier takes a block *out* of the policy while it is pinned and re-inserts it (at the MRU
+end) on release — the victims are identical, and evictions no longer walk past long runs of
+pinned blocks, which dominated run time when L1 is nearly all in use. Other policies keep
+pinned blocks inside (their state may depend on it) and skip them through ``pinned``.
+
+What a tier is not: it does not time transfers (``transfer.py``) and it does not know
+requests; ``kvmanager.py`` composes tiers into request-level operations.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+from simulator.kvcache.policies.base import NEVER, EvictionPolicy
+
+__all__ = ["PARKING_POLICIES", "CacheTier", "EvictSink"]
+
+EvictSink = Callable[[list[int]], None]
+"""Called with the victims of every eviction (write-back to the tier below, statistics)."""
+
+#: Policies whose order is pure recency, so pinned blocks can leave the policy (see above).
+PARKING_POLICIES = frozenset({"lru"})
+
+
+class CacheTier:
+    """One tier: a policy with pins and private slots. All counts are in blocks."""
+
+    __slots__ = (
+        "capacity",
+        "n_evicted",
+        "name",
+        "on_evict",
+        "park",
+        "pins",
+        "policy",
+        "private",
+    )
+
+    def __init__(
+        self, name: str, policy: EvictionPolicy, on_evict: EvictSink | None = None
+    ) -> None:
+        self.name = name
+        self.policy = policy
+        self.capacity: int = policy.capacity
+        self.park = policy.name in PARKING_POLICIES
+        """Whether pinned blocks leave the policy while pinned (module docstring)."""
+        self.pins: dict[int, int] = {}
+        """Refcount of every pinned cached block (absent = unpinned)."""
+        self.private: int = 0
+        """Private (uncacheable) blocks in use."""
+        self.on_evict = on_evict
+        self.n_evicted: int = 0
+        """Cached blocks evicted so far."""
+
+    # ----- queries ------------------------------------------------------------------------------
+    def has(self, block: int) -> bool:
+        """Whether ``block`` is cached here, pinned or not (read-only probe)."""
+        return block in self.pins or self.policy.find(block)
+
+    def cached(self) -> int:
+        """Cached blocks, pinned ones included."""
+        return len(self.policy) + (len(self.pins) if self.park else 0)
+
+    def free(self) -> int:
+        """Empty slots (no eviction needed)."""
+        return self.capacity - self.cached() - self.private
+
+    def available(self) -> int:
+        """Slots obtainable without touching pinned or private blocks: free + unpinned cached."""
+        return self.capacity - self.private - len(self.pins)
+
+    def in_use(self) -> int:
+        """Slots held by in-flight requests: pinned cached blocks + private blocks."""
+        return len(self.pins) + self.private
+
+    # ----- mutations ----------------------------------------------------------------------------
+    def make_room(self, n: int) -> bool:
+        """Ensure ``n`` free slots by evicting unpinned blocks; False (and nothing done) if
+        even evicting every unpinned block would not free enough."""
+        # Inlined free(): this is the hottest method of the engine (every allocation).
+        cached = len(self.policy) + len(self.pins) if self.park else len(self.policy)
+        short = n - (self.capacity - cached - self.private)
+        if short <= 0:
+            return True
+        if short > self.available() - self.free():
+            return False
+        while short > 0:
+            victims = self.policy.evict_n(short, self.pins)
+            if not victims:
+                raise RuntimeError(
+                    f"{self.name}: policy {self.policy.name!r} evicted nothing with "
+                    f"{self.available() - self.free()} unpinned blocks resident"
+                )
+            self.n_evicted += len(victims)
+            if self.on_evict is not None:
+                self.on_evict(victims)
+            short = n - self.free()
+        return True
+
+    def touch(self, block: int) -> None:
+        """Record an access to cached ``block`` (a parked, pinned block is left alone)."""
+        if not (self.park and block in self.pins):
+            self.policy.access(block, 1.0, NEVER)
+
+    def insert(self, block: int) -> bool:
+        """Cache ``block`` unpinned if absent (evicting as needed); False if there is no room."""
+        if self.has(block):
+            return True
+        if not self.make_room(1):
+            return False
+        self.policy.access(block, 1.0, NEVER)
+        return True
+
+    def pin(self, block: int) -> None:
+        """Take one reference on cached ``block`` (it must be resident)."""
+        pins = self.pins
+        count = pins.get(block, 0)
+        if count == 0 and self.park:
+            self.policy.remove(block)
+        pins[block] = count + 1
+
+    def add_pinned(self, block: int) -> None:
+        """Cache absent ``block`` and pin it (evicting as needed; room was checked)."""
+        self.make_room(1)
+        if self.park:
+            self.pins[block] = self.pins.get(block, 0) + 1
+        else:
+            self.policy.access(block, 1.0, NEVER)
+            self.pin(block)
+
+    def unpin(self, block: int) -> None:
+        """Drop one reference on ``block``; at zero it becomes evictable again."""
+        pins = self.pins
+        count = pins[block] - 1
+        if count:
+            pins[block] = count
+        else:
+            del pins[block]
+            if self.park:
+                self.policy.access(block, 1.0, NEVER)
+
+    def unpin_all(self, blocks: Iterable[int]) -> None:
+        """``unpin`` every block of ``blocks``."""
+        for block in blocks:
+            self.unpin(block)
+
+    def alloc_private(self, n: int) -> bool:
+        """Take ``n`` private slots (evicting as needed); False (nothing done) if impossible."""
+        if n <= 0:
+            return True
+        if not self.make_room(n):
+            return False
+        self.private += n
+        return True
+
+    def free_private(self, n: int) -> None:
+        """Return ``n`` private slots."""
+        self.private -= n
+
+    def check(self) -> None:
+        """Raise ``AssertionError`` if the tier's accounting is inconsistent."""
+        if self.cached() + self.private > self.capacity:
+            raise AssertionError(
+                f"{self.name}: {self.cached()} cached + {self.private} private > capacity"
+            )
+        if self.private < 0:
+            raise AssertionError(f"{self.name}: negative private count {self.private}")
+        for block, count in self.pins.items():
+            inside = self.policy.find(block)
+            if count <= 0 or inside == self.park:
+                state = "inside" if inside else "outside"
+                raise AssertionError(f"{self.name}: pinned block {block} ({count}) {state} policy")

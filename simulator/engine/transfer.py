@@ -1,0 +1,143 @@
+"""Timed KV movement between tiers of one instance: L3→L2 prefetch and L2→L1 loads.
+
+Bandwidth model (documented choice): every instance owns one channel per direction, and the
+transfers on a channel are **serialised** first-come first-served at the link's full rate (no
+bandwidth sharing between concurrent transfers). For the L3 store this means each instance reads
+at the tier's bandwidth independently of the others (the bottleneck is the server's NIC or SSD
+path, not the pool); the store's *content* is shared.
+
+Within one transfer, blocks arrive in prefix order at a constant rate between its start and
+end, so a transfer truncated at time ``t`` has delivered ``floor(n × (t - start) / (end -
+start))`` blocks (the fixed per-transfer latency is spread over the blocks).
+
+What this module is not: it does not touch cache contents; the caller inserts the delivered
+blocks into L2 (``on_done``) or pins the loaded ones in L1.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from simulator.core import Kernel
+
+__all__ = ["LoadLink", "PrefetchChannel", "Transfer", "TransferTime"]
+
+TransferTime = Callable[[float], float]
+"""Seconds to move a number of bytes over a link, per-transfer latency included."""
+
+
+class Transfer:
+    """One L3→L2 read of ``blocks`` for ``owner`` (an engine request)."""
+
+    __slots__ = ("blocks", "end_s", "on_done", "owner", "start_s", "token")
+
+    def __init__(self, blocks: Sequence[int], owner: Any, on_done: Callable[[Transfer], None]):
+        self.blocks = tuple(blocks)
+        self.owner = owner
+        self.on_done = on_done
+        self.start_s = -1.0
+        """When it reached the head of the channel (-1 while queued)."""
+        self.end_s = -1.0
+        self.token = -1
+
+
+class PrefetchChannel:
+    """FIFO-serialised L3→L2 reads of one instance (module docstring)."""
+
+    __slots__ = ("_queue", "bytes_per_block", "kernel", "n_blocks_moved", "seconds_for")
+
+    def __init__(self, kernel: Kernel, seconds_for: TransferTime, bytes_per_block: float) -> None:
+        self.kernel = kernel
+        self.seconds_for = seconds_for
+        self.bytes_per_block = bytes_per_block
+        self._queue: deque[Transfer] = deque()
+        self.n_blocks_moved = 0
+        """Blocks delivered so far (completed and truncated transfers)."""
+
+    def submit(
+        self, blocks: Sequence[int], owner: Any, on_done: Callable[[Transfer], None]
+    ) -> Transfer:
+        """Queue a read; ``on_done(transfer)`` runs when the whole transfer has arrived."""
+        transfer = Transfer(blocks, owner, on_done)
+        self._queue.append(transfer)
+        if len(self._queue) == 1:
+            self._start(transfer)
+        return transfer
+
+    def seconds(self, n_blocks: int) -> float:
+        """Duration of an unqueued transfer of ``n_blocks``."""
+        return self.seconds_for(n_blocks * self.bytes_per_block)
+
+    def finish_time(self, transfer: Transfer) -> float:
+        """When ``transfer`` will have fully arrived if nothing ahead of it is cancelled."""
+        now = self.kernel.now
+        ready = now
+        for queued in self._queue:
+            if queued.start_s >= 0:
+                ready = queued.end_s
+            else:
+                ready = max(ready, now) + self.seconds(len(queued.blocks))
+            if queued is transfer:
+                return ready
+        raise ValueError("transfer is not on this channel")
+
+    def arrived(self, transfer: Transfer) -> int:
+        """Blocks of ``transfer`` delivered by now (prefix order)."""
+        if transfer.start_s < 0:
+            return 0
+        now, n = self.kernel.now, len(transfer.blocks)
+        if now >= transfer.end_s:
+            return n
+        span = transfer.end_s - transfer.start_s
+        return min(n, int(n * (now - transfer.start_s) / span)) if span > 0 else n
+
+    def cancel(self, transfer: Transfer) -> int:
+        """Stop ``transfer`` now; return the blocks it delivered. The next one starts now."""
+        got = self.arrived(transfer)
+        head = self._queue[0] is transfer
+        self._queue.remove(transfer)
+        if head:
+            self.kernel.cancel(transfer.token)
+            if self._queue:
+                self._start(self._queue[0])
+        self.n_blocks_moved += got
+        return got
+
+    def _start(self, transfer: Transfer) -> None:
+        kernel = self.kernel
+        transfer.start_s = kernel.now
+        transfer.end_s = kernel.now + self.seconds(len(transfer.blocks))
+        transfer.token = kernel.at(transfer.end_s, self._complete)
+
+    def _complete(self) -> None:
+        transfer = self._queue.popleft()
+        self.n_blocks_moved += len(transfer.blocks)
+        if self._queue:
+            self._start(self._queue[0])
+        transfer.on_done(transfer)
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+
+class LoadLink:
+    """FIFO-serialised loads into L1 (L2→L1 over PCIe, swap-in); no cancellation."""
+
+    __slots__ = ("busy_until", "bytes_per_block", "n_blocks_moved", "seconds_for")
+
+    def __init__(self, seconds_for: TransferTime, bytes_per_block: float) -> None:
+        self.seconds_for = seconds_for
+        self.bytes_per_block = bytes_per_block
+        self.busy_until = 0.0
+        self.n_blocks_moved = 0
+
+    def load(self, n_blocks: int, now: float) -> float:
+        """Queue a load of ``n_blocks`` at ``now``; return when it completes (``now`` if 0)."""
+        if n_blocks <= 0:
+            return now
+        self.n_blocks_moved += n_blocks
+        done = max(now, self.busy_until) + self.seconds_for(n_blocks * self.bytes_per_block)
+        self.busy_until = done
+        return done

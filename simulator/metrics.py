@@ -1,0 +1,446 @@
+"""Per-request records and the summary metrics of a simulation.
+
+The engine appends one ``RequestRecord`` per finished request to a ``Recorder`` together with
+inter-token gaps, rejections and the number of requests in the system over time;
+``summarize`` turns that into a ``Summary`` (latency percentiles in milliseconds, throughput,
+per-tier hit ratios, utilisation, cost). ``metrics_for_slo`` flattens a summary into the names
+the ``slo`` package reads (``ttft_ms.p90``, ``output_tokens_per_s``, ``usd_per_hour``, …) and
+``per_request_ms`` gives the per-request arrays ``slo.attainment`` needs. The simulator does
+not import ``slo``: the optimizer joins the two.
+
+Definitions (all times in seconds inside, milliseconds in the summary):
+
+- TTFT = first token − arrival; E2E = finish − arrival; queue = time in the prefetch, waiting
+  and swapped queues; TPOT = (finish − first token) / (output tokens − 1), NaN for one-token
+  outputs (excluded from TPOT statistics); ITL = every gap between consecutive output tokens of
+  a request, pooled over all requests (each gap weighs one token).
+- Throughput is over the *duration*: first arrival to last finish.
+- Hit ratio of a tier = prompt tokens served from that tier at a request's first admission /
+  all prompt tokens; ``prefill_tokens_saved_ratio`` is their sum.
+- Percentiles of per-request metrics use numpy's linear interpolation; ITL percentiles are
+  weighted nearest-rank (inverted CDF).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+__all__ = [
+    "Cost",
+    "QueueSamples",
+    "Recorder",
+    "RequestRecord",
+    "Stats",
+    "Summary",
+    "metrics_for_slo",
+    "per_request_ms",
+    "summarize",
+]
+
+#: Statistics every latency metric carries in the summary.
+SUMMARY_STATS: tuple[str, ...] = ("mean", "p50", "p90", "p99")
+#: Latency metrics of the summary, by flat name prefix.
+LATENCY_METRICS: tuple[str, ...] = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")
+
+
+@dataclass(frozen=True, slots=True)
+class RequestRecord:
+    """What happened to one finished request (times in seconds from the workload start)."""
+
+    index: int
+    instance: int
+    arrival_s: float
+    first_token_s: float
+    finish_s: float
+    input_tokens: int
+    output_tokens: int
+    cached_l1_tokens: int
+    cached_l2_tokens: int
+    cached_l3_tokens: int
+    prefetch_queue_s: float
+    waiting_queue_s: float
+    swapped_queue_s: float
+    preemptions: int
+    computed_tokens: int
+    """Tokens the GPU processed for it (prefill, decode and any recomputation)."""
+    max_itl_s: float
+    """Its largest gap between two consecutive output tokens (0 for one token)."""
+
+    @property
+    def ttft_s(self) -> float:
+        """Time to first token."""
+        return self.first_token_s - self.arrival_s
+
+    @property
+    def e2e_s(self) -> float:
+        """Arrival to last token."""
+        return self.finish_s - self.arrival_s
+
+    @property
+    def tpot_s(self) -> float:
+        """Mean time per output token after the first; NaN for one-token outputs."""
+        if self.output_tokens <= 1:
+            return math.nan
+        return (self.finish_s - self.first_token_s) / (self.output_tokens - 1)
+
+    @property
+    def queue_s(self) -> float:
+        """Time spent in the prefetch, waiting and swapped queues."""
+        return self.prefetch_queue_s + self.waiting_queue_s + self.swapped_queue_s
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSamples:
+    """Queue lengths summed over instances, sampled every ``interval_s`` from time 0."""
+
+    interval_s: float
+    time_s: NDArray[np.float64]
+    waiting: NDArray[np.int64]
+    prefetch: NDArray[np.int64]
+    running: NDArray[np.int64]
+    swapped: NDArray[np.int64]
+
+
+class Recorder:
+    """Collects what the engine reports during one run (not thread-safe; one per run)."""
+
+    def __init__(self) -> None:
+        self.records: list[RequestRecord] = []
+        self.n_arrived = 0
+        self.n_rejected = 0
+        self.rejections: dict[str, int] = {}
+        self._gaps: list[float] = []
+        self._gap_chunks: list[tuple[NDArray[np.float64], int]] = []
+        self._in_system = 0
+        self._in_system_area = 0.0
+        self._last_change_s = 0.0
+        self.first_arrival_s = math.inf
+        self.samples: list[tuple[float, int, int, int, int]] = []
+
+    # ----- called by the engine -----------------------------------------------------------------
+    def arrived(self, now: float) -> None:
+        """A request entered an instance."""
+        self._in_system_change(now, +1)
+        self.n_arrived += 1
+        self.first_arrival_s = min(self.first_arrival_s, now)
+
+    def rejected(self, reason: str) -> None:
+        """A request was refused at arrival (``reason`` is a short category)."""
+        self.n_rejected += 1
+        self.rejections[reason] = self.rejections.get(reason, 0) + 1
+
+    def finished(self, record: RequestRecord) -> None:
+        """A request produced its last token."""
+        self._in_system_change(record.finish_s, -1)
+        self.records.append(record)
+
+    def gap(self, gap_s: float) -> None:
+        """One inter-token gap of one request."""
+        self._gaps.append(gap_s)
+
+    def gaps(self, gaps_s: Sequence[float], repeated: NDArray[np.float64], weight: int) -> None:
+        """Individual gaps, plus gaps ``repeated`` that ``weight`` requests each experienced."""
+        self._gaps.extend(gaps_s)
+        if len(repeated):
+            self._gap_chunks.append((repeated, weight))
+
+    def sample(self, now: float, waiting: int, prefetch: int, running: int, swapped: int) -> None:
+        """Queue lengths (summed over instances) at ``now``."""
+        self.samples.append((now, waiting, prefetch, running, swapped))
+
+    def _in_system_change(self, now: float, delta: int) -> None:
+        self._in_system_area += self._in_system * (now - self._last_change_s)
+        self._last_change_s = now
+        self._in_system += delta
+
+    # ----- read at the end ----------------------------------------------------------------------
+    def in_system_area(self, until_s: float) -> float:
+        """∫ (requests in the system) dt from 0 to ``until_s`` (request-seconds)."""
+        return self._in_system_area + self._in_system * max(0.0, until_s - self._last_change_s)
+
+    def itl_values(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """All inter-token gaps (seconds) and their weights (read once the run is over)."""
+        parts = [np.asarray(self._gaps, dtype=np.float64)]
+        weights = [np.ones(len(self._gaps))]
+        for values, weight in self._gap_chunks:
+            parts.append(values)
+            weights.append(np.full(len(values), float(weight)))
+        return np.concatenate(parts), np.concatenate(weights)
+
+    def queue_samples(self, interval_s: float) -> QueueSamples:
+        """The sampled queue lengths as arrays."""
+        data = np.asarray(self.samples, dtype=np.float64).reshape(-1, 5)
+        ints = data[:, 1:].astype(np.int64)
+        return QueueSamples(interval_s, data[:, 0], ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3])
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    """Mean and percentiles of one metric, in the metric's unit (ms for latencies)."""
+
+    mean: float
+    p50: float
+    p90: float
+    p99: float
+
+    @classmethod
+    def of(cls, values: NDArray[np.float64]) -> Stats:
+        """Statistics of ``values`` ignoring NaN; all NaN when there are none."""
+        values = values[~np.isnan(values)]
+        if not len(values):
+            return cls(math.nan, math.nan, math.nan, math.nan)
+        p50, p90, p99 = np.percentile(values, (50, 90, 99))
+        return cls(float(values.mean()), float(p50), float(p90), float(p99))
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """Price of the deployment per hour, from the catalog."""
+
+    gpus: int
+    """GPUs in the deployment (instances × tensor parallelism)."""
+    gpu_usd_per_hour: float
+    dram_usd_per_hour: float
+    l3_usd_per_hour: float
+
+    @property
+    def usd_per_hour(self) -> float:
+        """Total price per hour."""
+        return self.gpu_usd_per_hour + self.dram_usd_per_hour + self.l3_usd_per_hour
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Summary metrics of one simulation (see the module docstring for definitions)."""
+
+    n_requests: int
+    n_rejected: int
+    duration_s: float
+    ttft_ms: Stats
+    tpot_ms: Stats
+    itl_ms: Stats
+    e2e_ms: Stats
+    queue_ms: Stats
+    requests_per_s: float
+    output_tokens_per_s: float
+    input_tokens_per_s: float
+    hit_ratio: dict[str, float]
+    """Share of prompt tokens served from each tier: keys ``l1``, ``l2``, ``l3``."""
+    prefill_tokens_saved_ratio: float
+    gpu_busy_fraction: float
+    kv_utilization: float
+    """Time-averaged share of L1 held by in-flight requests, mean over instances."""
+    mean_queue_lengths: dict[str, float]
+    """Time-averaged queue lengths summed over instances (from the samples)."""
+    preemptions: int
+    cost: Cost
+    usd_per_million_output_tokens: float
+    extra: dict[str, float] = field(default_factory=dict)
+    """Diagnostics (events, steps, blocks moved, …)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready nested dict (NaN/inf become None)."""
+        data = asdict(self)
+        data["cost"]["usd_per_hour"] = self.cost.usd_per_hour
+        jsonable: dict[str, Any] = _jsonable(data)
+        return jsonable
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _weighted_quantile(
+    values: NDArray[np.float64], weights: NDArray[np.float64], q: float
+) -> float:
+    """Nearest-rank quantile ``q`` in [0, 1] of weighted ``values``; NaN when empty."""
+    if not len(values) or weights.sum() <= 0:
+        return math.nan
+    order = np.argsort(values, kind="stable")
+    cum = np.cumsum(weights[order])
+    index = min(len(values) - 1, int(np.searchsorted(cum, q * cum[-1])))
+    return float(values[order][index])
+
+
+def _weighted_stats(values: NDArray[np.float64], weights: NDArray[np.float64]) -> Stats:
+    if not len(values) or weights.sum() <= 0:
+        return Stats(math.nan, math.nan, math.nan, math.nan)
+    order = np.argsort(values, kind="stable")
+    values, weights = values[order], weights[order]
+    cum = np.cumsum(weights)
+    total = cum[-1]
+    picks = [
+        values[min(len(values) - 1, int(np.searchsorted(cum, q * total)))] for q in (0.5, 0.9, 0.99)
+    ]
+    mean = float(np.dot(values, weights) / total)
+    return Stats(mean, float(picks[0]), float(picks[1]), float(picks[2]))
+
+
+def _ms(values: Iterable[float]) -> NDArray[np.float64]:
+    return np.fromiter(values, dtype=np.float64) * 1e3
+
+
+def per_request_ms(
+    records: Sequence[RequestRecord], n_rejected: int = 0
+) -> dict[str, NDArray[np.float64]]:
+    """Per-request arrays in ms for ``slo.attainment``: ``ttft_ms``, ``tpot_ms`` (NaN for one
+    token), ``itl_ms`` (each request's worst gap), ``e2e_ms``, ``queue_ms``; record order,
+    then ``n_rejected`` rows of ``inf`` (a rejected request never gets a token, so it misses
+    every target)."""
+    tail = np.full(n_rejected, math.inf)
+    return {
+        "ttft_ms": np.concatenate([_ms(r.ttft_s for r in records), tail]),
+        "tpot_ms": np.concatenate([_ms(r.tpot_s for r in records), tail]),
+        "itl_ms": np.concatenate([_ms(r.max_itl_s for r in records), tail]),
+        "e2e_ms": np.concatenate([_ms(r.e2e_s for r in records), tail]),
+        "queue_ms": np.concatenate([_ms(r.queue_s for r in records), tail]),
+    }
+
+
+def summarize(
+    recorder: Recorder,
+    *,
+    busy_s: float,
+    kv_utilization: float,
+    n_gpu_engines: int,
+    preemptions: int,
+    cost: Cost,
+    sample_interval_s: float,
+    extra: Mapping[str, float] | None = None,
+) -> Summary:
+    """Summary of a finished run; ``busy_s`` is the GPU step time summed over instances."""
+    records = recorder.records
+    arrays = per_request_ms(records)
+    start = recorder.first_arrival_s if records else 0.0
+    end = max((r.finish_s for r in records), default=start)
+    duration = max(end - start, 0.0)
+    rate = (lambda x: x / duration) if duration > 0 else (lambda _x: 0.0)
+    prompt = sum(r.input_tokens for r in records)
+    tiers = {
+        "l1": sum(r.cached_l1_tokens for r in records),
+        "l2": sum(r.cached_l2_tokens for r in records),
+        "l3": sum(r.cached_l3_tokens for r in records),
+    }
+    hit = {k: (v / prompt if prompt else 0.0) for k, v in tiers.items()}
+    output = sum(r.output_tokens for r in records)
+    out_rate = rate(output)
+    samples = recorder.samples
+    names = ("waiting", "prefetch", "running", "swapped")
+    mean_queues = {
+        name: (float(np.mean([s[i + 1] for s in samples])) if samples else 0.0)
+        for i, name in enumerate(names)
+    }
+    itl_values, itl_weights = recorder.itl_values()
+    usd_per_mtok = cost.usd_per_hour / (out_rate * 3600.0) * 1e6 if out_rate > 0 else math.inf
+    return Summary(
+        n_requests=len(records),
+        n_rejected=recorder.n_rejected,
+        duration_s=duration,
+        ttft_ms=Stats.of(arrays["ttft_ms"]),
+        tpot_ms=Stats.of(arrays["tpot_ms"]),
+        itl_ms=_weighted_stats(itl_values * 1e3, itl_weights),
+        e2e_ms=Stats.of(arrays["e2e_ms"]),
+        queue_ms=Stats.of(arrays["queue_ms"]),
+        requests_per_s=rate(len(records)),
+        output_tokens_per_s=out_rate,
+        input_tokens_per_s=rate(prompt),
+        hit_ratio=hit,
+        prefill_tokens_saved_ratio=sum(hit.values()),
+        gpu_busy_fraction=busy_s / (n_gpu_engines * duration) if duration > 0 else 0.0,
+        kv_utilization=kv_utilization,
+        mean_queue_lengths=mean_queues,
+        preemptions=preemptions,
+        cost=cost,
+        usd_per_million_output_tokens=usd_per_mtok,
+        extra=dict(extra or {}) | {"sample_interval_s": sample_interval_s},
+    )
+
+
+_PERCENTILE = re.compile(r"p(\d+(?:\.\d+)?)")
+
+
+def _percentile(values: NDArray[np.float64], q: float) -> float:
+    """Linear-interpolation percentile ignoring NaN; ``inf`` where the rank reaches infinite
+    values (numpy would give NaN between two of them)."""
+    clean = values[~np.isnan(values)]
+    if not len(clean):
+        return math.nan
+    with np.errstate(invalid="ignore"):  # inf - inf while interpolating between two infs
+        value = float(np.percentile(clean, q))
+    return math.inf if math.isnan(value) else value
+
+
+def metrics_for_slo(
+    summary: Summary,
+    records: Sequence[RequestRecord] = (),
+    stats: Iterable[str] = (),
+    itl: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None,
+) -> dict[str, float]:
+    """Flat metric names → values, as ``slo.evaluate`` reads them.
+
+    Always: ``<metric>.<stat>`` for the latency metrics and ``mean/p50/p90/p99``, plus
+    ``requests_per_s``, ``output_tokens_per_s``, ``input_tokens_per_s``, ``usd_per_hour``,
+    ``usd_per_million_output_tokens``, ``gpus``, hit ratios and counts. Further ``stats``
+    (e.g. ``"p99.9"``) are computed from ``records`` for the per-request metrics and from
+    ``itl`` (pooled gaps in seconds and their weights, ``Recorder.itl_values``) for ``itl_ms``.
+
+    Unlike ``Summary`` (which describes the finished requests and counts rejections apart),
+    the per-request latency statistics here count each rejected request as infinitely late,
+    so a configuration cannot meet an SLO by refusing requests (``records`` must then be
+    given).
+    """
+    flat: dict[str, float] = {}
+    for name in LATENCY_METRICS:
+        st: Stats = getattr(summary, name)
+        for stat in SUMMARY_STATS:
+            flat[f"{name}.{stat}"] = getattr(st, stat)
+    extra = [s for s in dict.fromkeys(stats) if s not in SUMMARY_STATS]
+    rejected = summary.n_rejected if records or not summary.n_requests else 0
+    recompute = [s for s in SUMMARY_STATS if rejected] + extra
+    arrays = per_request_ms(records, rejected) if recompute else {}
+    for stat in recompute:
+        match = _PERCENTILE.fullmatch(stat)
+        if stat != "mean" and match is None:
+            raise ValueError(f"statistic must be 'mean' or 'pNN', got {stat!r}")
+        for name, values in arrays.items():
+            if name == "itl_ms" and stat in SUMMARY_STATS:
+                continue  # pooled gaps: a rejected request has none
+            if stat == "mean":
+                clean = values[~np.isnan(values)]
+                flat[f"{name}.mean"] = float(clean.mean()) if len(clean) else math.nan
+            else:
+                assert match is not None
+                flat[f"{name}.{stat}"] = _percentile(values, float(match.group(1)))
+        if match is not None and itl is not None:
+            flat[f"itl_ms.{stat}"] = _weighted_quantile(
+                itl[0] * 1e3, itl[1], float(match.group(1)) / 100
+            )
+    if rejected and not summary.n_requests:
+        flat.update({f"itl_ms.{stat}": math.inf for stat in (*SUMMARY_STATS, *extra)})
+    flat.update(
+        requests_per_s=summary.requests_per_s,
+        output_tokens_per_s=summary.output_tokens_per_s,
+        input_tokens_per_s=summary.input_tokens_per_s,
+        usd_per_hour=summary.cost.usd_per_hour,
+        usd_per_million_output_tokens=summary.usd_per_million_output_tokens,
+        gpus=float(summary.cost.gpus),
+        prefill_tokens_saved_ratio=summary.prefill_tokens_saved_ratio,
+        gpu_busy_fraction=summary.gpu_busy_fraction,
+        kv_utilization=summary.kv_utilization,
+        n_requests=float(summary.n_requests),
+        n_rejected=float(summary.n_rejected),
+    )
+    for tier, ratio in summary.hit_ratio.items():
+        flat[f"hit_ratio.{tier}"] = ratio
+    return flat
