@@ -156,25 +156,26 @@ def _run_all(
     runs: list[_Run], requests: list[TraceRequest], future: FutureTable | None, jobs: int
 ) -> list[ReplayResult]:
     """Every run, in the order given; ``jobs > 1`` spreads them over a process pool."""
-    with _progress() as progress:
-        if jobs <= 1 or len(runs) == 1:
-            results = []
+    if jobs <= 1 or len(runs) == 1:
+        results = []
+        with _progress() as progress:
             for run in runs:
                 task = progress.add_task(f"{run.algo} @ {run.cache_size}", total=len(requests))
                 results.append(_execute(run, requests, future, partial(progress.advance, task)))
                 progress.remove_task(task)
-            return results
-        task = progress.add_task("replays", total=len(runs))
-        with ProcessPoolExecutor(
-            max_workers=min(jobs, len(runs)),
-            initializer=_init_worker,
-            initargs=(requests, future),
-        ) as pool:
+        return results
+    with ProcessPoolExecutor(
+        max_workers=min(jobs, len(runs)), initializer=_init_worker, initargs=(requests, future)
+    ) as pool:
+        # Submitting forks the workers: do it before the progress bar starts its thread.
+        pending = [pool.submit(_execute_in_worker, run) for run in runs]
+        with _progress() as progress:
+            task = progress.add_task("replays", total=len(runs))
             results = []
-            for result in pool.map(_execute_in_worker, runs):
-                results.append(result)
+            for job in pending:
+                results.append(job.result())
                 progress.advance(task)
-            return results
+    return results
 
 
 def _load(trace: Path, block_id: str, skip_bad_lines: bool) -> tuple[list[TraceRequest], str]:

@@ -126,7 +126,7 @@ def reference_lru(
 def read_mooncake(path: Path) -> list[TraceRequest]:
     """A Mooncake JSONL trace with hash ids interned by ``(parent, raw)`` into 1, 2, 3…"""
     table: dict[tuple[int, int], int] = {}
-    requests = []
+    requests: list[TraceRequest] = []
     with path.open(encoding="utf-8") as lines:
         for line in lines:
             record = json.loads(line)

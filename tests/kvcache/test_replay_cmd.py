@@ -190,3 +190,25 @@ def test_mooncake_lru_8k_via_cli() -> None:
     (row,) = json.loads(result.stdout)
     assert round(row["block_hit_ratio"], 6) == 0.181563
     assert row["n_blocks"] == 288_500
+
+
+def test_raw_ids_over_count_and_warn(tmp_path: Path) -> None:
+    # PrefixSim's extra case: {1,2,3},{4,2,3}: raw ids give 2 hits, prefix interning 0.
+    path = tmp_path / "qwen.jsonl"
+    rows = [
+        {"chat_id": i, "parent_chat_id": -1, "timestamp": float(i), "input_length": 48,
+         "output_length": 2, "type": "text", "turn": 1, "hash_ids": ids}
+        for i, ids in enumerate([[1, 2, 3], [4, 2, 3]])
+    ]  # fmt: skip
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows) + "not json\n")
+    base = ["replay", str(path), "--cache-size", "8", "--json", "--skip-bad-lines"]
+    raw = runner.invoke(app, [*base, "--block-id", "raw"])
+    prefix = runner.invoke(app, base)
+    assert raw.exit_code == prefix.exit_code == 0, raw.output
+    assert json.loads(raw.stdout)[0]["block_hit_ratio"] == 2 / 6
+    assert json.loads(prefix.stdout)[0]["block_hit_ratio"] == 0.0
+    assert "not prefix-unique" in raw.stderr
+    assert "skipped 1 bad line" in prefix.stderr
+    strict = runner.invoke(app, base[:-1])
+    assert isinstance(strict.exception, InputError)
+    assert ":3:" in str(strict.exception)

@@ -2,16 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Container, Sequence
 from pathlib import Path
 
+import numpy as np
 import pytest
-from kvcache_helpers import TRACES_DIR, as_requests, read_mooncake, reference_lru
+from kvcache_helpers import (
+    TRACES_DIR,
+    as_requests,
+    random_prefix_trace,
+    read_mooncake,
+    reference_lru,
+)
 
 from simulator.kvcache.cost import parse_cost_model
 from simulator.kvcache.holes import HoleWriter, dataset_name, find_holes, holes_path
-from simulator.kvcache.policies import EvictionPolicy, make_policy
+from simulator.kvcache.policies import NEVER, EvictionPolicy, RequestContext, make_policy
+from simulator.kvcache.policies.lru import LRU
 from simulator.kvcache.replay import RESULT_KEYS, ReplayResult, replay
+from simulator.workload.future import build_future
+from simulator.workload.request import TraceRequest
 
 # PrefixSim's test_prefixsim.cpp cases (LRU, uniform cost):
 # name: (cache, requests, hits, blocks, self-evictions pinned, unpinned, skipped)
@@ -190,8 +200,6 @@ class _Lazy(EvictionPolicy):
     name = "lazy"
 
     def __init__(self, capacity: int, *, greedy: bool = False) -> None:
-        import numpy as np  # noqa: PLC0415
-
         super().__init__(capacity, rng=np.random.default_rng(0))
         self.blocks: dict[int, None] = {}
         self.greedy = greedy
@@ -320,3 +328,71 @@ def test_mooncake_reference(name: str) -> None:
             hits,
             evictions,
         )
+
+
+class _Spy(LRU):
+    """LRU that logs the verbs the serve loop calls (and hides its fast path)."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__(capacity, rng=np.random.default_rng(0))
+        self.log: list[str] = []
+        self.contexts: list[RequestContext] = []
+
+    def resident_view(self) -> Container[int] | None:
+        return None
+
+    def find(self, block: int) -> bool:
+        self.log.append("find")
+        return super().find(block)
+
+    def set_request_ctx(self, ctx: RequestContext) -> None:
+        self.log.append("ctx")
+        self.contexts.append(ctx)
+
+    def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
+        self.log.append(f"evict{n}")
+        return super().evict_n(n, pinned)
+
+    def record_request(self, blocks: Sequence[int]) -> None:
+        self.log.append(f"record{len(blocks)}")
+
+    def access_request(
+        self,
+        blocks: Sequence[int],
+        costs: Sequence[float],
+        next_access: Sequence[int] | None,
+        deepest_first: bool,
+    ) -> None:
+        self.log.append("access")
+        super().access_request(blocks, costs, next_access, deepest_first)
+
+
+def test_hooks_fire_in_prefixsim_order_with_context() -> None:
+    spy = _Spy(2)
+    requests = [
+        TraceRequest(0, 0.5, 32, 1, (1, 2), session_id=7, turn=1, type_id=2),
+        TraceRequest(1, 1.5, 64, 1, (3, 4, 5)),  # oversized: no hook at all
+        TraceRequest(2, 2.5, 32, 1, (1, 8), session_id=7, turn=2, type_id=2),
+    ]
+    replay(requests, spy, future=[([9, 9], 2), ([1, 1, 1], NEVER), ([9, 9], NEVER)])
+    probes = ["find", "find"]
+    # ctx, phase-1 probes, (phase-2 eviction), record, phase-3 access, verification probes
+    assert spy.log == [
+        *["ctx", *probes, "record2", "access", *probes],
+        *["ctx", *probes, "evict1", "record2", "access", *probes],
+    ]
+    assert not spy.find(2)  # the victim: LRU and not in request 2
+    first, second = spy.contexts
+    assert (first.index, first.timestamp_s, first.n_blocks) == (0, 0.5, 2)
+    assert (first.session, first.session_next_access) == (7, 2)
+    assert (second.index, second.session_next_access) == (2, NEVER)
+    assert first.category != 0
+    assert first.category != second.category  # turn differs
+
+
+def test_external_future_matches_internal_annotation() -> None:
+    trace = random_prefix_trace(np.random.default_rng(3), 150, sessions=5)
+    internal = replay(trace, make_policy("belady", 12))
+    external = replay(iter(trace), make_policy("belady", 12), future=build_future(trace).rows())
+    assert internal == external
+    assert internal.block_hit_ratio >= replay(trace, make_policy("lru", 12)).block_hit_ratio
