@@ -66,7 +66,7 @@ def _sglang(p: Mapping[str, Any]) -> tuple[str, list[str]]:
     if l3 not in (None, "none"):
         backend = "mooncake" if str(l3).startswith("pool") else "file"
         args += ["--hicache-storage-backend", backend]
-    if p.get("router") == "cache_aware":
+    if str(p.get("router", "")).split(":")[0] == "cache_aware":
         notes.append("put the instances behind sglang-router (cache-aware policy)")
     if p.get("eviction") not in (None, "lru"):
         notes.append(f"eviction '{p['eviction']}': SGLang offers --radix-eviction-policy lru|lfu")

@@ -61,7 +61,6 @@ def _tpe(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
         seed=seed,
         multivariate=True,
         group=True,
-        warn_independent_sampling=False,
     )
 
 

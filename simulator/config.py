@@ -7,16 +7,22 @@ are checked against the catalog when the configuration is simulated, because use
 their own catalog; everything else is checked here, with one-line messages.
 
 Units: GiB for memory sizes (2**30 bytes), tokens, seconds.
+
+PD disaggregation (``pd_mode: disaggregated``): a prefill pool and a decode pool, each with its
+own GPU type, TP and instance count (``prefill_*`` / ``decode_*``; a ``None`` GPU or TP means
+``gpu`` / ``tp``), serving the one ``model``; ``instances`` is then unused. Engine knobs and KV
+tiers apply to every instance of both pools; the L3 store is shared by both. Semantics (TTFT,
+TPOT, the KV transfer) are in ``simulator/cluster/pd.py``.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from simulator.cluster.router import ROUTERS
+from simulator.cluster.router import ROUTERS, parse_router_spec
 from simulator.engine.scheduler import SCHEDULERS
 from simulator.kvcache.policies import POLICIES
 from slo.inputfile import load_input_file
@@ -82,7 +88,10 @@ class ServingConfig(BaseModel):
         "analytic 'constant:SECONDS' / 'linear:BASE,PER_TOKEN[,PER_CONTEXT_TOKEN]'.",
     )
     router: str = Field(
-        default="round_robin", description=f"Request router: one of {', '.join(ROUTERS)}."
+        default="round_robin",
+        description=f"Request router: one of {', '.join(ROUTERS)}, optionally with "
+        "parameters 'name:key=value,...', e.g. 'cache_aware:cache_threshold=0.5' "
+        "(simulator/cluster/router.py).",
     )
     # ----- KV tiers -----------------------------------------------------------------------------
     l1_policy: str = Field(default="lru", description="Eviction policy of the HBM tier (L1).")
@@ -121,6 +130,43 @@ class ServingConfig(BaseModel):
     l3_prefetch_threshold_tokens: int = Field(
         default=256, ge=0, description="Smallest L3 hit worth prefetching, tokens (SGLang: 256)."
     )
+    # ----- PD disaggregation --------------------------------------------------------------------
+    pd_mode: Literal["aggregated", "disaggregated"] = Field(
+        default="aggregated",
+        description="aggregated: every instance prefills and decodes; disaggregated: a "
+        "prefill pool hands each request's KV to a decode pool after its first token.",
+    )
+    prefill_instances: int | None = Field(
+        default=None, ge=0, description="Disaggregated: instances of the prefill pool."
+    )
+    decode_instances: int | None = Field(
+        default=None, ge=0, description="Disaggregated: instances of the decode pool."
+    )
+    prefill_gpu: str | None = Field(
+        default=None, description="Disaggregated: catalog GPU of the prefill pool (None = gpu)."
+    )
+    decode_gpu: str | None = Field(
+        default=None, description="Disaggregated: catalog GPU of the decode pool (None = gpu)."
+    )
+    prefill_tp: int | None = Field(
+        default=None, ge=1, description="Disaggregated: TP of a prefill instance (None = tp)."
+    )
+    decode_tp: int | None = Field(
+        default=None, ge=1, description="Disaggregated: TP of a decode instance (None = tp)."
+    )
+    decode_router: str | None = Field(
+        default=None,
+        description="Disaggregated: router spec that picks the decode instance when a "
+        f"prefill finishes, one of {', '.join(ROUTERS)} with optional parameters "
+        "(None = router).",
+    )
+    pd_transfer_overlap: Literal["none", "layerwise"] = Field(
+        default="none",
+        description="Disaggregated: 'none' = the prompt's KV moves after the prefill, the "
+        "whole transfer delays the second token (vLLM/SGLang connectors); 'layerwise' = it "
+        "streams layer by layer during the prefill (Mooncake), exposing about one layer's "
+        "share when the decode side has room at once.",
+    )
 
     # ----- validation ---------------------------------------------------------------------------
     @field_validator("scheduler")
@@ -133,9 +179,32 @@ class ServingConfig(BaseModel):
     @field_validator("router")
     @classmethod
     def _known_router(cls, value: str) -> str:
-        if value not in ROUTERS:
-            raise ValueError(f"unknown router {value!r}; known: {', '.join(ROUTERS)}")
+        parse_router_spec(value)  # one-line ValueError naming the router and parameter
         return value
+
+    @field_validator("decode_router")
+    @classmethod
+    def _known_decode_router(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_router_spec(value)
+        return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _one_model(cls, data: Any) -> Any:
+        # Per-pool models are not fields; say why rather than "extra inputs are not permitted".
+        if isinstance(data, dict):
+            for key in ("prefill_model", "decode_model"):
+                if key in data and data[key] != data.get("model"):
+                    raise ValueError(
+                        f"{key} ({data[key]!r}) differs from model ({data.get('model')!r}): "
+                        "both PD pools must serve the same model (a decode instance continues "
+                        "from the prefill's KV); set 'model' only"
+                    )
+            drop = ("prefill_model", "decode_model")
+            if any(key in data for key in drop):
+                data = {k: v for k, v in data.items() if k not in drop}
+        return data
 
     @field_validator("l1_policy", "l2_policy", "l3_policy")
     @classmethod
@@ -195,7 +264,45 @@ class ServingConfig(BaseModel):
             )
         if self.ep is not None and self.tp % self.ep:
             raise ValueError(f"ep ({self.ep}) must divide tp ({self.tp})")
+        self._check_pd()
         return self
+
+    def _check_pd(self) -> None:
+        pd_fields = (
+            "prefill_instances",
+            "decode_instances",
+            "prefill_gpu",
+            "decode_gpu",
+            "prefill_tp",
+            "decode_tp",
+            "decode_router",
+        )
+        if self.pd_mode == "aggregated":
+            given = [name for name in pd_fields if getattr(self, name) is not None]
+            if given:
+                raise ValueError(
+                    f"{given[0]} is set but pd_mode is 'aggregated'; set pd_mode: disaggregated"
+                )
+            return
+        for pool in ("prefill", "decode"):
+            count = getattr(self, f"{pool}_instances")
+            if count is None:
+                raise ValueError(f"pd_mode 'disaggregated' needs {pool}_instances")
+            if count < 1:
+                raise ValueError(
+                    f"{pool}_instances is 0: a disaggregated deployment needs at least one "
+                    f"{pool} instance"
+                )
+            tp = getattr(self, f"{pool}_tp") or self.tp
+            if self.ep is not None and tp % self.ep:
+                raise ValueError(f"ep ({self.ep}) must divide {pool}_tp ({tp})")
+
+    def pool_shape(self, pool: Literal["prefill", "decode"]) -> tuple[str, int, int]:
+        """(GPU, TP, instances) of a disaggregated pool, defaults filled in."""
+        gpu: str = getattr(self, f"{pool}_gpu") or self.gpu
+        tp: int = getattr(self, f"{pool}_tp") or self.tp
+        count: int = getattr(self, f"{pool}_instances") or 0
+        return gpu, tp, count
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> ServingConfig:

@@ -13,28 +13,39 @@ block (``block_tokens``, 512 for Mooncake). L1 holds ``kv_tokens // block_tokens
 ``bytes_per_block`` = the model's KV bytes per token (each KV head once) × ``block_tokens``.
 L2→L1 loads move each GPU's shard over its own PCIe link in parallel (per-GPU bytes); L3→L2
 reads move the whole block over the host's path to the tier.
+
+L3 bandwidth: the store's *content* is shared by every instance. A ``remote_pool`` tier's read
+bandwidth is one resource shared fairly by all instances (``engine/pool_channel.py``); any other
+tier (a server's NVMe) gives each instance its own FIFO channel at the tier's rate.
+
+PD disaggregation (``pd_mode: disaggregated``): two pools, each with its own GPU, TP, memory
+fit and latency model, wired by ``cluster/pd.py``; instances are numbered prefill first.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from hardware.schema import Catalog, GpuSpec, ModelSpec, StorageTierSpec
-from simulator.cluster.router import ROUTERS, Router
+from simulator.cluster.pd import EntryRouter, PDCoordinator, PoolSpec, TransferTimes
+from simulator.cluster.router import Router, make_router
 from simulator.config import ServingConfig
 from simulator.core import Kernel
 from simulator.engine.analytic import parse_analytic
 from simulator.engine.instance import EngineInstance
 from simulator.engine.kvmanager import KVManager
 from simulator.engine.params import EngineParams
+from simulator.engine.pool_channel import SharedPoolChannel
 from simulator.engine.steps import StepTimer
 from simulator.engine.tiers import CacheTier
-from simulator.engine.transfer import LoadLink, PrefetchChannel, TransferTime
+from simulator.engine.transfer import Channel, LoadLink, PrefetchChannel, TransferTime
 from simulator.kvcache.policies import POLICIES
 from simulator.latency import (
+    BackendPreset,
     Deployment,
     Link,
     kv_bytes,
@@ -64,7 +75,12 @@ class Infeasible:
 
 @dataclass(frozen=True, slots=True)
 class Pool:
-    """A built pool: instances sharing a kernel, a recorder and (optionally) an L3 store."""
+    """A built pool: instances sharing a kernel, a recorder and (optionally) an L3 store.
+
+    Under PD disaggregation ``instances`` holds the prefill pool then the decode pool,
+    ``router`` sends arrivals to the prefill pool, and ``params`` / ``l1_blocks`` are the
+    prefill pool's (``coordinator`` has the rest).
+    """
 
     instances: tuple[EngineInstance, ...]
     router: Router
@@ -73,7 +89,8 @@ class Pool:
     l2_blocks: int
     l3_blocks: int
     memory: str
-    """The memory-fit sentence (or the override that replaced it)."""
+    """The memory-fit sentence (or the override that replaced it); one per pool under PD."""
+    coordinator: PDCoordinator | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,37 +109,55 @@ def _hardware(config: ServingConfig, catalog: Catalog) -> _Hardware:
     return _Hardware(catalog.model(config.model), catalog.gpu(config.gpu), dram, l3, l3_gib)
 
 
+def _pools(config: ServingConfig, catalog: Catalog) -> list[PoolSpec]:
+    """The pools of the deployment: one, or prefill then decode."""
+    if config.pd_mode == "aggregated":
+        return [PoolSpec(catalog.gpu(config.gpu), config.tp, config.instances)]
+    shapes = (config.pool_shape("prefill"), config.pool_shape("decode"))
+    return [PoolSpec(catalog.gpu(gpu), tp, count) for gpu, tp, count in shapes]
+
+
 def deployment_cost(config: ServingConfig, catalog: Catalog) -> Cost:
-    """USD per hour of the configuration: GPUs, L2 DRAM per instance, the L3 store."""
+    """USD per hour of the configuration: GPUs of every pool, L2 DRAM per instance, the L3."""
     hw = _hardware(config, catalog)
-    gpus = config.instances * config.tp
-    dram = hw.dram.usd_per_hour(config.l2_dram_gib) * config.instances if hw.dram else 0.0
+    pools = _pools(config, catalog)
+    gpus = sum(p.instances * p.tp for p in pools)
+    gpu_usd = sum(p.instances * p.tp * p.gpu.usd_per_gpu_hour for p in pools)
+    n_instances = sum(p.instances for p in pools)
+    dram = hw.dram.usd_per_hour(config.l2_dram_gib) * n_instances if hw.dram else 0.0
     l3 = hw.l3.usd_per_hour(hw.l3_gib) if hw.l3 else 0.0
-    return Cost(gpus, gpus * hw.gpu.usd_per_gpu_hour, dram, l3)
+    return Cost(gpus, gpu_usd, dram, l3)
 
 
 def _seconds(link: Link) -> TransferTime:
     return lambda nbytes: transfer_seconds(nbytes, link)
 
 
-def build_pool(
+@dataclass(frozen=True, slots=True)
+class _Engine:
+    """One pool's resolved engine: parameters, step timer, L1 size and PCIe load path."""
+
+    params: EngineParams
+    timer: StepTimer
+    l1_blocks: int
+    memory: str
+    load_link: Link | None
+    gpu_block_bytes: float
+
+
+def _engine(
     config: ServingConfig,
-    catalog: Catalog,
-    *,
+    hw: _Hardware,
+    pool: PoolSpec,
+    preset: BackendPreset,
     block_tokens: int,
-    kernel: Kernel,
-    recorder: Recorder,
-    seed: np.random.SeedSequence,
-    check_invariants: bool = False,
-) -> Pool | Infeasible:
-    """Build the instances of ``config`` (see the module docstring); nothing runs yet."""
-    hw = _hardware(config, catalog)
-    preset = load_preset(config.backend)
+) -> _Engine | Infeasible:
+    """Parameters, memory fit and latency model of an instance of ``pool``."""
     try:
         deployment = Deployment(
             hw.model,
-            hw.gpu,
-            tp=config.tp,
+            pool.gpu,
+            tp=pool.tp,
             ep=config.ep,
             weight_precision=config.weight_precision,
             kv_precision=config.kv_precision,
@@ -150,7 +185,7 @@ def build_pool(
         kv_tokens, memory = config.kv_capacity_tokens, "KV capacity set by kv_capacity_tokens"
     else:
         mem_params = dataclasses.replace(
-            preset.memory_params(config.tp),
+            preset.memory_params(pool.tp),
             max_batched_tokens=max_batched,
             max_running_requests=max_running,
         )
@@ -169,48 +204,187 @@ def build_pool(
     timer: StepTimer = parse_analytic(config.latency_model) or make_latency_model(
         config.latency_model, deployment, params=preset.compose_params()
     )
-    block_bytes = kv_bytes(hw.model, block_tokens, config.kv_precision)
-    gpu_block_bytes = deployment.kv_bytes_per_token_per_gpu() * block_tokens
-    l2_blocks = int(config.l2_dram_gib * _GIB // block_bytes) if hw.dram else 0
-    l3_blocks = int(hw.l3_gib * _GIB // block_bytes) if hw.l3 else 0
-    seeds = iter(seed.spawn(2 * config.instances + 2))
+    return _Engine(
+        params,
+        timer,
+        l1_blocks,
+        memory,
+        link_to_tier(pool.gpu, hw.dram, "read") if hw.dram else None,
+        deployment.kv_bytes_per_token_per_gpu() * block_tokens,
+    )
 
-    def tier(name: str, policy: str, capacity: int) -> CacheTier:
-        rng = np.random.default_rng(next(seeds))
+
+class _Builder:
+    """Makes tiers and instances that share one kernel, recorder, L3 store and pool channel."""
+
+    def __init__(
+        self,
+        config: ServingConfig,
+        hw: _Hardware,
+        *,
+        block_tokens: int,
+        kernel: Kernel,
+        recorder: Recorder,
+        seeds: Iterator[np.random.SeedSequence],
+        check_invariants: bool,
+    ) -> None:
+        self.config, self.kernel, self.recorder = config, kernel, recorder
+        self.seeds = seeds
+        self.check_invariants = check_invariants
+        self.block_tokens = block_tokens
+        self.block_bytes = kv_bytes(hw.model, block_tokens, config.kv_precision)
+        self.l2_blocks = int(config.l2_dram_gib * _GIB // self.block_bytes) if hw.dram else 0
+        self.l3_blocks = int(hw.l3_gib * _GIB // self.block_bytes) if hw.l3 else 0
+        self.l3 = self.tier("L3", config.l3_policy, self.l3_blocks) if self.l3_blocks else None
+        self.l3_link = storage_link(hw.l3, "read") if hw.l3 and self.l3 is not None else None
+        self.shared = (
+            SharedPoolChannel(
+                kernel,
+                bytes_per_s=self.l3_link.bytes_per_s,
+                latency_s=self.l3_link.latency_s,
+                bytes_per_block=self.block_bytes,
+            )
+            if self.l3_link is not None and hw.l3 is not None and hw.l3.kind == "remote_pool"
+            else None
+        )
+
+    def tier(self, name: str, policy: str, capacity: int) -> CacheTier:
+        rng = np.random.default_rng(next(self.seeds))
         return CacheTier(name, POLICIES[policy](capacity, rng=rng))
 
-    l3 = tier("L3", config.l3_policy, l3_blocks) if l3_blocks > 0 else None
-    router = ROUTERS[config.router](config.instances, np.random.default_rng(next(seeds)))
-    load_link = link_to_tier(hw.gpu, hw.dram, "read") if hw.dram else None
-    instances = []
-    for index in range(config.instances):
-        l1 = tier(f"L1[{index}]", config.l1_policy, l1_blocks)
-        l2 = tier(f"L2[{index}]", config.l2_policy, l2_blocks) if l2_blocks > 0 else None
-        kv = KVManager(
-            l1,
-            l2,
-            l3,
-            block_tokens=block_tokens,
-            write_through=config.write_policy == "write_through",
-        )
-        link = LoadLink(_seconds(load_link), gpu_block_bytes) if load_link else LoadLink(_never, 1)
-        channel = None
-        if l3 is not None and hw.l3 is not None:
-            channel = PrefetchChannel(kernel, _seconds(storage_link(hw.l3, "read")), block_bytes)
-        instances.append(
-            EngineInstance(
-                index,
-                kernel,
-                params,
-                timer=timer,
-                kv=kv,
-                load_link=link,
-                prefetch=channel,
-                recorder=recorder,
-                check_invariants=check_invariants,
+    def router(self, spec: str, n_instances: int) -> Router:
+        return make_router(spec, n_instances, np.random.default_rng(next(self.seeds)))
+
+    def _channel(self) -> Channel | None:
+        if self.shared is not None:
+            return self.shared.port()
+        if self.l3_link is None:
+            return None
+        return PrefetchChannel(self.kernel, _seconds(self.l3_link), self.block_bytes)
+
+    def instances(self, engine: _Engine, first: int, count: int) -> list[EngineInstance]:
+        """``count`` instances of ``engine`` numbered from ``first``."""
+        config = self.config
+        made = []
+        for index in range(first, first + count):
+            l1 = self.tier(f"L1[{index}]", config.l1_policy, engine.l1_blocks)
+            l2 = (
+                self.tier(f"L2[{index}]", config.l2_policy, self.l2_blocks)
+                if self.l2_blocks > 0
+                else None
             )
+            kv = KVManager(
+                l1,
+                l2,
+                self.l3,
+                block_tokens=self.block_tokens,
+                write_through=config.write_policy == "write_through",
+            )
+            link = (
+                LoadLink(_seconds(engine.load_link), engine.gpu_block_bytes)
+                if engine.load_link
+                else LoadLink(_never, 1)
+            )
+            made.append(
+                EngineInstance(
+                    index,
+                    self.kernel,
+                    engine.params,
+                    timer=engine.timer,
+                    kv=kv,
+                    load_link=link,
+                    prefetch=self._channel(),
+                    recorder=self.recorder,
+                    check_invariants=self.check_invariants,
+                )
+            )
+        return made
+
+
+def build_pool(
+    config: ServingConfig,
+    catalog: Catalog,
+    *,
+    block_tokens: int,
+    kernel: Kernel,
+    recorder: Recorder,
+    seed: np.random.SeedSequence,
+    check_invariants: bool = False,
+) -> Pool | Infeasible:
+    """Build the instances of ``config`` (see the module docstring); nothing runs yet."""
+    hw = _hardware(config, catalog)
+    preset = load_preset(config.backend)
+    pools = _pools(config, catalog)
+    engines = []
+    for name, pool in zip(("prefill", "decode"), pools, strict=False):
+        engine = _engine(config, hw, pool, preset, block_tokens)
+        if isinstance(engine, Infeasible):
+            prefix = f"{name} pool: " if len(pools) > 1 else ""
+            return Infeasible(prefix + engine.reason)
+        engines.append(engine)
+    n_instances = sum(p.instances for p in pools)
+    # Aggregated: one seed per tier, plus the L3 and the router (as before PD existed).
+    seeds = iter(seed.spawn(2 * n_instances + 1 + len(pools)))
+    builder = _Builder(
+        config,
+        hw,
+        block_tokens=block_tokens,
+        kernel=kernel,
+        recorder=recorder,
+        seeds=seeds,
+        check_invariants=check_invariants,
+    )
+    if len(pools) == 1:
+        router = builder.router(config.router, config.instances)
+        instances = builder.instances(engines[0], 0, config.instances)
+        recorder.set_pools([range(len(instances))])
+        return Pool(
+            tuple(instances),
+            router,
+            engines[0].params,
+            engines[0].l1_blocks,
+            builder.l2_blocks,
+            builder.l3_blocks,
+            engines[0].memory,
         )
-    return Pool(tuple(instances), router, params, l1_blocks, l2_blocks, l3_blocks, memory)
+    return _pd_pool(config, hw, pools, engines, builder)
+
+
+def _pd_pool(
+    config: ServingConfig,
+    hw: _Hardware,
+    pools: list[PoolSpec],
+    engines: list[_Engine],
+    builder: _Builder,
+) -> Pool:
+    """Prefill and decode pools wired by a ``PDCoordinator`` (``cluster/pd.py``)."""
+    prefill_pool, decode_pool = pools
+    entry = builder.router(config.router, prefill_pool.instances)
+    decode_router = builder.router(config.decode_router or config.router, decode_pool.instances)
+    prefill = builder.instances(engines[0], 0, prefill_pool.instances)
+    decode = builder.instances(engines[1], prefill_pool.instances, decode_pool.instances)
+    times = TransferTimes(prefill_pool, decode_pool, bytes_per_block=builder.block_bytes)
+    coordinator = PDCoordinator(
+        builder.kernel,
+        prefill,
+        decode,
+        decode_router,
+        times,
+        overlap=config.pd_transfer_overlap,
+        n_layers=hw.model.num_layers,
+    )
+    builder.recorder.set_pools([[inst.index for inst in prefill], [inst.index for inst in decode]])
+    memory = f"prefill: {engines[0].memory}; decode: {engines[1].memory}"
+    return Pool(
+        (*prefill, *decode),
+        EntryRouter(entry, np.random.default_rng(0)),
+        engines[0].params,
+        engines[0].l1_blocks,
+        builder.l2_blocks,
+        builder.l3_blocks,
+        memory,
+        coordinator,
+    )
 
 
 def _never(nbytes: float) -> float:

@@ -1,82 +1,89 @@
-"""Routers: which instance of a pool serves an arriving request.
+"""Routers: which instance of a pool serves an arriving request — the registry and router specs.
 
-A router is a small class built once per run with the number of instances and the run's
-random generator; ``route(request, instances)`` returns an index into ``instances``. Routers
-read instances only through ``InstanceView`` (queue lengths now; a later cache-aware router
-will also ask for prefix-match lengths), never their internals.
-
-``ROUTERS`` is the registry (``round_robin``, ``least_load``); ``random``, ``cache_aware``,
-``length_bucket`` and ``power_of_two`` (DESIGN.md) are added as further entries.
+``ROUTERS`` maps each name to its class (members in ``simulator/cluster/routers/``):
+``random``, ``round_robin``, ``least_load``, ``power_of_two``, ``length_bucket``,
+``cache_aware``. ``ServingConfig.router`` is a *router spec*: a name, optionally with
+parameters, ``name:key=value,key=value`` — e.g. ``cache_aware:cache_threshold=0.5,
+balance_abs=32`` or ``length_bucket:boundaries=2048/16384`` (list items separated by ``/``).
+Each router documents its parameters as a pydantic model (``params_model``); ``parse_router_spec``
+validates a spec against it and ``make_router`` builds the router a run uses.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from collections.abc import Sequence
-from typing import ClassVar, Protocol
-
 import numpy as np
+from pydantic import ValidationError
 
-from simulator.workload.request import TraceRequest
+from simulator.cluster.routers.balance import (
+    LeastLoadRouter,
+    LengthBucketRouter,
+    PowerOfTwoRouter,
+    RandomRouter,
+    RoundRobinRouter,
+)
+from simulator.cluster.routers.base import InstanceView, Router, RouterParams
+from simulator.cluster.routers.cache_aware import CacheAwareRouter
 
-__all__ = ["ROUTERS", "InstanceView", "LeastLoadRouter", "RoundRobinRouter", "Router"]
+__all__ = [
+    "ROUTERS",
+    "InstanceView",
+    "LeastLoadRouter",
+    "RoundRobinRouter",
+    "Router",
+    "RouterParams",
+    "make_router",
+    "parse_router_spec",
+]
 
-
-class InstanceView(Protocol):
-    """What a router may read about an instance."""
-
-    @property
-    def n_outstanding(self) -> int:
-        """Requests queued or running on the instance."""
-        ...
-
-
-class Router(ABC):
-    """Base class: subclasses set ``name`` and implement ``route``."""
-
-    name: ClassVar[str]
-
-    def __init__(self, n_instances: int, rng: np.random.Generator) -> None:
-        if n_instances < 1:
-            raise ValueError("a router needs at least one instance")
-        self.n_instances = n_instances
-        self.rng = rng
-
-    @abstractmethod
-    def route(self, request: TraceRequest, instances: Sequence[InstanceView]) -> int:
-        """Index of the instance that serves ``request`` (called once, at its arrival)."""
-
-
-class RoundRobinRouter(Router):
-    """Instances in turn, 0, 1, …, n-1, 0, … regardless of load."""
-
-    name: ClassVar[str] = "round_robin"
-
-    def __init__(self, n_instances: int, rng: np.random.Generator) -> None:
-        super().__init__(n_instances, rng)
-        self._next = 0
-
-    def route(self, request: TraceRequest, instances: Sequence[InstanceView]) -> int:
-        del request, instances
-        index = self._next
-        self._next = (index + 1) % self.n_instances
-        return index
+#: Every router by name; ``ServingConfig.router`` takes one of these keys (plus parameters).
+ROUTERS: dict[str, type[Router]] = {
+    cls.name: cls
+    for cls in (
+        RandomRouter,
+        RoundRobinRouter,
+        LeastLoadRouter,
+        PowerOfTwoRouter,
+        LengthBucketRouter,
+        CacheAwareRouter,
+    )
+}
 
 
-class LeastLoadRouter(Router):
-    """The instance with the fewest outstanding requests; ties go to the lowest index."""
+def parse_router_spec(spec: str) -> tuple[type[Router], RouterParams]:
+    """The router class and validated parameters of ``spec`` (``name[:key=value,...]``).
 
-    name: ClassVar[str] = "least_load"
+    Raises ``ValueError`` with one line naming the router, the parameter and what was expected
+    (``ServingConfig`` turns it into the file's ``InputError``).
+    """
+    name, _, rest = spec.partition(":")
+    name = name.strip()
+    cls = ROUTERS.get(name)
+    if cls is None:
+        raise ValueError(f"unknown router {name!r}; known: {', '.join(ROUTERS)}")
+    raw: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ValueError(f"router {name!r}: expected key=value, got {item!r}")
+        if key in raw:
+            raise ValueError(f"router {name!r}: parameter {key!r} given twice")
+        raw[key] = value.strip()
+    known = cls.params_model.model_fields
+    for key in raw:
+        if key not in known:
+            hint = f"known: {', '.join(known)}" if known else "it takes no parameters"
+            raise ValueError(f"router {name!r}: unknown parameter {key!r}; {hint}")
+    try:
+        params = cls.params_model.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(part) for part in first["loc"]) or "parameters"
+        raise ValueError(f"router {name!r}: {where}: {first['msg']}") from None
+    return cls, params
 
-    def route(self, request: TraceRequest, instances: Sequence[InstanceView]) -> int:
-        del request
-        best, best_load = 0, instances[0].n_outstanding
-        for index in range(1, len(instances)):
-            load = instances[index].n_outstanding
-            if load < best_load:
-                best, best_load = index, load
-        return best
 
-
-#: Every router by name; ``ServingConfig.router`` takes one of these keys.
-ROUTERS: dict[str, type[Router]] = {cls.name: cls for cls in (RoundRobinRouter, LeastLoadRouter)}
+def make_router(spec: str, n_instances: int, rng: np.random.Generator) -> Router:
+    """The router of ``spec`` for a pool of ``n_instances``, drawing from ``rng``."""
+    cls, params = parse_router_spec(spec)
+    return cls(n_instances, rng, params)

@@ -25,6 +25,10 @@ Life of a request:
    blocks are released, it re-enters the waiting queue at the front; swap: its KV moves to L2).
 4. **Finish** — its prompt blocks stay cached (unpinned) in L1 under the eviction policy.
 
+PD disaggregation (``remote.py``): with a ``handoff`` this is a prefill instance — a request
+leaves after its first token and holds its L1 blocks (``sending``) until ``release_sent``;
+a decode instance takes handed-off requests through ``accept`` into its waiting queue.
+
 Decode runs: when a step is pure decode and nothing can change until a request finishes, L1
 runs out or an event arrives, the instance plans ``K`` steps at once and handles them in one
 event; an event arriving meanwhile cuts the run at the end of the step in progress. Evictions
@@ -41,6 +45,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simulator.core import Kernel
+from simulator.engine.invariants import check_instance
 from simulator.engine.kvmanager import KVManager
 from simulator.engine.params import EngineParams
 from simulator.engine.prefetch import Prefetcher
@@ -51,19 +56,21 @@ from simulator.engine.progress import (
     Progress,
     apply_run,
     apply_step,
+    hit_tokens,
     record_of,
 )
+from simulator.engine.remote import Handoff, admit_remote
 from simulator.engine.request import (
     FINISHED,
-    PREFETCHING,
     RUNNING,
+    SENDING,
     SWAPPED,
     WAITING,
     EngineRequest,
 )
 from simulator.engine.scheduler import SCHEDULERS, Batch
-from simulator.engine.steps import StepTimer, decode_run_durations
-from simulator.engine.transfer import LoadLink, PrefetchChannel
+from simulator.engine.steps import StepTimer, decode_run_durations, memory_bound
+from simulator.engine.transfer import Channel, LoadLink
 from simulator.kvcache.policies.base import RequestContext
 from simulator.metrics import Recorder
 from simulator.workload.request import TraceRequest
@@ -86,13 +93,15 @@ class EngineInstance:
         timer: StepTimer,
         kv: KVManager,
         load_link: LoadLink,
-        prefetch: PrefetchChannel | None,
+        prefetch: Channel | None,
         recorder: Recorder,
         on_finish: Callable[[EngineRequest], None] | None = None,
+        handoff: Handoff | None = None,
         check_invariants: bool = False,
     ) -> None:
         """``prefetch`` is the L3 → L2 channel (None without L3); ``on_finish`` is called with
-        every finished request (the cluster driver sets it)."""
+        every finished request (the cluster driver sets it); ``handoff`` makes this a PD
+        prefill instance."""
         self.index = index
         self.kernel = kernel
         self.params = params
@@ -106,6 +115,7 @@ class EngineInstance:
         )
         self.recorder = recorder
         self.on_finish = on_finish
+        self.handoff = handoff
         self.check_invariants_each_step = check_invariants
         self.scheduler = SCHEDULERS[params.scheduler]()
         self.max_batched_tokens = params.max_batched_tokens
@@ -119,6 +129,8 @@ class EngineInstance:
             self.prefetcher.queue if self.prefetcher is not None else {}
         )
         """Requests in the prefetch queue, by index (owned by the prefetcher)."""
+        self.sending: dict[int, EngineRequest] = {}
+        """PD prefill side: prefilled requests whose KV is held here until sent, by index."""
         self.preempted_in_step = False
         # The step or decode run in progress: batch, absolute step end times, steps planned.
         self._batch: Batch | None = None
@@ -143,7 +155,23 @@ class EngineInstance:
     @property
     def n_outstanding(self) -> int:
         """Requests in any queue of this instance (routers' load measure)."""
-        return len(self.waiting) + len(self.running) + len(self.swapped) + len(self.prefetching)
+        queues = (self.waiting, self.running, self.swapped, self.prefetching, self.sending)
+        return sum(len(queue) for queue in queues)
+
+    @property
+    def outstanding_tokens(self) -> int:
+        """Prompt tokens not yet prefilled plus output tokens not yet generated here, over
+        every queue (routers' token load). A PD prefill instance generates one token per
+        request; a handed-off request waiting on a decode instance has no prompt to prefill.
+        As of the last committed step: a decode run in progress is counted when it ends.
+        O(requests held); called once per routed arrival."""
+        total = 0
+        for queue in (self.waiting, self.running, self.swapped, self.prefetching.values()):
+            for req in queue:
+                if req.remote is None:
+                    total += max(0, req.prompt_len - req.processed)
+                total += req.stop_at - req.generated
+        return total
 
     def ready(self, req: EngineRequest) -> bool:
         """Whether ``req``'s L2→L1 load is done."""
@@ -163,14 +191,40 @@ class EngineInstance:
         if total > self.params.max_context_tokens:
             self.recorder.rejected("longer than the model context")
             return
-        # Its KV peaks at prompt + output - 1 tokens (the last token is never processed).
-        if -(-(total - 1) // self.block_tokens) > self.kv.l1.capacity:
+        # Its KV peaks at prompt + output - 1 tokens (the last token is never processed); a PD
+        # prefill instance holds the prompt only and the decode side the rest.
+        bt = self.block_tokens
+        if self.handoff is not None:
+            req.stop_at = 1
+            if -(-(total - 1) // bt) > self.handoff.max_blocks:
+                self.recorder.rejected("larger than the whole L1 cache of a decode instance")
+                return
+        if -(-(req.prompt_len + req.stop_at - 1) // bt) > self.kv.l1.capacity:
             self.recorder.rejected("larger than the whole L1 cache")
             return
         self.recorder.arrived(now)
+        self.recorder.load(now, self.index, 1)
         if self.prefetcher is not None and self.prefetcher.start(req):
             return
         self.waiting.append(req)
+        self._poke()
+
+    def accept(self, req: EngineRequest) -> None:
+        """PD decode side: a handed-off request (``remote`` set) queues here now."""
+        now = self.kernel.now
+        req.enqueue_s = now
+        self.waiting.append(req)
+        self.recorder.load(now, self.index, 1)
+        self._poke()
+
+    def release_sent(self, req: EngineRequest) -> None:
+        """PD prefill side: ``req``'s KV has reached its decode instance; free it here."""
+        now = self.kernel.now
+        del self.sending[req.index]
+        req.state = FINISHED
+        self.kv.release(req)
+        self._kv_mark(now)
+        self.recorder.load(now, self.index, -1)
         self._poke()
 
     def _leave_prefetch(self, req: EngineRequest) -> None:
@@ -200,6 +254,8 @@ class EngineInstance:
         """See ``SchedulerHost.admit``."""
         if req.state == SWAPPED:
             return self._swap_in(req, max_tokens, whole=whole)
+        if req.remote is not None:
+            return admit_remote(self, req)
         kv = self.kv
         tiers = kv.match_l12(req.blocks)
         plan = self._plan(req, tiers, max_tokens, whole=whole)
@@ -230,9 +286,10 @@ class EngineInstance:
         n_loaded = kv.admit(req, tiers, ctx)
         kv.release_l2(req)
         if req.cached_tokens is None:
-            req.cached_tokens = self._hit_tokens(req, tiers, cached)
+            req.cached_tokens = hit_tokens(req, tiers, cached, self.block_tokens)
         req.processed = cached
         req.ready_s = self.load_link.load(n_loaded, now)
+        req.start_s = req.ready_s
         req.state = RUNNING
         self.running.append(req)
         if req.ready_s > now:
@@ -259,23 +316,6 @@ class EngineInstance:
         if need > kv.l1.available():
             return None
         return cached, n
-
-    def _hit_tokens(
-        self, req: EngineRequest, tiers: list[int], cached: int
-    ) -> tuple[int, int, int]:
-        bt, prompt = self.block_tokens, req.prompt_len
-        counts = [0, 0, 0]
-        l3 = req.l3_blocks
-        for i, (block, tier) in enumerate(zip(req.blocks, tiers, strict=False)):
-            size = min(prompt, (i + 1) * bt) - i * bt
-            slot = 2 if (tier == 2 and block in l3) else tier - 1
-            counts[slot] += size
-        surplus = sum(counts) - cached  # the recomputed last token, and any cap
-        for slot in (2, 1, 0):
-            take = min(surplus, counts[slot])
-            counts[slot] -= take
-            surplus -= take
-        return counts[0], counts[1], counts[2]
 
     def _swap_in(self, req: EngineRequest, max_tokens: int, *, whole: bool) -> int:
         kv = self.kv
@@ -379,27 +419,10 @@ class EngineInstance:
         for req, n in batch.items():
             if n != 1 or not req.decoding:
                 return 1
-        k = min(MAX_RUN_STEPS, *(req.output_len - req.generated for req in batch))
+        k = min(MAX_RUN_STEPS, *(req.stop_at - req.generated for req in batch))
         if k <= 1:
             return 1
-        return self._memory_bound(batch, k)
-
-    def _memory_bound(self, batch: Batch, k: int) -> int:
-        """Largest run length ≤ ``k`` whose decode growth fits in the free + evictable L1.
-
-        Step 0 is already allocated; step j ≥ 1 of a request that has processed ``c`` tokens
-        needs a new block when ``c + j`` is a multiple of the block size.
-        """
-        bt = self.block_tokens
-        budget = self.kv.l1.available()
-        offsets: list[int] = []
-        for req in batch:
-            first = (-req.processed) % bt or bt
-            offsets.extend(range(first, k, bt))
-        if len(offsets) <= budget:
-            return k
-        offsets.sort()
-        return max(1, offsets[budget])
+        return memory_bound(batch, k, self.block_tokens, self.kv.l1.available())
 
     def _end_run(self) -> None:
         batch, k = self._batch, self._k
@@ -445,10 +468,17 @@ class EngineInstance:
 
     def _finish(self, req: EngineRequest, now: float) -> None:
         self.running.remove(req)
+        if req.generated < req.output_len:  # a PD prefill: the KV stays until it is sent
+            assert self.handoff is not None
+            req.state = SENDING
+            self.sending[req.index] = req
+            self.handoff.send(self, req)
+            return
         req.state = FINISHED
         req.finish_s = now
         self.kv.release(req)
         self._kv_mark(now)
+        self.recorder.load(now, self.index, -1)
         self.recorder.finished(record_of(req, self.index))
         if self.on_finish is not None:
             self.on_finish(req)
@@ -461,35 +491,17 @@ class EngineInstance:
     # ----- invariants ---------------------------------------------------------------------------
     def requests(self) -> list[EngineRequest]:
         """Every request this instance holds, in any queue."""
-        return [*self.prefetching.values(), *self.waiting, *self.running, *self.swapped]
+        return [
+            *self.prefetching.values(),
+            *self.waiting,
+            *self.running,
+            *self.swapped,
+            *self.sending.values(),
+        ]
 
     def check_invariants(self) -> None:
-        """Raise ``AssertionError`` if queues, states or block accounting disagree.
-
-        Checks: each queue holds only requests in its state and no request is in two queues;
-        pins and private blocks of every tier equal what the requests hold; no tier exceeds its
-        capacity; token progress is within bounds. Meant for tests (it walks every request).
-        """
-        expected = (
-            (self.prefetching.values(), PREFETCHING),
-            (self.waiting, WAITING),
-            (self.running, RUNNING),
-            (self.swapped, SWAPPED),
-        )
-        seen: set[int] = set()
-        for queue, state in expected:
-            for req in queue:
-                if req.state != state:
-                    raise AssertionError(f"{req} in the wrong queue (expected state {state})")
-                if id(req) in seen:
-                    raise AssertionError(f"{req} is in two queues")
-                seen.add(id(req))
-                if not 0 <= req.processed <= req.prompt_len + req.generated:
-                    raise AssertionError(f"{req}: processed out of range")
-                if req.generated >= req.output_len:
-                    raise AssertionError(f"{req}: finished but still queued")
-        if len(self.running) > self.max_running:
-            raise AssertionError("more running requests than max_running")
-        self.kv.check(self.requests())
+        """Raise ``AssertionError`` if queues, states or block accounting disagree
+        (``invariants.check_instance``; meant for tests)."""
+        check_instance(self)
         if math.isnan(self._kv_area):
             raise AssertionError("KV utilisation integral is NaN")

@@ -1,0 +1,202 @@
+"""The shared L3 store: reuse across instances, pool bandwidth contention, per-server NVMe."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hardware.catalog import shipped_catalog
+from simulator.api import SimResult, simulate
+from simulator.cluster.build import Pool, build_pool
+from simulator.cluster.source import OpenLoopSource
+from simulator.config import ServingConfig
+from simulator.core import Kernel
+from simulator.engine.pool_channel import PoolPort, SharedPoolChannel
+from simulator.engine.transfer import PrefetchChannel, Transfer
+from simulator.metrics import Recorder
+from simulator.workload.request import TraceRequest
+
+BT = 16
+PREFIX_BLOCKS = 250  # 4000 tokens
+
+
+# ----- the shared channel on its own -------------------------------------------------------
+def _channel() -> tuple[Kernel, SharedPoolChannel]:
+    kernel = Kernel()
+    # 1 ms per block alone, 1 ms latency per read.
+    return kernel, SharedPoolChannel(kernel, bytes_per_s=1e9, latency_s=1e-3, bytes_per_block=1e6)
+
+
+def test_two_simultaneous_reads_take_twice_as_long_as_one() -> None:
+    kernel, channel = _channel()
+    done: dict[str, float] = {}
+
+    def finish(name: str) -> Any:
+        return lambda _transfer: done.setdefault(name, kernel.now)
+
+    channel.submit(range(100), "solo", finish("solo"))
+    kernel.run()
+    start = kernel.now
+    channel.submit(range(100), "a", finish("a"))
+    channel.submit(range(100), "b", finish("b"))
+    kernel.run()
+    assert done["solo"] == pytest.approx(0.101)
+    assert done["a"] - start == pytest.approx(0.201)
+    assert done["b"] - start == pytest.approx(0.201)
+    assert channel.n_blocks_moved == 300
+
+
+def test_cancelling_a_read_speeds_up_the_others_and_counts_what_arrived() -> None:
+    kernel, channel = _channel()
+    port_a, port_b = channel.port(), channel.port()
+    done: list[float] = []
+    port_a.submit(range(100), "a", lambda _t: done.append(kernel.now))
+    b = port_b.submit(range(100), "b", lambda _t: pytest.fail("b was cancelled"))
+    cut: list[int] = []
+    kernel.at(0.051, lambda: cut.append(port_b.cancel(b)))
+    kernel.run()
+    # Shared for 50 ms at 0.5 GB/s each: 25 blocks each; then a's other 75 alone.
+    assert cut == [25]
+    assert done == [pytest.approx(0.051 + 0.075)]
+    assert (port_a.n_blocks_moved, port_b.n_blocks_moved) == (100, 25)
+    assert channel.n_blocks_moved == 125
+
+
+def test_a_read_in_its_latency_has_delivered_nothing() -> None:
+    kernel, channel = _channel()
+    transfer: Transfer = channel.submit(range(10), None, lambda _t: None)
+    kernel.run(until_s=0.0005)
+    assert channel.arrived(transfer) == 0
+    assert channel.cancel(transfer) == 0
+    kernel.run()
+    assert channel.n_blocks_moved == 0
+
+
+# ----- through the simulator ---------------------------------------------------------------
+def _config(l3_tier: str, **extra: Any) -> ServingConfig:
+    data: dict[str, Any] = {
+        "model": "Qwen/Qwen3-8B",
+        "gpu": "h100_sxm",
+        "instances": 2,
+        "router": "round_robin",
+        "latency_model": "constant:0.01",
+        "kv_capacity_tokens": 65536,
+        "chunk_tokens": 8192,
+        "max_batched_tokens": 8192,
+        "l2_dram_gib": 4.0,
+        "l3_tier": l3_tier,
+        "prefetch_policy": "wait_complete",
+    }
+    data.update(extra)
+    return ServingConfig(**data)
+
+
+def _prefix(tag: int) -> tuple[int, ...]:
+    return tuple(tag * 1000 + k for k in range(PREFIX_BLOCKS))
+
+
+def _workload(readers: Sequence[int]) -> list[TraceRequest]:
+    """Writers of prefixes X (instance 0) and Y (instance 1) at 0 s; at 1 s a reader of Y
+    (index 2) and then one of X (index 3), each with one new block. Round robin sends reader
+    2 to instance 0 and reader 3 to instance 1: each reads what the other instance wrote."""
+    x, y = _prefix(1), _prefix(2)
+    requests = [
+        TraceRequest(0, 0.0, PREFIX_BLOCKS * BT, 2, x),
+        TraceRequest(1, 0.0, PREFIX_BLOCKS * BT, 2, y),
+    ]
+    readers_blocks = {2: (*y, 9_000_001), 3: (*x, 9_000_002)}
+    for index in readers:
+        requests.append(
+            TraceRequest(index, 1.0, (PREFIX_BLOCKS + 1) * BT, 2, readers_blocks[index])
+        )
+    return requests
+
+
+def _run(config: ServingConfig, requests: list[TraceRequest]) -> SimResult:
+    result = simulate(config, OpenLoopSource(requests, BT), seed=0, check_invariants=True)
+    assert result.feasible, result.reason
+    return result
+
+
+def test_prefix_written_by_one_instance_is_prefetched_by_another() -> None:
+    result = _run(_config("pool_16tib"), _workload([2]))
+    reader = next(r for r in result.records if r.index == 2)
+    writer = next(r for r in result.records if r.index == 1)
+    assert (writer.instance, reader.instance) == (1, 0)
+    assert reader.cached_l3_tokens == PREFIX_BLOCKS * BT
+    assert reader.cached_l1_tokens == reader.cached_l2_tokens == 0
+    assert reader.prefetch_queue_s > 0
+    assert result.diagnostics["l3_to_l2_blocks"] == PREFIX_BLOCKS
+
+
+def _prefetch_s(result: SimResult, index: int) -> float:
+    return next(r.prefetch_queue_s for r in result.records if r.index == index)
+
+
+def test_pool_bandwidth_is_shared_two_prefetches_take_twice_as_long() -> None:
+    config = _config("pool_16tib")
+    solo = _prefetch_s(_run(config, _workload([2])), 2)
+    both = _run(config, _workload([2, 3]))
+    tier = shipped_catalog().storage_tier("pool_16tib")
+    block_bytes = shipped_catalog().model("Qwen/Qwen3-8B").kv_bytes_per_token("bf16") * BT
+    alone = tier.latency_us * 1e-6 + PREFIX_BLOCKS * block_bytes / (tier.read_gb_per_s * 1e9)
+    assert solo == pytest.approx(alone, rel=1e-9)
+    for index in (2, 3):
+        assert _prefetch_s(both, index) == pytest.approx(
+            tier.latency_us * 1e-6 + 2 * (alone - tier.latency_us * 1e-6), rel=1e-9
+        )
+    assert both.diagnostics["l3_to_l2_blocks"] == 2 * PREFIX_BLOCKS
+
+
+def test_per_server_nvme_keeps_one_channel_per_instance() -> None:
+    config = _config("nvme_4tib")
+    solo = _prefetch_s(_run(config, _workload([2])), 2)
+    both = _run(config, _workload([2, 3]))
+    assert _prefetch_s(both, 2) == pytest.approx(solo, rel=1e-12)
+    assert _prefetch_s(both, 3) == pytest.approx(solo, rel=1e-12)
+
+
+def _pool(config: ServingConfig) -> Pool:
+    pool = build_pool(
+        config,
+        shipped_catalog(),
+        block_tokens=BT,
+        kernel=Kernel(),
+        recorder=Recorder(),
+        seed=np.random.SeedSequence(0),
+    )
+    assert isinstance(pool, Pool)
+    return pool
+
+
+@pytest.mark.parametrize("policy", ["lru", "fifo", "s3fifo"])
+def test_one_l3_store_with_the_chosen_policy_for_every_instance(policy: str) -> None:
+    pool = _pool(_config("pool_16tib", instances=3, l3_policy=policy))
+    stores = {id(inst.kv.l3) for inst in pool.instances}
+    assert len(stores) == 1
+    store = pool.instances[0].kv.l3
+    assert store is not None
+    assert store.policy.name == policy
+    ports = [inst.prefetcher.channel if inst.prefetcher else None for inst in pool.instances]
+    assert all(isinstance(port, PoolPort) for port in ports)
+    assert len({id(port.channel) for port in ports if isinstance(port, PoolPort)}) == 1
+
+
+def test_nvme_channels_are_per_instance_and_pd_pools_share_the_store() -> None:
+    pool = _pool(_config("nvme_4tib"))
+    channels = [inst.prefetcher.channel if inst.prefetcher else None for inst in pool.instances]
+    assert all(isinstance(c, PrefetchChannel) for c in channels)
+    assert channels[0] is not channels[1]
+    pd = _pool(
+        _config(
+            "pool_16tib",
+            instances=1,
+            pd_mode="disaggregated",
+            prefill_instances=2,
+            decode_instances=1,
+        )
+    )
+    assert len({id(inst.kv.l3) for inst in pd.instances}) == 1
