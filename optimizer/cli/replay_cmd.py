@@ -1,26 +1,37 @@
 """``kvplan replay``: PrefixSim-style trace replay over policies × cache sizes.
 
-    kvplan replay trace.jsonl --cache-size 8k,16k --algo lru,sieve [--json] [--jobs 4]
+    kvplan replay trace.lcp.zst --cache-size 8k,16k --algo lru,sieve [--json] [--jobs 4]
 
 One run per (policy, size) pair, each from an empty cache with its own generator seeded by
-``--seed`` (so results do not depend on ``--jobs``). The trace is read once into memory (the
-serve loop is request-ordered; PrefixSim holds the whole trace too); oracle policies get the
-trace's future computed once. Output: a rich table and PrefixSim ``RESULT key=value`` lines, or
-with ``--json`` a list of objects with exactly the RESULT keys. Warnings go to stderr.
+``--seed`` (so results do not depend on ``--jobs``). Every run streams the trace afresh from
+the file (through zstd for ``.zst``), one request at a time; with ``--jobs N`` each worker
+process opens the file itself. So the trace never has to fit in memory, with one exception:
+oracle policies (``needs_next_access``) on a file that does not store next accesses (JSONL, or
+lcp written without them) need the trace's future, computed once by a full pass and held for
+all runs (``simulator.workload.future``: about 16 bytes per block access while it is built, 8
+kept, plus 16 per request). An lcp file from ``kvplan convert`` stores the future and streams
+it too. Apart from that, memory grows only with the policies' state (the cache size) and, for
+JSONL with ``--block-id prefix``, the block-id interning table (one entry per distinct block).
+
+Output: a rich table and PrefixSim ``RESULT key=value`` lines, or with ``--json`` a list of
+objects with exactly the RESULT keys. Warnings go to stderr.
 """
 
 from __future__ import annotations
 
 import re
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
+from itertools import tee
 from pathlib import Path
 from typing import Annotated, Any, cast
 
+import numpy as np
 import typer
+from numpy.typing import NDArray
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -37,7 +48,17 @@ from simulator.kvcache.replay import (
     ReplayResult,
     replay,
 )
-from simulator.workload import BLOCK_ID_MODES, FutureTable, TraceRequest, build_future, open_trace
+from simulator.workload import (
+    BLOCK_ID_MODES,
+    FutureTable,
+    ReadStats,
+    TraceInfo,
+    TraceReader,
+    TraceRequest,
+    build_future,
+    open_trace,
+)
+from simulator.workload.trace import LcpTrace
 from slo.inputfile import InputError
 
 __all__ = ["parse_block_count", "register"]
@@ -45,6 +66,9 @@ __all__ = ["parse_block_count", "register"]
 _MULTIPLIERS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 _SIZE = re.compile(r"(\d+)([kmg]?)", re.IGNORECASE)
 _TICK = 1024  # requests between progress-bar updates
+
+#: Per request: next access of each block, index of the session's next request.
+_FutureRow = tuple[Sequence[int] | NDArray[np.int64], int]
 
 
 def parse_block_count(text: str) -> int:
@@ -84,18 +108,59 @@ class _Run:
     holes: Path | None
 
 
+@dataclass(frozen=True, slots=True)
+class _Source:
+    """How to open the trace: plain data, so a worker process opens the file itself."""
+
+    path: Path
+    block_id: str
+    skip_bad_lines: bool
+
+    def open(self) -> TraceReader:
+        """A fresh reader (cheap: sniffs the first record or reads the lcp header)."""
+        return open_trace(self.path, block_id=self.block_id, skip_bad_lines=self.skip_bad_lines)
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """One run's result and what its pass over the trace saw (header line, trace warnings)."""
+
+    result: ReplayResult
+    stats: ReadStats
+    info: TraceInfo
+
+
+def _stored_future(reader: TraceReader) -> bool:
+    """Whether the file itself stores next accesses (an lcp file from ``kvplan convert``)."""
+    return isinstance(reader, LcpTrace) and reader.header.has_next_access
+
+
+def _streams(
+    reader: TraceReader, future: FutureTable | None, oracle: bool
+) -> tuple[Iterable[TraceRequest], Iterable[_FutureRow] | None]:
+    """A new pass over the trace: the requests and, for an oracle, their future."""
+    if not oracle:
+        return reader.requests(), None
+    if future is not None:
+        return reader.requests(), future.rows()
+    # The file stores the future: one annotated pass, split in two. ``replay`` zips the halves
+    # in lockstep, so ``tee`` buffers at most one request.
+    first, second = tee(reader.annotated())
+    return (a.request for a in first), ((a.next_access, a.session_next_index) for a in second)
+
+
 def _execute(
     run: _Run,
-    requests: Sequence[TraceRequest],
+    reader: TraceReader,
     future: FutureTable | None,
     tick: Callable[[int], None] | None = None,
-) -> ReplayResult:
-    """Replay ``requests`` for one run (the cost model is re-parsed: closures do not pickle)."""
+) -> _Outcome:
+    """Replay one run over a new pass of ``reader`` (the cost model is re-parsed: closures do
+    not pickle). ``future`` is the shared future when the file does not store one."""
     policy = make_policy(run.algo, run.cache_size, seed=run.seed)
-    rows = future.rows() if future is not None and policy.needs_next_access else None
-    stream: Iterator[TraceRequest] | Sequence[TraceRequest] = requests
+    requests, rows = _streams(reader, future, policy.needs_next_access)
     if tick is not None:
-        stream = _ticking(requests, tick)
+        requests = _ticking(requests, tick)
     options: dict[str, Any] = {
         "cost_model": parse_cost_model(run.cost_model),
         "match": run.match,
@@ -109,16 +174,18 @@ def _execute(
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if run.holes is None:
-            result = replay(stream, policy, **options)
+            result = replay(requests, policy, **options)
         else:
             with HoleWriter(run.holes) as writer:
-                result = replay(stream, policy, on_holes=writer, **options)
+                result = replay(requests, policy, on_holes=writer, **options)
     extra = tuple(dict.fromkeys(str(w.message) for w in caught))
-    return replace(result, warnings=result.warnings + extra) if extra else result
+    if extra:
+        result = replace(result, warnings=result.warnings + extra)
+    return _Outcome(result, reader.stats, reader.info)
 
 
 def _ticking(
-    requests: Sequence[TraceRequest], tick: Callable[[int], None]
+    requests: Iterable[TraceRequest], tick: Callable[[int], None]
 ) -> Iterator[TraceRequest]:
     for i, request in enumerate(requests, start=1):
         if i % _TICK == 0:
@@ -131,13 +198,14 @@ def _ticking(
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(requests: Sequence[TraceRequest], future: FutureTable | None) -> None:
-    _WORKER["requests"] = requests
+def _init_worker(source: _Source, future: FutureTable | None) -> None:
+    _WORKER["source"] = source
     _WORKER["future"] = future
 
 
-def _execute_in_worker(run: _Run) -> ReplayResult:
-    return _execute(run, _WORKER["requests"], _WORKER["future"])
+def _execute_in_worker(run: _Run) -> _Outcome:
+    # Each run opens its own reader, so no pass is shared between runs of one worker.
+    return _execute(run, _WORKER["source"].open(), _WORKER["future"])
 
 
 def _progress() -> Progress:
@@ -152,43 +220,57 @@ def _progress() -> Progress:
     )
 
 
-def _run_all(
-    runs: list[_Run], requests: list[TraceRequest], future: FutureTable | None, jobs: int
-) -> list[ReplayResult]:
+def _shared_future(reader: TraceReader, runs: list[_Run]) -> FutureTable | None:
+    """The future for oracle runs when the file does not store it, else ``None``.
+
+    The one mode whose memory is proportional to the trace: a full pass builds the future of
+    every block access (``build_future``: 16 bytes per access while building, 8 kept, plus
+    16 per request), held for all runs. Requests themselves are not kept.
+    """
+    if _stored_future(reader) or not any(POLICIES[r.algo].needs_next_access for r in runs):
+        return None
+    with _progress() as progress:
+        task = progress.add_task("trace future", total=_known_count(reader))
+        return build_future(_ticking(reader.requests(), partial(progress.advance, task)))
+
+
+def _known_count(reader: TraceReader) -> int | None:
+    """Requests in the trace if known without a new pass: the lcp header, or a full pass
+    already made with this reader (JSONL); ``None`` (an indeterminate bar) otherwise."""
+    if isinstance(reader, LcpTrace):
+        return reader.header.n_requests
+    return reader.stats.n_requests if reader.stats.complete else None
+
+
+def _run_all(runs: list[_Run], source: _Source, reader: TraceReader, jobs: int) -> list[_Outcome]:
     """Every run, in the order given; ``jobs > 1`` spreads them over a process pool."""
+    future = _shared_future(reader, runs)
     if jobs <= 1 or len(runs) == 1:
-        results = []
+        outcomes: list[_Outcome] = []
         with _progress() as progress:
             for run in runs:
-                task = progress.add_task(f"{run.algo} @ {run.cache_size}", total=len(requests))
-                results.append(_execute(run, requests, future, partial(progress.advance, task)))
+                total = _known_count(reader)
+                task = progress.add_task(f"{run.algo} @ {run.cache_size}", total=total)
+                outcomes.append(_execute(run, reader, future, partial(progress.advance, task)))
                 progress.remove_task(task)
-        return results
+        return outcomes
     with ProcessPoolExecutor(
-        max_workers=min(jobs, len(runs)), initializer=_init_worker, initargs=(requests, future)
+        max_workers=min(jobs, len(runs)), initializer=_init_worker, initargs=(source, future)
     ) as pool:
         # Submitting forks the workers: do it before the progress bar starts its thread.
         pending = [pool.submit(_execute_in_worker, run) for run in runs]
         with _progress() as progress:
             task = progress.add_task("replays", total=len(runs))
-            results = []
+            outcomes = []
             for job in pending:
-                results.append(job.result())
+                outcomes.append(job.result())
                 progress.advance(task)
-    return results
+    return outcomes
 
 
-def _load(trace: Path, block_id: str, skip_bad_lines: bool) -> tuple[list[TraceRequest], str]:
-    """Read the whole trace; return the requests and a one-line description of it."""
-    reader = open_trace(trace, block_id=block_id, skip_bad_lines=skip_bad_lines)
-    with _progress() as progress:
-        task = progress.add_task("reading trace", total=None)
-        requests = []
-        for request in reader:
-            requests.append(request)
-            if len(requests) % _TICK == 0:
-                progress.advance(task, _TICK)
-    stats, info = reader.stats, reader.info
+def _describe(outcome: _Outcome, trace: Path) -> str:
+    """Warn about what the pass saw (bad lines, raw ids); return a one-line description."""
+    stats, info = outcome.stats, outcome.info
     if stats.n_bad_lines:
         _warn(f"{trace}: skipped {stats.n_bad_lines} bad line(s)")
     raw = stats.raw_ids
@@ -198,11 +280,10 @@ def _load(trace: Path, block_id: str, skip_bad_lines: bool) -> tuple[list[TraceR
             f" under more than one predecessor, {raw.n_multi_position:,} at more than one"
             " position); reuse is over-counted"
         )
-    described = (
+    return (
         f"trace {trace}: {stats.n_requests:,} requests, {stats.n_block_accesses:,} block"
         f" accesses, format {info.schema} {info.container}, block-id {info.block_id}"
     )
-    return requests, described
 
 
 def _warn(message: str) -> None:
@@ -328,9 +409,10 @@ def replay_command(
     ]
     _choice("--block-id", block_id, sorted(BLOCK_ID_MODES))
     runs = _holes_paths(dump_holes, trace, runs)
-    requests, described = _load(trace, block_id, skip_bad_lines)
-    future = build_future(requests) if any(POLICIES[a].needs_next_access for a in algos) else None
-    results = _run_all(runs, requests, future, jobs)
+    source = _Source(trace, block_id, skip_bad_lines)
+    outcomes = _run_all(runs, source, source.open(), jobs)
+    described = _describe(outcomes[0], trace)  # every run read the same trace
+    results = [outcome.result for outcome in outcomes]
     for result in results:
         for message in result.warnings:
             _warn(f"{result.algo} @ {result.cache_size}: {message}")

@@ -120,8 +120,11 @@ def replay(
     ``future`` gives, per request, ``(next_access per block position, index of the session's
     next request)`` as ``simulator.workload.future.FutureTable.rows()`` yields them; when
     ``None`` and the policy ``needs_next_access``, the requests are materialised and annotated
-    here. ``pin=False`` disables pinning even for policies that support it (to measure
-    self-evictions). ``on_holes`` receives every served request's holes.
+    here (the one case that holds the trace). Otherwise ``requests`` and ``future`` are
+    consumed lazily, one request at a time, and nothing per request is kept: a streamed trace
+    replays in memory bounded by the policy's state. ``pin=False`` disables pinning even for
+    policies that support it (to measure self-evictions). ``on_holes`` receives every served
+    request's holes.
     Raises ``ValueError`` for an unknown ``match``/``replay_order``, ``RuntimeError`` when the
     policy breaks its contract (evicts nothing, exceeds its capacity, loses a block).
     """

@@ -1,20 +1,35 @@
-"""``kvplan replay``: sizes, choices, JSON keys, RESULT lines, holes, jobs, one-line errors."""
+"""``kvplan replay``: sizes, choices, JSON keys, RESULT lines, holes, jobs, one-line errors,
+streaming (every run re-reads the file; results equal the list-based replay; bounded memory)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import tracemalloc
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
-from kvcache_helpers import TRACES_DIR, as_requests
+from kvcache_helpers import TRACES_DIR, as_requests, random_prefix_trace
 from typer.testing import CliRunner
 
+from optimizer.cli import replay_cmd
 from optimizer.cli.main import app
 from optimizer.cli.replay_cmd import parse_block_count
 from simulator.kvcache.policies import make_policy
 from simulator.kvcache.replay import RESULT_KEYS, replay
+from simulator.workload import (
+    FutureTable,
+    LcpHeader,
+    LcpWriter,
+    TraceRequest,
+    build_future,
+    convert_to_lcp,
+    open_trace,
+)
 from slo.inputfile import InputError
 
 runner = CliRunner()
@@ -212,3 +227,154 @@ def test_raw_ids_over_count_and_warn(tmp_path: Path) -> None:
     strict = runner.invoke(app, base[:-1])
     assert isinstance(strict.exception, InputError)
     assert ":3:" in str(strict.exception)
+
+
+# --- streaming: every run re-reads the file; results equal the list-based replay ------------
+
+ORACLE_AND_PLAIN = "lru,sieve,belady"
+
+
+def _write_mooncake(path: Path, requests: list[TraceRequest]) -> Path:
+    """Mooncake JSONL whose hash ids are the requests' (prefix-unique) block ids."""
+    with path.open("w", encoding="utf-8") as out:
+        for r in requests:
+            record = {"timestamp": r.index, "input_length": 512 * len(r.block_ids)}
+            out.write(json.dumps({**record, "output_length": 1, "hash_ids": r.block_ids}) + "\n")
+    return path
+
+
+def _lcp_without_future(jsonl: Path, out: Path) -> Path:
+    """``jsonl`` as an lcp file that does not store next accesses (CLI must compute them)."""
+    reader = open_trace(jsonl)
+    requests = list(reader)
+    stats = reader.stats
+    header = LcpHeader(
+        schema="mooncake",
+        block_size_tokens=512,
+        n_requests=stats.n_requests,
+        n_block_accesses=stats.n_block_accesses,
+        n_unique_blocks=stats.n_unique_blocks,
+        max_blocks_per_request=stats.max_blocks_per_request,
+        start_time_us=stats.start_time_us,
+        end_time_us=stats.end_time_us,
+        type_names=(),
+        has_next_access=False,
+    )
+    with LcpWriter(out, header) as writer:
+        for request in requests:
+            writer.write(request)
+    return out
+
+
+@pytest.fixture(scope="module")
+def chat(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """One random prefix trace as JSONL, .lcp.zst (future stored) and .lcp (no future)."""
+    root = tmp_path_factory.mktemp("chat")
+    requests = random_prefix_trace(np.random.default_rng(7), 600, max_new=6, reuse=0.85)
+    jsonl = _write_mooncake(root / "chat.jsonl", requests)
+    zst = root / "chat.lcp.zst"
+    convert_to_lcp(jsonl, zst)
+    return {
+        "jsonl": jsonl,
+        "lcp.zst": zst,
+        "lcp-no-future": _lcp_without_future(jsonl, root / "x.lcp"),
+    }
+
+
+def _cli_rows(path: Path, *extra: str) -> list[dict[str, Any]]:
+    args = ["replay", str(path), "--cache-size", "16,64", "--algo", ORACLE_AND_PLAIN, "--json"]
+    result = runner.invoke(app, [*args, *extra])
+    assert result.exit_code == 0, result.output
+    rows: list[dict[str, Any]] = json.loads(result.stdout)
+    return rows
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "lcp.zst", "lcp-no-future"])
+def test_streaming_matches_the_list_based_replay(chat: dict[str, Path], kind: str) -> None:
+    requests = list(open_trace(chat["jsonl"]))  # the whole trace in memory, as before
+    rows = _cli_rows(chat[kind])
+    assert len(rows) == 6
+    for row in rows:
+        policy = make_policy(row["algo"], row["cache_size"])
+        assert row == replay(requests, policy).summary()  # replay annotates a list itself
+    assert any(row["n_eviction"] for row in rows)  # the trace does stress the caches
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "lcp.zst", "lcp-no-future"])
+def test_jobs_match_serial_with_oracles(chat: dict[str, Path], kind: str) -> None:
+    assert _cli_rows(chat[kind], "--jobs", "2") == _cli_rows(chat[kind], "--jobs", "1")
+
+
+@pytest.mark.parametrize(
+    ("kind", "futures_built"), [("jsonl", 1), ("lcp.zst", 0), ("lcp-no-future", 1)]
+)
+def test_every_run_streams_and_the_future_is_built_at_most_once(
+    chat: dict[str, Path], kind: str, futures_built: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[object] = []
+    built: list[int] = []
+
+    def spy_replay(requests: Iterable[TraceRequest], *args: Any, **kwargs: Any) -> Any:
+        seen.append(requests)
+        return replay(requests, *args, **kwargs)
+
+    def spy_future(requests: Iterable[TraceRequest]) -> FutureTable:
+        built.append(1)
+        return build_future(requests)
+
+    monkeypatch.setattr(replay_cmd, "replay", spy_replay)
+    monkeypatch.setattr(replay_cmd, "build_future", spy_future)
+    _cli_rows(chat[kind])
+    assert len(seen) == 6
+    assert not any(isinstance(requests, Sequence) for requests in seen)  # never a list
+    assert len({id(requests) for requests in seen}) == 6  # a new pass per run
+    assert len(built) == futures_built
+
+
+def test_replay_consumes_requests_one_at_a_time() -> None:
+    requests = random_prefix_trace(np.random.default_rng(3), 200)
+    policy = make_policy("lru", 10_000)  # nothing is evicted: served blocks stay resident
+    served_before: list[bool] = []
+
+    def stream() -> Iterator[TraceRequest]:
+        for i, request in enumerate(requests):
+            if i:
+                served_before.append(all(policy.find(b) for b in requests[i - 1].block_ids))
+            yield request
+
+    replay(stream(), policy)
+    assert served_before == [True] * (len(requests) - 1)
+
+
+def test_lcp_replay_memory_does_not_grow_with_the_trace(tmp_path: Path) -> None:
+    # Python-level allocations (tracemalloc) of a whole CLI replay, for a trace and one 8x
+    # longer: a list-based replay holds every request (~1 KiB each here), a stream holds one.
+    peaks = []
+    for n in (500, 4000):
+        requests = random_prefix_trace(np.random.default_rng(1), n, max_new=8, reuse=0.9)
+        jsonl = _write_mooncake(tmp_path / f"t{n}.jsonl", requests)
+        lcp = tmp_path / f"t{n}.lcp.zst"
+        convert_to_lcp(jsonl, lcp)
+        del requests
+        tracemalloc.start()
+        try:
+            result = runner.invoke(app, ["replay", str(lcp), "--cache-size", "64", "--json"])
+            peaks.append(tracemalloc.get_traced_memory()[1])
+        finally:
+            tracemalloc.stop()
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)[0]["n_req"] == n
+    assert peaks[1] < peaks[0] * 1.1, peaks  # a list-based replay: x1.55
+
+
+def test_trace_errors_and_warnings_reach_the_user_once_from_workers(trace: Path) -> None:
+    # A corrupt line is met while streaming (no separate reading pass), in a worker here.
+    trace.write_text(trace.read_text() + "not json\n")
+    base = ["replay", str(trace), "--cache-size", "3,6", "--algo", "lru,belady", "--json"]
+    strict = runner.invoke(app, [*base, "--jobs", "2"])
+    assert isinstance(strict.exception, InputError)
+    assert f"{trace}:7:" in str(strict.exception)
+    lenient = runner.invoke(app, [*base, "--jobs", "2", "--skip-bad-lines"])
+    assert lenient.exit_code == 0, lenient.output
+    assert lenient.stderr.count("skipped 1 bad line") == 1
+    assert [row["n_req"] for row in json.loads(lenient.stdout)] == [2, 6, 2, 6]

@@ -1,0 +1,192 @@
+"""Replay memory: peak RSS of ``kvplan replay`` on a trace and on the same process 10× longer.
+
+Usage::
+
+    python bench/replay_memory.py                       # 300 k and 3 M block accesses, lru @ 8k
+    python bench/replay_memory.py --accesses 1e5 --scale 4 --algo sieve --keep DIR
+
+Writes a deterministic synthetic multi-turn chat trace (Mooncake JSONL: 512-token blocks,
+``hash_ids``) at 1× and ``--scale``× the number of block accesses. The generator is stationary
+(the same sessions, prompt popularity and turn lengths throughout), so the longer trace is the
+same workload for longer: its distinct blocks grow with its length, its working set does not.
+Each trace is converted to ``.lcp.zst`` with ``kvplan convert``, then replayed by
+``python -m optimizer.cli replay FILE --algo ALGO --cache-size N --json`` in a fresh process,
+once from the ``.lcp.zst`` file and once from the JSONL file. For every child the peak resident
+set size is read from ``os.wait4`` (that child's own ``ru_maxrss``, so no run can mask another)
+and the wall time from a monotonic clock. A last row replays nothing (``replay --help``): the
+interpreter and imports alone, the floor under every other row.
+
+What to expect: from ``.lcp.zst`` the replay streams one request at a time through zstd and holds
+only the policy's state (bounded by the cache size), so the peak RSS stays near the floor at any
+trace length. From JSONL the block-id interning table (one ``(parent, raw id) -> id`` entry per
+distinct block, about 170 bytes each in CPython) grows with the trace's distinct blocks; that
+is the contrast, not a leak. Oracle policies on JSONL would add the trace's future (16 bytes per
+block access); they are not measured here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+PROMPTS = 100  # distinct system prompts, Zipf(1.1) popularity
+PROMPT_BLOCKS = (4, 16)  # system prompt length range, blocks
+TURN_BLOCKS = (2, 10)  # new blocks per turn (user message + previous answer)
+MEAN_TURNS = 4.0  # conversation length, geometric
+ACTIVE_SESSIONS = 256  # conversations interleaved at any time
+MAX_CONTEXT_BLOCKS = 120  # a conversation ends when its context would exceed this
+BLOCK_TOKENS = 512  # Mooncake's block size
+MS_PER_REQUEST = 50  # arrival spacing; replay ignores time, the trace needs increasing stamps
+
+
+def chat_requests(n_accesses: int, seed: int) -> Iterator[list[int]]:
+    """Prompts (raw hash ids, prefix order) until ``n_accesses`` block accesses are reached.
+
+    Every new block gets a fresh id, so ids are prefix-unique; a session reuses its whole
+    previous context and sessions share system prompts. Holds only the active sessions.
+    """
+    rng = np.random.default_rng(seed)
+    next_id = 0
+    prompts: list[list[int]] = []
+    for _ in range(PROMPTS):
+        length = int(rng.integers(*PROMPT_BLOCKS, endpoint=True))
+        prompts.append(list(range(next_id, next_id + length)))
+        next_id += length
+    popularity = 1.0 / np.arange(1, PROMPTS + 1) ** 1.1
+    popularity /= popularity.sum()
+
+    def new_session() -> list[int]:
+        return list(prompts[int(rng.choice(PROMPTS, p=popularity))])
+
+    sessions = [new_session() for _ in range(ACTIVE_SESSIONS)]
+    total = 0
+    while total < n_accesses:
+        slot = int(rng.integers(ACTIVE_SESSIONS))
+        context = sessions[slot]
+        grow = int(rng.integers(*TURN_BLOCKS, endpoint=True))
+        context.extend(range(next_id, next_id + grow))
+        next_id += grow
+        total += len(context)
+        yield context
+        if len(context) + TURN_BLOCKS[1] > MAX_CONTEXT_BLOCKS or rng.random() < 1 / MEAN_TURNS:
+            sessions[slot] = new_session()
+
+
+def write_jsonl(path: Path, n_accesses: int, seed: int) -> None:
+    """Stream ``chat_requests`` into a Mooncake JSONL file."""
+    with path.open("w", encoding="utf-8") as out:
+        for i, ids in enumerate(chat_requests(n_accesses, seed)):
+            tokens = BLOCK_TOKENS * len(ids) - BLOCK_TOKENS // 2  # last block half full
+            out.write(
+                f'{{"timestamp": {i * MS_PER_REQUEST}, "input_length": {tokens},'
+                f' "output_length": 128, "hash_ids": [{", ".join(map(str, ids))}]}}\n'
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Measurement:
+    """One child process: its peak RSS, wall time and (for a replay) its JSON result."""
+
+    peak_rss_mib: float
+    wall_s: float
+    result: dict[str, float | int | str] | None
+
+
+def measure(argv: Sequence[str]) -> Measurement:
+    """Run ``argv``; stdout goes to a temporary file (no pipe to drain while waiting)."""
+    with tempfile.TemporaryFile() as stdout:
+        start = time.perf_counter()
+        child = subprocess.Popen(argv, stdout=stdout, stderr=subprocess.PIPE)
+        # wait4 reaps exactly this child and returns its own rusage (ru_maxrss in KiB on Linux)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - start
+        child.returncode = os.waitstatus_to_exitcode(status)
+        assert child.stderr is not None
+        errors = child.stderr.read().decode()
+        child.stderr.close()
+        if child.returncode != 0:
+            raise SystemExit(f"{' '.join(argv)} failed ({child.returncode}):\n{errors}")
+        stdout.seek(0)
+        text = stdout.read().decode()
+    result = json.loads(text)[0] if text.lstrip().startswith("[") else None
+    return Measurement(usage.ru_maxrss / 1024, wall, result)
+
+
+def kvplan(*args: str) -> list[str]:
+    """The CLI as a fresh interpreter runs it."""
+    return [sys.executable, "-m", "optimizer.cli", *args]
+
+
+def build_traces(workdir: Path, accesses: int, scales: Sequence[int], seed: int) -> list[Path]:
+    """Write the JSONL traces and their ``.lcp.zst`` conversions; return the JSONL paths."""
+    paths = []
+    for scale in scales:
+        jsonl = workdir / f"chat_{scale}x.jsonl"
+        write_jsonl(jsonl, accesses * scale, seed)
+        lcp = jsonl.with_suffix(".lcp.zst")
+        subprocess.run(kvplan("convert", str(jsonl), str(lcp)), check=True, capture_output=True)
+        paths.append(jsonl)
+    return paths
+
+
+def report(rows: list[tuple[str, int, Path | None, Measurement]], scale: int) -> None:
+    """Print the table and, per input format, the peak RSS of the long trace over the short."""
+    print(
+        f"{'input':<8} {'scale':>5} {'requests':>9} {'accesses':>10} {'file MiB':>8}"
+        f" {'peak RSS MiB':>12} {'wall s':>7} {'hit ratio':>9}"
+    )
+    for label, n, path, m in rows:
+        size = f"{path.stat().st_size / 2**20:8.1f}" if path is not None else f"{'-':>8}"
+        if m.result is None:
+            stats, hit = f"{'-':>5} {'-':>9} {'-':>10}", f"{'-':>9}"
+        else:
+            stats = f"{n:>4}x {m.result['n_req']:>9,} {m.result['n_blocks']:>10,}"
+            hit = f"{m.result['block_hit_ratio']:>9.4f}"
+        print(f"{label:<8} {stats} {size} {m.peak_rss_mib:>12.1f} {m.wall_s:>7.1f} {hit}")
+    for label in dict.fromkeys(row[0] for row in rows if row[3].result is not None):
+        peaks = [m.peak_rss_mib for name, _, _, m in rows if name == label]
+        print(f"{label}: peak RSS {scale}x / 1x = {peaks[-1] / peaks[0]:.2f}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse arguments, build the traces, measure each replay, print the table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--accesses", type=float, default=3e5, help="block accesses at 1x (≥)")
+    parser.add_argument("--scale", type=int, default=10, help="size of the long trace, × 1x")
+    parser.add_argument("--cache-size", default="8k", help="capacity in blocks (k = ×1024)")
+    parser.add_argument("--algo", default="lru", help="one policy (not an oracle)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--keep", type=Path, help="existing directory to keep the traces in")
+    args = parser.parse_args(argv)
+    if args.scale < 2:
+        parser.error("--scale must be at least 2")
+    if args.keep is not None and not args.keep.is_dir():
+        parser.error(f"--keep {args.keep}: no such directory")
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = args.keep or Path(tmp)
+        start = time.perf_counter()
+        traces = build_traces(workdir, int(args.accesses), (1, args.scale), args.seed)
+        print(f"traces written and converted in {time.perf_counter() - start:.0f} s ({workdir})")
+        options = ("--algo", args.algo, "--cache-size", args.cache_size, "--json")
+        rows: list[tuple[str, int, Path | None, Measurement]] = []
+        for label, suffix in (("lcp.zst", ".lcp.zst"), ("jsonl", ".jsonl")):
+            for scale, jsonl in zip((1, args.scale), traces, strict=True):
+                path = jsonl.with_suffix(suffix)
+                rows.append((label, scale, path, measure(kvplan("replay", str(path), *options))))
+        rows.append(("imports", 0, None, measure(kvplan("replay", "--help"))))
+        report(rows, args.scale)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
