@@ -1,5 +1,9 @@
 """One trial: space → config → (budget check) → ``simulate`` → SLO evaluation → objectives.
 
+With ``capacity=True`` the throughput objective is the sustainable request rate instead: the
+highest load (arrival rate × k, k ≥ 1) at which the configuration still meets the SLO, from
+``simulator.cluster.capacity.capacity_search`` (about 8 extra simulations per feasible trial).
+
 Every trial stores, as user attributes, what a report needs without re-simulating:
 ``params`` (the full sampled point), ``metrics`` (flat simulator metrics plus attainment and
 goodput), ``constraints`` (≤ 0 feasible, Optuna's convention: ``[fit, *slo violations]``) and
@@ -26,8 +30,9 @@ import optuna
 from hardware.schema import Catalog
 from optimizer.configs import to_config
 from optimizer.space import SearchSpace
-from simulator.api import WorkloadBuilder, simulate
+from simulator.api import SimResult, WorkloadBuilder, simulate
 from simulator.cluster.build import deployment_cost
+from simulator.cluster.capacity import capacity_search
 from simulator.config import ServingConfig
 from slo import SloSpec, attainment, evaluate, slo_met_mask
 
@@ -69,8 +74,10 @@ class TrialEvaluator:
         catalog: Catalog,
         seed: int,
         latency_model: str | None = None,
+        capacity: bool = False,
     ) -> None:
         self.space = space
+        self.capacity = capacity
         self.spec = spec
         self.workload = workload
         self.catalog = catalog
@@ -122,9 +129,22 @@ class TrialEvaluator:
         result = simulate(config, self.workload, seed=self.seed, catalog=self.catalog)
         if not result.feasible:
             return self._infeasible(result.reason, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus)
-        metrics = self._metrics(result.metrics_for_slo(self._extra_stats()), result)
+        metrics = self.slo_metrics(result)
         report = evaluate(metrics, self.spec)
         values = report.objective_values()
+        if self.capacity and report.feasible:
+            found = capacity_search(
+                config,
+                self.workload,
+                self.meets_slo,
+                seed=self.seed,
+                catalog=self.catalog,
+                max_time_scale=1.0,  # the nominal load passed: search only above it
+            )
+            metrics["capacity_requests_per_s"] = found.requests_per_s or 0.0
+            metrics["capacity_load_scale"] = found.load_scale or 0.0
+            metrics["capacity_simulations"] = float(found.simulations)
+            values["throughput"] = metrics["capacity_requests_per_s"]
         return Evaluation(
             values={role: float(values[role]) for role in self.roles},
             constraints=[-1.0, *(float(v) for v in report.violations)],
@@ -132,17 +152,26 @@ class TrialEvaluator:
             infeasible_reason="",
         )
 
+    def slo_metrics(self, result: SimResult) -> dict[str, float]:
+        """Flat metrics of a feasible simulation, with attainment and exact goodput added."""
+        return self._metrics(result.metrics_for_slo(self._extra_stats()), result)
+
+    def meets_slo(self, result: SimResult) -> bool:
+        """Whether a simulation meets every SLO target and the attainment share."""
+        return result.feasible and evaluate(self.slo_metrics(result), self.spec).feasible
+
     def _extra_stats(self) -> list[str]:
         standard = {"mean", "p50", "p90", "p99"}
         stats = {stat for _, stat, _ in self.spec.target_items()}
         return sorted(stats - standard)
 
-    def _metrics(self, flat: dict[str, float], result: Any) -> dict[str, float]:
+    def _metrics(self, flat: dict[str, float], result: SimResult) -> dict[str, float]:
         per_request = result.per_request_ms()
         metrics = dict(flat)
         if self.spec.targets:
             mask = slo_met_mask(per_request, self.spec)
             metrics["attainment"] = attainment(per_request, self.spec)
+            assert result.summary is not None  # only feasible results reach here
             duration = float(result.summary.duration_s)
             outputs = [float(r.output_tokens) for r in result.records]
             # Rejected requests trail the mask (they met nothing and produced no tokens).

@@ -6,61 +6,26 @@ All figures come from extra simulations on the study's own workload and seed:
   if the variant breaks the SLO, instances are added one at a time (up to
   ``MAX_EXTRA_INSTANCES``) until it meets it again. The GPUs and dollars the variant needs
   beyond the pick are what the tier saves.
-- **headroom**: the largest load multiplier (arrival rate × k, i.e. trace ``time_scale`` 1/k)
-  at which the pick still meets the SLO, by bisection on k in [1, ``MAX_LOAD_SCALE``] to a
-  relative step of ``LOAD_STEP`` (2.5%); trace workloads only.
+- **headroom**: the largest load multiplier k ≥ 1 (arrival rate × k, i.e. ``time_scale`` 1/k)
+  at which the pick still meets the SLO, by ``capacity_search`` (bisection to 2.5%, up to 8×);
+  open-loop workloads only.
 - **baseline**: the user's configuration evaluated the same way, and each pick's saving.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from optimizer.objective import Evaluation, TrialEvaluator
 from optimizer.report import Planning
 from optimizer.results import StudyResult
-from simulator.workload.spec import WorkloadSpec
+from simulator.cluster.capacity import capacity_search
+from slo.inputfile import InputError
 
-__all__ = ["LOAD_STEP", "MAX_EXTRA_INSTANCES", "MAX_LOAD_SCALE", "max_load_scale", "plan"]
+__all__ = ["MAX_EXTRA_INSTANCES", "plan"]
 
 MAX_EXTRA_INSTANCES = 8
-MAX_LOAD_SCALE = 8.0
-LOAD_STEP = 0.025
-
-
-def max_load_scale(
-    meets: Callable[[float], bool], *, high: float = MAX_LOAD_SCALE, step: float = LOAD_STEP
-) -> tuple[float | None, int]:
-    """Largest k in [1, high] with ``meets(k)``, to a relative ``step``; (None, n) if even k=1
-    fails. Assumes ``meets`` is monotone (more load never helps). Returns (k, evaluations)."""
-    calls = 0
-
-    def check(k: float) -> bool:
-        nonlocal calls
-        calls += 1
-        return meets(k)
-
-    if not check(1.0):
-        return None, calls
-    if check(high):
-        return high, calls
-    low, up = 1.0, high
-    while up / low > 1 + step:
-        mid = (low * up) ** 0.5  # bisect in log space: the step is relative
-        if check(mid):
-            low = mid
-        else:
-            up = mid
-    return low, calls
-
-
-def _scaled(evaluator: TrialEvaluator, factor: float) -> TrialEvaluator | None:
-    workload = evaluator.workload
-    if not isinstance(workload, WorkloadSpec) or workload.root.kind != "trace":
-        return None
-    root = workload.root.model_copy(update={"time_scale": workload.root.time_scale / factor})
-    return evaluator.with_workload(WorkloadSpec(root))
 
 
 def _feasible(evaluation: Evaluation) -> bool:
@@ -127,18 +92,24 @@ def plan(
 
 
 def _headroom(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> dict[str, Any]:
-    if _scaled(evaluator, 1.0) is None:
-        return {"time_scale": None, "requests_per_s": None, "note": "trace workloads only"}
-
-    def meets(k: float) -> bool:
-        scaled = _scaled(evaluator, k)
-        assert scaled is not None
-        return _feasible(scaled.evaluate_params(params))
-
-    k, calls = max_load_scale(meets)
-    base_rate = evaluator.evaluate_params(params).metrics.get("requests_per_s")
-    rate = k * base_rate if (k is not None and base_rate) else None
-    return {"time_scale": k, "requests_per_s": rate, "simulations": calls}
+    try:
+        config = evaluator.config_for(params)
+        found = capacity_search(
+            config,
+            evaluator.workload,
+            evaluator.meets_slo,
+            seed=evaluator.seed,
+            catalog=evaluator.catalog,
+            max_time_scale=1.0,
+        )
+    except InputError as err:  # e.g. a closed-loop workload has no arrival rate to scale
+        return {"load_scale": None, "requests_per_s": None, "note": str(err)}
+    return {
+        "load_scale": found.load_scale,
+        "requests_per_s": found.requests_per_s,
+        "simulations": found.simulations,
+        "at_limit": found.at_limit,
+    }
 
 
 def _baseline(

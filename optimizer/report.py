@@ -178,7 +178,7 @@ def _planning_sections(planning: Planning) -> list[str]:
     if planning.headroom:
         out.append("## Headroom\n")
         head_rows = [
-            [label, h.get("time_scale"), h.get("requests_per_s")]
+            [label, h.get("load_scale"), h.get("requests_per_s")]
             for label, h in planning.headroom.items()
         ]
         out.append(

@@ -19,6 +19,12 @@ Definitions (all times in seconds inside, milliseconds in the summary):
   all prompt tokens; ``prefill_tokens_saved_ratio`` is their sum.
 - Percentiles of per-request metrics use numpy's linear interpolation; ITL percentiles are
   weighted nearest-rank (inverted CDF).
+- Load imbalance of a pool = ∫ max_i L_i(t) dt / ∫ mean_i L_i(t) dt, where L_i is the number of
+  requests outstanding on instance i (queued, running, or a PD prefill holding KV to send),
+  integrated exactly over the run: the time-averaged ratio of the busiest instance to the
+  average one, weighted by load (idle periods count for nothing). 1 = perfectly balanced, N =
+  all work on one of N instances. With PD disaggregation each pool is measured on its own and
+  the summary reports the worse; 1 when nothing was outstanding.
 """
 
 from __future__ import annotations
@@ -123,6 +129,7 @@ class Recorder:
         self._last_change_s = 0.0
         self.first_arrival_s = math.inf
         self.samples: list[tuple[float, int, int, int, int]] = []
+        self._loads = _LoadIntegral()
 
     # ----- called by the engine -----------------------------------------------------------------
     def arrived(self, now: float) -> None:
@@ -140,6 +147,15 @@ class Recorder:
         """A request produced its last token."""
         self._in_system_change(record.finish_s, -1)
         self.records.append(record)
+
+    def set_pools(self, pools: Sequence[Sequence[int]]) -> None:
+        """Declare the instance indices of each pool (before the run), for load imbalance;
+        without it, the instances that ever held a request form one pool."""
+        self._loads.set_pools(pools)
+
+    def load(self, now: float, instance: int, delta: int) -> None:
+        """Requests outstanding on ``instance`` changed by ``delta`` at ``now``."""
+        self._loads.change(now, instance, delta)
 
     def gap(self, gap_s: float) -> None:
         """One inter-token gap of one request."""
@@ -165,6 +181,10 @@ class Recorder:
         """∫ (requests in the system) dt from 0 to ``until_s`` (request-seconds)."""
         return self._in_system_area + self._in_system * max(0.0, until_s - self._last_change_s)
 
+    def load_imbalance(self, until_s: float) -> float:
+        """Load imbalance up to ``until_s`` (module docstring); 1 when nothing was outstanding."""
+        return self._loads.imbalance(until_s)
+
     def itl_values(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """All inter-token gaps (seconds) and their weights (read once the run is over)."""
         parts = [np.asarray(self._gaps, dtype=np.float64)]
@@ -179,6 +199,81 @@ class Recorder:
         data = np.asarray(self.samples, dtype=np.float64).reshape(-1, 5)
         ints = data[:, 1:].astype(np.int64)
         return QueueSamples(interval_s, data[:, 0], ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3])
+
+
+class _LoadIntegral:
+    """Exact ∫ max and ∫ sum of per-instance outstanding requests, per pool.
+
+    O(1) per change: each pool keeps its sum, its maximum and how many instances hold each
+    count (the maximum drops only when no instance holds it any more).
+    """
+
+    def __init__(self) -> None:
+        self._count: dict[int, int] = {}
+        self._pool_of: dict[int, int] = {}
+        self._undeclared = -1
+        self._sizes: list[int] = []
+        self._hist: list[dict[int, int]] = []
+        self._sum: list[int] = []
+        self._max: list[int] = []
+        self._area_max: list[float] = []
+        self._area_sum: list[float] = []
+        self._last_s: list[float] = []
+
+    def set_pools(self, pools: Sequence[Sequence[int]]) -> None:
+        for members in pools:
+            self._add_pool(list(members))
+
+    def _add_pool(self, members: list[int]) -> int:
+        pool = len(self._sizes)
+        for instance in members:
+            self._pool_of[instance] = pool
+        self._sizes.append(len(members))
+        self._hist.append({0: len(members)})
+        self._sum.append(0)
+        self._max.append(0)
+        self._area_max.append(0.0)
+        self._area_sum.append(0.0)
+        self._last_s.append(0.0)
+        return pool
+
+    def change(self, now: float, instance: int, delta: int) -> None:
+        pool = self._pool_of.get(instance)
+        if pool is None:  # undeclared: the instances seen so far form one extra pool
+            if self._undeclared < 0:
+                self._undeclared = self._add_pool([])
+            pool = self._undeclared
+            self._pool_of[instance] = pool
+            self._sizes[pool] += 1
+            hist = self._hist[pool]
+            hist[0] = hist.get(0, 0) + 1
+        self._accumulate(pool, now)
+        old = self._count.get(instance, 0)
+        new = old + delta
+        self._count[instance] = new
+        hist = self._hist[pool]
+        hist[old] -= 1
+        hist[new] = hist.get(new, 0) + 1
+        self._sum[pool] += delta
+        top = max(self._max[pool], new)
+        while top > 0 and not hist.get(top):
+            top -= 1
+        self._max[pool] = top
+
+    def _accumulate(self, pool: int, now: float) -> None:
+        elapsed = now - self._last_s[pool]
+        if elapsed > 0:
+            self._area_max[pool] += self._max[pool] * elapsed
+            self._area_sum[pool] += self._sum[pool] * elapsed
+            self._last_s[pool] = now
+
+    def imbalance(self, until_s: float) -> float:
+        worst = 1.0
+        for pool, size in enumerate(self._sizes):
+            self._accumulate(pool, until_s)
+            if self._area_sum[pool] > 0:
+                worst = max(worst, self._area_max[pool] * size / self._area_sum[pool])
+        return worst
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +337,9 @@ class Summary:
     preemptions: int
     cost: Cost
     usd_per_million_output_tokens: float
+    load_imbalance: float = 1.0
+    """Busiest instance's outstanding requests over the mean, time-averaged (module
+    docstring); the worse pool's under PD disaggregation."""
     extra: dict[str, float] = field(default_factory=dict)
     """Diagnostics (events, steps, blocks moved, …)."""
 
@@ -363,6 +461,7 @@ def summarize(
         preemptions=preemptions,
         cost=cost,
         usd_per_million_output_tokens=usd_per_mtok,
+        load_imbalance=recorder.load_imbalance(end),
         extra=dict(extra or {}) | {"sample_interval_s": sample_interval_s},
     )
 
@@ -391,7 +490,8 @@ def metrics_for_slo(
 
     Always: ``<metric>.<stat>`` for the latency metrics and ``mean/p50/p90/p99``, plus
     ``requests_per_s``, ``output_tokens_per_s``, ``input_tokens_per_s``, ``usd_per_hour``,
-    ``usd_per_million_output_tokens``, ``gpus``, hit ratios and counts. Further ``stats``
+    ``usd_per_million_output_tokens``, ``gpus``, ``load_imbalance``, hit ratios and counts.
+    Further ``stats``
     (e.g. ``"p99.9"``) are computed from ``records`` for the per-request metrics and from
     ``itl`` (pooled gaps in seconds and their weights, ``Recorder.itl_values``) for ``itl_ms``.
 
@@ -440,6 +540,7 @@ def metrics_for_slo(
         kv_utilization=summary.kv_utilization,
         n_requests=float(summary.n_requests),
         n_rejected=float(summary.n_rejected),
+        load_imbalance=summary.load_imbalance,
     )
     for tier, ratio in summary.hit_ratio.items():
         flat[f"hit_ratio.{tier}"] = ratio

@@ -17,7 +17,9 @@ from optimizer.cli import (
     convert_cmd,
     optimize_cmd,
     replay_cmd,
+    simulate_cmd,
     slo_cmd,
+    validate_cmd,
 )
 from optimizer.cli._output import err_console
 from slo.inputfile import InputError
@@ -55,14 +57,26 @@ def _root(
     """kvplan: which hardware, cache and scheduling configuration meets my SLOs at least cost."""
 
 
-for _module in (catalog_cmd, slo_cmd, replay_cmd, calibrate_cmd, convert_cmd, optimize_cmd):
+for _module in (
+    catalog_cmd,
+    slo_cmd,
+    replay_cmd,
+    calibrate_cmd,
+    convert_cmd,
+    optimize_cmd,
+    simulate_cmd,
+    validate_cmd,
+):
     _module.register(app)
 
 
 def run() -> None:
     """Console-script entry point: run the app, mapping ``InputError`` to one line and exit 2."""
     try:
-        app(standalone_mode=False)
+        # Without standalone mode click returns (not raises) the code of ``typer.Exit(code)``.
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code:
+            sys.exit(code)
     except InputError as err:
         err_console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)

@@ -3,6 +3,9 @@
 - ``EngineInstance`` (``instance.py``): queues, continuous batching, decode runs.
 - ``SCHEDULERS`` (``scheduler.py``): ``chunked``, ``decode_first``, ``prefill_first``.
 - ``CacheTier`` / ``KVManager``: L1/L2 tiers with pins and private blocks, the shared L3.
+- ``PrefetchChannel`` (per instance) / ``SharedPoolChannel`` (a remote pool's bandwidth, shared
+  fairly): timed L3 → L2 reads.
+- ``remote.py``: the engine's side of PD disaggregation (hand-off, decode-side admission).
 - ``EngineParams``: the resolved numbers an instance runs with.
 - ``StepTimer`` and the analytic ``ConstantLatency`` / ``LinearLatency`` models.
 """
@@ -11,6 +14,7 @@ from simulator.engine.analytic import ConstantLatency, LinearLatency, parse_anal
 from simulator.engine.instance import EngineInstance
 from simulator.engine.kvmanager import KVManager
 from simulator.engine.params import EngineParams
+from simulator.engine.pool_channel import PoolPort, SharedPoolChannel
 from simulator.engine.request import EngineRequest
 from simulator.engine.scheduler import SCHEDULERS, Scheduler
 from simulator.engine.steps import StepTimer
@@ -27,8 +31,10 @@ __all__ = [
     "KVManager",
     "LinearLatency",
     "LoadLink",
+    "PoolPort",
     "PrefetchChannel",
     "Scheduler",
+    "SharedPoolChannel",
     "StepTimer",
     "parse_analytic",
 ]

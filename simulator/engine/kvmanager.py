@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable, Sequence
 
-from simulator.engine.request import RUNNING, SWAPPED, EngineRequest
+from simulator.engine.request import RUNNING, SENDING, SWAPPED, EngineRequest
 from simulator.engine.tiers import CacheTier, EvictSink
 from simulator.kvcache.policies.base import RequestContext
 
@@ -255,7 +255,7 @@ class KVManager:
         l2_pins: Counter[int] = Counter()
         l1_private = l2_private = 0
         for req in requests:
-            if req.state == RUNNING:
+            if req.state in (RUNNING, SENDING):
                 l1_pins.update(req.blocks[: req.n_pinned])
                 l1_private += req.n_private
             elif req.state == SWAPPED:

@@ -2,8 +2,8 @@
 
 At arrival the request's prefix is matched L1 → L2 → L3 (stopping at the first miss). When the
 L3-only blocks of that prefix hold at least ``prefetch_threshold_tokens`` tokens they are read
-into L2 on the instance's ``PrefetchChannel`` and pinned there for the request. The policy then
-decides when the request may be admitted:
+into L2 on the instance's channel (its own FIFO, or its port on a shared pool) and pinned
+there for the request. The policy then decides when the request may be admitted:
 
 - ``best_effort``: at once (it joins the waiting queue); when the scheduler admits it, the read
   is cut and the blocks that have arrived are used, the rest recomputed;
@@ -20,7 +20,7 @@ from simulator.core import Kernel
 from simulator.engine.kvmanager import KVManager
 from simulator.engine.params import EngineParams
 from simulator.engine.request import PREFETCHING, EngineRequest
-from simulator.engine.transfer import PrefetchChannel, Transfer
+from simulator.engine.transfer import Channel, Transfer
 
 __all__ = ["Prefetcher"]
 
@@ -31,7 +31,7 @@ class Prefetcher:
     def __init__(
         self,
         kernel: Kernel,
-        channel: PrefetchChannel,
+        channel: Channel,
         kv: KVManager,
         params: EngineParams,
         on_ready: Callable[[EngineRequest], None],

@@ -17,7 +17,7 @@ from simulator.engine.request import EngineRequest
 from simulator.engine.scheduler import Batch
 from simulator.metrics import Recorder, RequestRecord
 
-__all__ = ["Progress", "apply_run", "apply_step", "record_of"]
+__all__ = ["Progress", "apply_run", "apply_step", "hit_tokens", "record_of"]
 
 #: Indices of ``EngineRequest.queue_s``.
 Q_PREFETCH, Q_WAITING, Q_SWAPPED = 0, 1, 2
@@ -28,7 +28,7 @@ class Progress:
     """What one step or run did, for the instance's counters."""
 
     done: list[EngineRequest]
-    """Requests that produced their last token (in batch order)."""
+    """Requests that produced their last token here (``stop_at``), in batch order."""
     prefill_tokens: int = 0
     decode_tokens: int = 0
     steps: int = 1
@@ -60,7 +60,7 @@ def apply_step(batch: Batch, end_s: float, kv: KVManager, recorder: Recorder) ->
                 recorder.gap(gap)
                 req.max_gap_s = max(req.max_gap_s, gap)
             req.last_token_s = end_s
-            if req.generated >= req.output_len:
+            if req.generated >= req.stop_at:
                 progress.done.append(req)
     return progress
 
@@ -90,9 +90,31 @@ def apply_run(
         req.last_token_s = end_s
         req.max_gap_s = max(req.max_gap_s, gap, repeated_max)
         kv.grow(req, req.processed)
-        if req.generated >= req.output_len:
+        if req.generated >= req.stop_at:
             progress.done.append(req)
     return progress
+
+
+def hit_tokens(
+    req: EngineRequest, tiers: list[int], cached: int, block_tokens: int
+) -> tuple[int, int, int]:
+    """Prompt tokens of ``req`` served from L1, L2 and L3 when it is admitted with the matched
+    ``tiers`` (1 or 2 per block) and ``cached`` tokens skipped; L2 blocks its prefetch brought
+    count as L3. Tokens beyond ``cached`` (the recomputed last token, a cap) are taken from the
+    lowest tier first."""
+    bt, prompt = block_tokens, req.prompt_len
+    counts = [0, 0, 0]
+    l3 = req.l3_blocks
+    for i, (block, tier) in enumerate(zip(req.blocks, tiers, strict=False)):
+        size = min(prompt, (i + 1) * bt) - i * bt
+        slot = 2 if (tier == 2 and block in l3) else tier - 1
+        counts[slot] += size
+    surplus = sum(counts) - cached
+    for slot in (2, 1, 0):
+        take = min(surplus, counts[slot])
+        counts[slot] -= take
+        surplus -= take
+    return counts[0], counts[1], counts[2]
 
 
 def record_of(req: EngineRequest, instance: int) -> RequestRecord:

@@ -13,6 +13,11 @@ recompute preemption sets ``processed`` back to 0, so the next prefill covers ``
 
 KV held in L1 (in trace blocks of ``block_tokens`` tokens): the first ``n_pinned`` prompt blocks
 (cacheable, pinned) and ``n_private`` anonymous blocks for tokens past the prompt's blocks.
+
+PD disaggregation: on a prefill instance a request leaves after its first token
+(``stop_at == 1``) and waits in the ``SENDING`` state, still holding its L1 blocks, until its KV
+has reached a decode instance; there a new ``EngineRequest`` (``remote`` set) continues it from
+the second token.
 """
 
 from __future__ import annotations
@@ -22,12 +27,14 @@ from typing import TYPE_CHECKING
 from simulator.workload.request import TraceRequest
 
 if TYPE_CHECKING:
+    from simulator.engine.remote import RemoteKV
     from simulator.engine.transfer import Transfer
 
 __all__ = [
     "FINISHED",
     "PREFETCHING",
     "RUNNING",
+    "SENDING",
     "SWAPPED",
     "WAITING",
     "EngineRequest",
@@ -44,6 +51,8 @@ SWAPPED = 3
 """Preempted by swapping: its KV sits pinned in L2 until it is resumed."""
 FINISHED = 4
 """Done: its prompt blocks stay cached (unpinned) in L1."""
+SENDING = 5
+"""PD prefill side: prefill done, its L1 blocks held until the decode side has the KV."""
 
 
 class EngineRequest:
@@ -73,7 +82,10 @@ class EngineRequest:
         "prompt_len",
         "queue_s",
         "ready_s",
+        "remote",
+        "start_s",
         "state",
+        "stop_at",
         "swap_private",
         "trace",
     )
@@ -84,6 +96,8 @@ class EngineRequest:
         self.instance = instance
         self.prompt_len = max(1, trace.input_length)
         self.output_len = max(1, trace.output_length)
+        self.stop_at = self.output_len
+        """Output tokens after which it leaves this instance (1 on a PD prefill instance)."""
         n_blocks = -(-self.prompt_len // block_tokens)
         self.blocks: tuple[int, ...] = trace.block_ids[:n_blocks]
         """Cacheable prompt blocks (trace ids), prefix order; missing ids become private."""
@@ -93,7 +107,11 @@ class EngineRequest:
         self.n_pinned = 0
         self.n_private = 0
         self.ready_s = 0.0
-        """Time its L2→L1 load completes; it is not scheduled before."""
+        """Time its L2→L1 load (or PD KV transfer) completes; it is not scheduled before."""
+        self.start_s = -1.0
+        """When its KV began to be computed: the ``ready_s`` of its latest admission."""
+        self.remote: RemoteKV | None = None
+        """PD decode side, until admitted: where its KV comes from (``cluster.pd``)."""
         self.arrival_s = now
         self.enqueue_s = now
         """When it entered its current queue."""

@@ -16,13 +16,16 @@ bound decode attention of a roofline is), and within ``rel_tol`` per step elsewh
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["DecodeRunTimer", "StepTimer", "decode_run_durations"]
+if TYPE_CHECKING:
+    from simulator.engine.request import EngineRequest
+
+__all__ = ["DecodeRunTimer", "StepTimer", "decode_run_durations", "memory_bound"]
 
 #: Largest relative deviation from linear interpolation accepted inside a decode run.
 REL_TOL = 0.002
@@ -69,6 +72,24 @@ def decode_run_durations(
         return out
     _fill(out, at, lo=0, hi=n_steps - 1, f_lo=at(0), f_hi=at(n_steps - 1), rel_tol=rel_tol)
     return out
+
+
+def memory_bound(batch: Iterable[EngineRequest], k: int, block_tokens: int, budget: int) -> int:
+    """Largest decode-run length ≤ ``k`` whose KV growth fits in ``budget`` free + evictable
+    L1 blocks.
+
+    Step 0 is already allocated; step j ≥ 1 of a request that has processed ``c`` tokens
+    needs a new block when ``c + j`` is a multiple of the block size.
+    """
+    bt = block_tokens
+    offsets: list[int] = []
+    for req in batch:
+        first = (-req.processed) % bt or bt
+        offsets.extend(range(first, k, bt))
+    if len(offsets) <= budget:
+        return k
+    offsets.sort()
+    return max(1, offsets[budget])
 
 
 def _fill(

@@ -10,6 +10,10 @@ Within one transfer, blocks arrive in prefix order at a constant rate between it
 end, so a transfer truncated at time ``t`` has delivered ``floor(n × (t - start) / (end -
 start))`` blocks (the fixed per-transfer latency is spread over the blocks).
 
+A remote pool shared by all instances is the exception: its bandwidth is one resource, shared
+fairly among the reads in flight (``pool_channel.SharedPoolChannel``); ``Channel`` is what the
+prefetcher needs from either.
+
 What this module is not: it does not touch cache contents; the caller inserts the delivered
 blocks into L2 (``on_done``) or pins the loaded ones in L1.
 """
@@ -18,11 +22,11 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from simulator.core import Kernel
 
-__all__ = ["LoadLink", "PrefetchChannel", "Transfer", "TransferTime"]
+__all__ = ["Channel", "LoadLink", "PrefetchChannel", "Transfer", "TransferTime"]
 
 TransferTime = Callable[[float], float]
 """Seconds to move a number of bytes over a link, per-transfer latency included."""
@@ -31,7 +35,16 @@ TransferTime = Callable[[float], float]
 class Transfer:
     """One L3→L2 read of ``blocks`` for ``owner`` (an engine request)."""
 
-    __slots__ = ("blocks", "end_s", "on_done", "owner", "start_s", "token")
+    __slots__ = (
+        "blocks",
+        "done_bytes",
+        "end_s",
+        "on_done",
+        "owner",
+        "start_s",
+        "token",
+        "total_bytes",
+    )
 
     def __init__(self, blocks: Sequence[int], owner: Any, on_done: Callable[[Transfer], None]):
         self.blocks = tuple(blocks)
@@ -41,6 +54,30 @@ class Transfer:
         """When it reached the head of the channel (-1 while queued)."""
         self.end_s = -1.0
         self.token = -1
+        self.total_bytes = 0.0
+        """Shared channels only: bytes to move, and bytes moved so far."""
+        self.done_bytes = 0.0
+
+
+class Channel(Protocol):
+    """An L3 → L2 read channel as the prefetcher uses it (FIFO per instance, or shared)."""
+
+    n_blocks_moved: int
+    """Blocks delivered so far (completed and truncated transfers) through this channel."""
+
+    def submit(
+        self, blocks: Sequence[int], owner: Any, on_done: Callable[[Transfer], None]
+    ) -> Transfer:
+        """Start (or queue) a read; ``on_done(transfer)`` runs when all of it has arrived."""
+        ...
+
+    def arrived(self, transfer: Transfer) -> int:
+        """Blocks of ``transfer`` delivered by now (prefix order)."""
+        ...
+
+    def cancel(self, transfer: Transfer) -> int:
+        """Stop ``transfer`` now; return the blocks it delivered."""
+        ...
 
 
 class PrefetchChannel:

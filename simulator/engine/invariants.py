@@ -1,0 +1,46 @@
+"""Consistency checks of one engine instance, for tests (``check_invariants=True``).
+
+What is checked: each queue holds only requests in its state and no request is in two queues;
+token progress is within bounds; no request that has produced its last token here is still
+queued; the running queue respects ``max_running``; pins and private blocks of every tier equal
+what the requests hold and no tier exceeds its capacity (``KVManager.check``). It walks every
+request, so it is far too slow for normal runs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from simulator.engine.request import PREFETCHING, RUNNING, SENDING, SWAPPED, WAITING
+
+if TYPE_CHECKING:
+    from simulator.engine.instance import EngineInstance
+
+__all__ = ["check_instance"]
+
+
+def check_instance(inst: EngineInstance) -> None:
+    """Raise ``AssertionError`` naming the first inconsistency of ``inst`` found."""
+    expected = (
+        (inst.prefetching.values(), PREFETCHING),
+        (inst.waiting, WAITING),
+        (inst.running, RUNNING),
+        (inst.swapped, SWAPPED),
+        (inst.sending.values(), SENDING),
+    )
+    seen: set[int] = set()
+    for queue, state in expected:
+        for req in queue:
+            if req.state != state:
+                raise AssertionError(f"{req} in the wrong queue (expected state {state})")
+            if id(req) in seen:
+                raise AssertionError(f"{req} is in two queues")
+            seen.add(id(req))
+            if not 0 <= req.processed <= req.prompt_len + req.generated:
+                raise AssertionError(f"{req}: processed out of range")
+            # A PD prefill waiting to send has produced its one token here, by design.
+            if state != SENDING and req.generated >= req.stop_at:
+                raise AssertionError(f"{req}: finished but still queued")
+    if len(inst.running) > inst.max_running:
+        raise AssertionError("more running requests than max_running")
+    inst.kv.check(inst.requests())
