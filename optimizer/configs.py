@@ -8,7 +8,10 @@ one of the friendlier aliases below, which is how the issue-level space file spe
 - ``eviction`` → the policy of every tier (``l1_policy``, ``l2_policy``, ``l3_policy``) unless a
   tier's own policy is also given;
 - ``l3`` → ``l3_tier`` with the catalog entry's default capacity (``none`` = no L3);
-  ``l3_capacity_gib`` still overrides it.
+  ``l3_capacity_gib`` still overrides it;
+- ``prefill_share`` (with ``pd_mode: disaggregated``) splits ``instances`` into a prefill pool
+  of ``max(1, round(instances × share))`` and a decode pool of the rest (at least one), both on
+  the trial's ``gpu`` and ``tp`` unless ``prefill_gpu``/``decode_gpu``/... are given.
 
 What this module is not: it does not judge feasibility (memory fit, budget) — the objective
 does that — and it never runs the simulator.
@@ -33,6 +36,7 @@ ALIASES: dict[str, tuple[str, ...]] = {
     "hbm_utilisation": ("hbm_utilization",),
     "eviction": ("l1_policy", "l2_policy", "l3_policy"),
     "l3": ("l3_tier",),
+    "prefill_share": (),
 }
 
 
@@ -46,6 +50,8 @@ def _fields(model: str, params: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in params.items():
         if name == "l3":
             fields["l3_tier"] = None if value in (None, "none") else value
+        elif name == "prefill_share":
+            continue  # applied by _split_pools
         elif name in ALIASES:
             for target in ALIASES[name]:
                 fields.setdefault(target, value)
@@ -60,7 +66,20 @@ def _fields(model: str, params: Mapping[str, Any]) -> dict[str, Any]:
         fields["l3_tier"] = None  # an L3 needs an L2 to land in
     if fields.get("scheduler") != "chunked":
         fields.pop("chunk_tokens", None)
+    if fields.get("pd_mode") == "disaggregated" and "prefill_instances" not in fields:
+        _split_pools(fields, float(params.get("prefill_share", 0.5)))
     return fields
+
+
+def _split_pools(fields: dict[str, Any], share: float) -> None:
+    """Divide ``instances`` into prefill and decode pools by ``share`` (module docstring)."""
+    total = int(fields.get("instances", 1))
+    if total < 2:
+        raise ValueError("configuration: a disaggregated deployment needs instances >= 2")
+    prefill = min(total - 1, max(1, round(total * share)))
+    fields["prefill_instances"] = prefill
+    fields["decode_instances"] = total - prefill
+    fields.pop("instances", None)
 
 
 def to_config(model: str, params: Mapping[str, Any]) -> ServingConfig:

@@ -58,6 +58,7 @@ class OptimizeSetup:
     latency_model: str | None = None
     time_scale: float | None = None
     max_requests: int | None = None
+    capacity: bool = False
 
 
 def _spec(setup: OptimizeSetup) -> SloSpec:
@@ -81,6 +82,7 @@ def build_evaluator(setup: OptimizeSetup) -> TrialEvaluator:
         catalog=catalog,
         seed=setup.seed,
         latency_model=setup.latency_model,
+        capacity=setup.capacity,
     )
 
 
@@ -93,6 +95,7 @@ def _definition(setup: OptimizeSetup, evaluator: TrialEvaluator) -> dict[str, An
         "catalog": evaluator.catalog.model_dump(mode="json"),
         "seed": setup.seed,
         "latency_model": setup.latency_model,
+        "capacity": setup.capacity,
     }
 
 

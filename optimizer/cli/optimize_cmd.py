@@ -31,9 +31,6 @@ from slo.inputfile import InputError, load_mapping
 __all__ = ["register"]
 
 FRONT_COLUMNS = (
-    ("GPU", "gpu"),
-    ("TP", "tp"),
-    ("inst", "instances"),
     ("prec", "precision"),
     ("L2 GiB", "l2_dram_gib"),
     ("L3", "l3"),
@@ -55,9 +52,15 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+def _gpus(params: Mapping[str, Any]) -> str:
+    """``4×h200_sxm TP2``: instances × GPU and tensor parallelism."""
+    return f"{params.get('instances', 1)}×{params.get('gpu', '?')} TP{params.get('tp', 1)}"
+
+
 def _front_table(result: StudyResult) -> Table:
     table = Table(title=f"Feasible Pareto front ({len(result.front)} configurations)")
     table.add_column("trial", justify="right")
+    table.add_column("GPUs")
     for header, _ in FRONT_COLUMNS:
         table.add_column(header)
     for header in ("TTFT p90 ms", "TPOT p90 ms", "goodput tok/s", "USD/h", "USD/1M tok"):
@@ -66,6 +69,7 @@ def _front_table(result: StudyResult) -> Table:
         m = r.metrics
         table.add_row(
             str(r.number),
+            _gpus(r.params),
             *(_fmt(r.params.get(key)) for _, key in FRONT_COLUMNS),
             _fmt(m.get("ttft_ms.p90")),
             _fmt(m.get("tpot_ms.p90")),
@@ -93,7 +97,7 @@ def _picks_table(result: StudyResult) -> Table:
         table.add_column(column, justify="left" if column in ("pick", "sched") else "right")
     for label, r in grouped_picks(result):
         p, m = r.params, r.metrics
-        gpus = f"{p.get('instances', 1)}×{p.get('gpu', '?')} TP{p.get('tp', 1)}"
+        gpus = _gpus(p)
         monthly = float(m.get("usd_per_hour", float("nan"))) * 730.0
         table.add_row(
             label,
@@ -225,6 +229,14 @@ PlanOpt = Annotated[
 MaxRequestsOpt = Annotated[int | None, typer.Option(min=1, help="Trace requests to replay.")]
 TimeScaleOpt = Annotated[float | None, typer.Option(help="Trace time factor (0.5 = 2x load).")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print results as JSON.")]
+CapacityOpt = Annotated[
+    bool,
+    typer.Option(
+        "--capacity",
+        help="Throughput objective = sustainable request rate under the SLO (capacity search; "
+        "about 8 extra simulations per feasible trial).",
+    ),
+]
 
 
 def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires)
@@ -244,6 +256,7 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
     plan_picks: PlanOpt = True,
     max_requests: MaxRequestsOpt = None,
     time_scale: TimeScaleOpt = None,
+    capacity: CapacityOpt = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Search deployments for the Pareto front of latency, throughput and cost under an SLO."""
@@ -260,6 +273,7 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         latency_model=latency,
         time_scale=time_scale,
         max_requests=max_requests,
+        capacity=capacity,
     )
     if sampler not in SAMPLERS:
         raise InputError(f"unknown sampler '{sampler}'; known: {', '.join(SAMPLERS)}")
