@@ -73,7 +73,7 @@ def test_single_instance_cannot_be_disaggregated() -> None:
 
 def test_unknown_space_name_is_rejected_with_known_list() -> None:
     space = SearchSpace.model_validate({"model": "m", "dimensions": {"gpus": {"choices": [1]}}})
-    with pytest.raises(InputError, match="space.yaml: gpus: not a configuration setting; known:"):
+    with pytest.raises(InputError, match=r"space\.yaml: gpus: not a configuration setting; known:"):
         validate_space_names(space, "space.yaml")
     assert "prefill_share" in known_names()
 
