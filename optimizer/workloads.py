@@ -15,13 +15,13 @@ __all__ = ["DEFAULT_WORKLOAD", "TRACE_SUFFIXES", "describe_workload", "workload_
 
 TRACE_SUFFIXES = (".jsonl", ".lcp", ".zst")
 
-#: The bundled default: the first 400 requests of the Mooncake conversation trace slice
-#: (about two minutes of production traffic, mean prompt ≈ 12k tokens), replayed at the trace's
-#: own rate.
+#: The bundled default: the first 800 requests of the Mooncake conversation trace slice
+#: (about four minutes of production traffic, mean prompt ≈ 12k tokens), replayed at the
+#: trace's own rate.
 DEFAULT_WORKLOAD: dict[str, Any] = {
     "kind": "trace",
     "trace": "mooncake_conversation_head2000",
-    "max_requests": 400,
+    "max_requests": 800,
 }
 
 
