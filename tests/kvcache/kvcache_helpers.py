@@ -16,7 +16,7 @@ import numpy as np
 
 from simulator.workload.request import TraceRequest
 
-TRACES_DIR = Path("/work/shared/data/traces")
+TRACES_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces"
 
 
 def as_requests(lists: Sequence[Sequence[int]]) -> list[TraceRequest]:
