@@ -33,59 +33,29 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
+from _chat_trace import ChatShape, chat_turns
 
-PROMPTS = 100  # distinct system prompts, Zipf(1.1) popularity
-PROMPT_BLOCKS = (4, 16)  # system prompt length range, blocks
-TURN_BLOCKS = (2, 10)  # new blocks per turn (user message + previous answer)
-MEAN_TURNS = 4.0  # conversation length, geometric
-ACTIVE_SESSIONS = 256  # conversations interleaved at any time
-MAX_CONTEXT_BLOCKS = 120  # a conversation ends when its context would exceed this
+#: Shorter prompts and conversations than the speed benchmark: many small requests.
+CHAT = ChatShape(
+    prompts=100,
+    prompt_blocks=(4, 16),
+    turn_blocks=(2, 10),
+    mean_turns=4.0,
+    active_sessions=256,
+    max_context_blocks=120,
+)
 BLOCK_TOKENS = 512  # Mooncake's block size
 MS_PER_REQUEST = 50  # arrival spacing; replay ignores time, the trace needs increasing stamps
 
 
-def chat_requests(n_accesses: int, seed: int) -> Iterator[list[int]]:
-    """Prompts (raw hash ids, prefix order) until ``n_accesses`` block accesses are reached.
-
-    Every new block gets a fresh id, so ids are prefix-unique; a session reuses its whole
-    previous context and sessions share system prompts. Holds only the active sessions.
-    """
-    rng = np.random.default_rng(seed)
-    next_id = 0
-    prompts: list[list[int]] = []
-    for _ in range(PROMPTS):
-        length = int(rng.integers(*PROMPT_BLOCKS, endpoint=True))
-        prompts.append(list(range(next_id, next_id + length)))
-        next_id += length
-    popularity = 1.0 / np.arange(1, PROMPTS + 1) ** 1.1
-    popularity /= popularity.sum()
-
-    def new_session() -> list[int]:
-        return list(prompts[int(rng.choice(PROMPTS, p=popularity))])
-
-    sessions = [new_session() for _ in range(ACTIVE_SESSIONS)]
-    total = 0
-    while total < n_accesses:
-        slot = int(rng.integers(ACTIVE_SESSIONS))
-        context = sessions[slot]
-        grow = int(rng.integers(*TURN_BLOCKS, endpoint=True))
-        context.extend(range(next_id, next_id + grow))
-        next_id += grow
-        total += len(context)
-        yield context
-        if len(context) + TURN_BLOCKS[1] > MAX_CONTEXT_BLOCKS or rng.random() < 1 / MEAN_TURNS:
-            sessions[slot] = new_session()
-
-
 def write_jsonl(path: Path, n_accesses: int, seed: int) -> None:
-    """Stream ``chat_requests`` into a Mooncake JSONL file."""
+    """Stream the chat workload (``_chat_trace.py``, raw hash ids) into a Mooncake JSONL file."""
     with path.open("w", encoding="utf-8") as out:
-        for i, ids in enumerate(chat_requests(n_accesses, seed)):
+        for i, (_, _, ids) in enumerate(chat_turns(n_accesses, CHAT, seed)):
             tokens = BLOCK_TOKENS * len(ids) - BLOCK_TOKENS // 2  # last block half full
             out.write(
                 f'{{"timestamp": {i * MS_PER_REQUEST}, "input_length": {tokens},'

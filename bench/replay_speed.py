@@ -6,12 +6,13 @@ Usage::
     python bench/replay_speed.py --accesses 1e6 --algo lru,fifo
     python bench/replay_speed.py --algo lru --profile # cProfile of one run, top 25 entries
 
-The trace is synthetic, deterministic for ``--seed`` and shaped like multi-turn chat traffic:
-requests share one of ``--prompts`` system prompts (Zipf popularity) and then the growing
-history of their conversation, so prefixes are reused at many depths. It is generated once,
-before any timing; oracle annotations (for ``needs_next_access`` policies) are built once too
-and are not timed. One block access = one block of one request (probed in phase 1 and replayed
-in phase 3). Single-threaded; run on an otherwise idle core for stable numbers.
+The trace is synthetic, deterministic for ``--seed`` and shaped like multi-turn chat traffic
+(``_chat_trace.py``): requests share one of ``--prompts`` system prompts (Zipf popularity) and
+then the growing history of their conversation, so prefixes are reused at many depths. It is
+generated once, before any timing; oracle annotations (for ``needs_next_access`` policies) are
+built once too and are not timed. One block access = one block of one request (probed in
+phase 1 and replayed in phase 3). Single-threaded; run on an otherwise idle core for stable
+numbers.
 """
 
 from __future__ import annotations
@@ -25,18 +26,23 @@ from collections.abc import Sequence
 from dataclasses import replace
 from operator import itemgetter
 
-import numpy as np
+from _chat_trace import ChatShape, chat_turns
 
 from simulator.kvcache.policies import POLICIES, make_policy
 from simulator.kvcache.replay import ReplayResult, replay
 from simulator.workload.future import FutureTable, build_future
 from simulator.workload.request import TraceRequest
 
-PROMPT_BLOCKS = (8, 64)  # system prompt length range, blocks
-TURN_BLOCKS = (2, 40)  # new blocks per turn (user message + previous answer)
-MEAN_TURNS = 5.0  # conversation length, geometric
-ACTIVE_SESSIONS = 512  # conversations interleaved at any time
-MAX_CONTEXT_BLOCKS = 400  # a conversation ends when its context would exceed this
+#: Multi-turn chat traffic with long prompts and long conversations (``--prompts`` overrides).
+CHAT = ChatShape(
+    prompts=200,
+    prompt_blocks=(8, 64),
+    turn_blocks=(2, 40),
+    mean_turns=5.0,
+    active_sessions=512,
+    max_context_blocks=400,
+    first_id=1,
+)
 
 
 def synthetic_trace(n_accesses: int, *, prompts: int, seed: int) -> list[TraceRequest]:
@@ -45,50 +51,21 @@ def synthetic_trace(n_accesses: int, *, prompts: int, seed: int) -> list[TraceRe
     Block id objects are shared between the requests that reuse them (``itemgetter`` over one
     pool), so the trace costs about 8 bytes per access.
     """
-    rng = np.random.default_rng(seed)
-    next_id = 1
-    prompt_ids: list[list[int]] = []
-    for _ in range(prompts):
-        length = int(rng.integers(*PROMPT_BLOCKS, endpoint=True))
-        prompt_ids.append(list(range(next_id, next_id + length)))
-        next_id += length
-    popularity = 1.0 / np.arange(1, prompts + 1) ** 1.1
-    popularity /= popularity.sum()
-
-    def new_session() -> list[int]:
-        return list(prompt_ids[int(rng.choice(prompts, p=popularity))])
-
-    sessions = [new_session() for _ in range(ACTIVE_SESSIONS)]
-    session_ids = list(range(ACTIVE_SESSIONS))  # conversation id per slot
-    turns = [0] * ACTIVE_SESSIONS
-    n_sessions = ACTIVE_SESSIONS
     requests: list[TraceRequest] = []
-    total = 0
-    while total < n_accesses:
-        slot = int(rng.integers(ACTIVE_SESSIONS))
-        context = sessions[slot]
-        grow = int(rng.integers(*TURN_BLOCKS, endpoint=True))
-        context.extend(range(next_id, next_id + grow))
-        next_id += grow
-        turns[slot] += 1
-        blocks = tuple(context)
+    for session, turn, context in chat_turns(n_accesses, replace(CHAT, prompts=prompts), seed):
         requests.append(
             TraceRequest(
                 index=len(requests),
                 timestamp_s=len(requests) * 0.01,
-                input_length=16 * len(blocks),
+                input_length=16 * len(context),
                 output_length=16,
-                block_ids=blocks,
-                session_id=session_ids[slot],
-                turn=turns[slot],
+                block_ids=tuple(context),
+                session_id=session,
+                turn=turn,
             )
         )
-        total += len(blocks)
-        if len(context) + TURN_BLOCKS[1] > MAX_CONTEXT_BLOCKS or rng.random() < 1 / MEAN_TURNS:
-            sessions[slot] = new_session()
-            session_ids[slot], turns[slot] = n_sessions, 0
-            n_sessions += 1
-    return _share_ids(requests, next_id)
+    n_ids = 1 + max((max(r.block_ids) for r in requests), default=0)
+    return _share_ids(requests, n_ids)
 
 
 def _share_ids(requests: list[TraceRequest], n_ids: int) -> list[TraceRequest]:
@@ -127,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--accesses", type=float, default=10e6, help="block accesses (≥)")
     parser.add_argument("--cache-size", type=int, default=32_768, help="capacity, blocks")
     parser.add_argument("--algo", default=",".join(POLICIES), help="comma-separated names")
-    parser.add_argument("--prompts", type=int, default=200, help="distinct system prompts")
+    parser.add_argument("--prompts", type=int, default=CHAT.prompts, help="distinct prompts")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="cProfile the first policy")
     args = parser.parse_args(argv)

@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, Self, TypeVar
@@ -52,7 +52,9 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from hardware.schema import BYTES_PER_ELEMENT, GpuSpec
+from simulator.latency._cached import CachedKernels, Heads, float_heads
 from simulator.latency.kernels import KERNEL_CLASSES, KernelClass
+from simulator.latency.profiles import HEAD_COLUMNS
 from slo.inputfile import InputError, load_input_file
 
 __all__ = [
@@ -102,7 +104,6 @@ CLASS_TERMS: dict[KernelClass, tuple[str, ...]] = {
 #: Attention runs in bf16 on the tensor cores whatever the KV-cache precision.
 _ATTENTION_COMPUTE_DTYPE = "bf16"
 _ACTIVATION_BYTES = 2.0  # bf16 activations and outputs
-_CACHE_SIZE = 1 << 16
 _SMALL_GEMM_CUTOFF = 32  # tokens; the ``overhead_m32_s`` step (module doc)
 
 
@@ -168,9 +169,8 @@ def gemm_terms(rates: PeakRates, m: _Num, n: _Num, k: _Num, dtype: str) -> list[
     return [1.0 + 0 * m, _pmax(compute, memory), compute, memory, activation, large]
 
 
-def context_attention_terms(
+def context_attention_terms(  # noqa: PLR0917  (KernelTimer's positional signature)
     rates: PeakRates,
-    *,
     batch_size: _Num,
     new_tokens: _Num,
     cached_tokens: _Num,
@@ -192,9 +192,8 @@ def context_attention_terms(
     return [1.0 + 0 * batch_size, _pmax(compute, memory), compute, memory, batch_size]
 
 
-def generation_attention_terms(
+def generation_attention_terms(  # noqa: PLR0917  (KernelTimer's positional signature)
     rates: PeakRates,
-    *,
     batch_size: _Num,
     kv_len: _Num,
     num_heads: _Num,
@@ -227,37 +226,30 @@ def nccl_terms(rates: PeakRates, message_bytes: _Num, num_gpus: _Num) -> list[_N
     return terms
 
 
+#: Each class's term function and the profile columns it takes after ``rates``, in order
+#: (``KernelTimer``'s argument order, canonical ``profiles.ProfileSet`` column names).
+_TERM_FUNCTIONS: dict[KernelClass, tuple[Callable[..., list[Any]], tuple[str, ...]]] = {
+    "gemm": (gemm_terms, ("m", "n", "k", "dtype")),
+    "context_attention": (
+        context_attention_terms,
+        ("batch_size", "new_tokens", "cached_tokens", *HEAD_COLUMNS),
+    ),
+    "generation_attention": (generation_attention_terms, ("batch_size", "kv_len", *HEAD_COLUMNS)),
+    "nccl": (nccl_terms, ("message_bytes", "num_gpus")),
+}
+
+
 def term_matrix(rates: PeakRates, kind: KernelClass, shapes: dict[str, Any]) -> np.ndarray:
     """Rows of terms (columns in ``CLASS_TERMS[kind]`` order) for columns of shapes.
 
     ``shapes`` maps the canonical profile column names (``profiles.ProfileSet``) to arrays and
-    the dtype column to one string: the vectorised form the calibration fit uses.
+    the dtype column to one string: the vectorised form the calibration fit uses. Prefill rows
+    without a ``cached_tokens`` column have no cached prefix.
     """
-    if kind == "gemm":
-        cols = gemm_terms(rates, shapes["m"], shapes["n"], shapes["k"], shapes["dtype"])
-    elif kind == "context_attention":
-        cols = context_attention_terms(
-            rates,
-            batch_size=shapes["batch_size"],
-            new_tokens=shapes["new_tokens"],
-            cached_tokens=shapes.get("cached_tokens", 0 * shapes["new_tokens"]),
-            num_heads=shapes["num_heads"],
-            num_kv_heads=shapes["num_kv_heads"],
-            head_dim=shapes["head_dim"],
-            kv_dtype=shapes["kv_dtype"],
-        )
-    elif kind == "generation_attention":
-        cols = generation_attention_terms(
-            rates,
-            batch_size=shapes["batch_size"],
-            kv_len=shapes["kv_len"],
-            num_heads=shapes["num_heads"],
-            num_kv_heads=shapes["num_kv_heads"],
-            head_dim=shapes["head_dim"],
-            kv_dtype=shapes["kv_dtype"],
-        )
-    else:
-        cols = nccl_terms(rates, shapes["message_bytes"], shapes["num_gpus"])
+    if kind == "context_attention" and "cached_tokens" not in shapes:
+        shapes = {**shapes, "cached_tokens": 0 * shapes["new_tokens"]}
+    terms, columns = _TERM_FUNCTIONS[kind]
+    cols = terms(rates, *(shapes[column] for column in columns))
     return np.column_stack([np.asarray(c, dtype=float) for c in cols])
 
 
@@ -398,7 +390,7 @@ def calibrated_kernels(gpu: GpuSpec, path: str | Path | None = None) -> ScaledKe
 
 
 # ----- the kernel source ------------------------------------------------------------------------
-class ScaledKernels:
+class ScaledKernels(CachedKernels):
     """``KernelTimer`` from a calibration: ``Σ coefficient × term`` per call (seconds).
 
     A variant the calibration lacks (a GEMM dtype it never saw, say fp4) uses the class's 'bf16'
@@ -431,48 +423,13 @@ class ScaledKernels:
             for kind in KERNEL_CLASSES
         }
         self._warned: set[tuple[str, str]] = set()
-        self._gemm = lru_cache(maxsize=_CACHE_SIZE)(self._gemm_uncached)
-        self._context = lru_cache(maxsize=_CACHE_SIZE)(self._context_uncached)
-        self._decode = lru_cache(maxsize=_CACHE_SIZE)(self._decode_uncached)
-        self._all_reduce = lru_cache(maxsize=_CACHE_SIZE)(self._all_reduce_uncached)
-
-    # ----- KernelTimer ---------------------------------------------------------------------------
-    def gemm(self, m: int, n: int, k: int, dtype: str) -> float:
-        """Seconds of ``[m, k] x [k, n]`` at weight precision ``dtype``."""
-        return self._gemm(m, n, k, dtype)
-
-    def context_attention(  # noqa: PLR0917  (KernelTimer's positional signature)
-        self,
-        batch_size: int,
-        new_tokens: int,
-        cached_tokens: int,
-        num_heads: int,
-        num_kv_heads: int,
-        head_dim: int,
-        kv_dtype: str,
-    ) -> float:
-        """Seconds of causal prefill attention (see ``KernelTimer``)."""
-        return self._context(
-            batch_size, new_tokens, cached_tokens, num_heads, num_kv_heads, head_dim, kv_dtype
+        super().__init__(
+            self._gemm_uncached,
+            self._context_uncached,
+            self._decode_uncached,
+            self._all_reduce_uncached,
         )
 
-    def generation_attention(  # noqa: PLR0917  (KernelTimer's positional signature)
-        self,
-        batch_size: int,
-        kv_len: int,
-        num_heads: int,
-        num_kv_heads: int,
-        head_dim: int,
-        kv_dtype: str,
-    ) -> float:
-        """Seconds of decode attention (see ``KernelTimer``)."""
-        return self._decode(batch_size, kv_len, num_heads, num_kv_heads, head_dim, kv_dtype)
-
-    def all_reduce(self, message_bytes: float, num_gpus: int) -> float:
-        """Seconds of an all-reduce of ``message_bytes`` over ``num_gpus`` GPUs."""
-        return self._all_reduce(message_bytes, num_gpus)
-
-    # ----- implementation ------------------------------------------------------------------------
     def coefficients(self, kind: KernelClass, variant: str) -> tuple[float, ...]:
         """Coefficients of ``kind`` for ``variant`` (or the documented stand-in), term order."""
         table = self._coefficients[kind]
@@ -489,57 +446,28 @@ class ScaledKernels:
             )
         return table[stand_in]
 
+    # ----- the primitives, uncached (sizes as floats: the terms are float arithmetic) ----------
     def _gemm_uncached(self, m: int, n: int, k: int, dtype: str) -> float:
         if m <= 0:
             return 0.0
         terms = gemm_terms(self._rates, float(m), float(n), float(k), dtype)
         return _dot(self.coefficients("gemm", dtype), terms)
 
-    def _context_uncached(  # noqa: PLR0917  (KernelTimer's positional signature)
-        self,
-        batch_size: int,
-        new_tokens: int,
-        cached_tokens: int,
-        num_heads: int,
-        num_kv_heads: int,
-        head_dim: int,
-        kv_dtype: str,
+    def _context_uncached(
+        self, batch_size: int, new_tokens: int, cached_tokens: int, heads: Heads
     ) -> float:
         if batch_size <= 0 or new_tokens <= 0:
             return 0.0
-        terms = context_attention_terms(
-            self._rates,
-            batch_size=float(batch_size),
-            new_tokens=float(new_tokens),
-            cached_tokens=float(cached_tokens),
-            num_heads=float(num_heads),
-            num_kv_heads=float(num_kv_heads),
-            head_dim=float(head_dim),
-            kv_dtype=kv_dtype,
-        )
-        return _dot(self.coefficients("context_attention", kv_dtype), terms)
+        b, n, c = float(batch_size), float(new_tokens), float(cached_tokens)
+        terms = context_attention_terms(self._rates, b, n, c, *float_heads(heads))
+        return _dot(self.coefficients("context_attention", heads[3]), terms)
 
-    def _decode_uncached(  # noqa: PLR0917  (KernelTimer's positional signature)
-        self,
-        batch_size: int,
-        kv_len: int,
-        num_heads: int,
-        num_kv_heads: int,
-        head_dim: int,
-        kv_dtype: str,
-    ) -> float:
+    def _decode_uncached(self, batch_size: int, kv_len: int, heads: Heads) -> float:
         if batch_size <= 0:
             return 0.0
-        terms = generation_attention_terms(
-            self._rates,
-            batch_size=float(batch_size),
-            kv_len=float(kv_len),
-            num_heads=float(num_heads),
-            num_kv_heads=float(num_kv_heads),
-            head_dim=float(head_dim),
-            kv_dtype=kv_dtype,
-        )
-        return _dot(self.coefficients("generation_attention", kv_dtype), terms)
+        b, length = float(batch_size), float(kv_len)
+        terms = generation_attention_terms(self._rates, b, length, *float_heads(heads))
+        return _dot(self.coefficients("generation_attention", heads[3]), terms)
 
     def _all_reduce_uncached(self, message_bytes: float, num_gpus: int) -> float:
         if num_gpus <= 1 or message_bytes <= 0:

@@ -70,6 +70,7 @@ import pandas as pd
 from slo.inputfile import InputError
 
 __all__ = [
+    "HEAD_COLUMNS",
     "PROFILE_KINDS",
     "Grid",
     "ProfileSet",
@@ -83,6 +84,8 @@ __all__ = [
 
 #: The kernel classes a profile directory can hold, in report order (= ``KERNEL_CLASSES``).
 PROFILE_KINDS: tuple[str, ...] = ("gemm", "context_attention", "generation_attention", "nccl")
+#: The head-configuration columns of both attention kinds, in ``KernelTimer`` argument order.
+HEAD_COLUMNS: tuple[str, ...] = ("num_heads", "num_kv_heads", "head_dim", "kv_dtype")
 
 _DTYPE_ALIASES: dict[str, str] = {
     "bfloat16": "bf16",
@@ -144,7 +147,7 @@ _SPECS: dict[str, _Spec] = {
             "kv_dtype": "kv_cache_dtype",
         },
         dtype_columns=("kv_dtype",),
-        keys=("num_heads", "num_kv_heads", "head_dim", "kv_dtype", "batch_size", "new_tokens"),
+        keys=(*HEAD_COLUMNS, "batch_size", "new_tokens"),
     ),
     "generation_attention": _Spec(
         columns={
@@ -156,7 +159,7 @@ _SPECS: dict[str, _Spec] = {
             "kv_dtype": "kv_cache_dtype",
         },
         dtype_columns=("kv_dtype",),
-        keys=("num_heads", "num_kv_heads", "head_dim", "kv_dtype", "batch_size", "kv_len"),
+        keys=(*HEAD_COLUMNS, "batch_size", "kv_len"),
     ),
     "nccl": _Spec(
         columns={

@@ -227,13 +227,10 @@ class RooflineKernels:
         kv_dtype: str,
     ) -> float:
         """Seconds of one prefill-attention call (see ``context_attention_work``)."""
-        p = self._params
         w = context_attention_work(
             batch_size, new_tokens, cached_tokens, num_heads, num_kv_heads, head_dim, kv_dtype
         )
-        compute = w.flops / (self._bf16_flops * p.context_attention_compute_efficiency)
-        memory = w.bytes / (self._hbm * p.attention_memory_efficiency)
-        return max(compute, memory) + p.attention_overhead_s
+        return self._attention_seconds(w)
 
     def generation_attention(  # noqa: PLR0917  (KernelTimer's positional signature)
         self,
@@ -245,11 +242,16 @@ class RooflineKernels:
         kv_dtype: str,
     ) -> float:
         """Seconds of one decode-attention call (see ``generation_attention_work``)."""
-        p = self._params
         w = generation_attention_work(
             batch_size, kv_len, num_heads, num_kv_heads, head_dim, kv_dtype
         )
         # Decode attention is memory-bound; the compute term only matters for huge head counts.
+        return self._attention_seconds(w)
+
+    def _attention_seconds(self, w: Work) -> float:
+        """Prefill and decode attention alike: bf16 tensor-core compute at the prefill
+        efficiency, HBM traffic at the attention efficiency, plus the fixed attention cost."""
+        p = self._params
         compute = w.flops / (self._bf16_flops * p.context_attention_compute_efficiency)
         memory = w.bytes / (self._hbm * p.attention_memory_efficiency)
         return max(compute, memory) + p.attention_overhead_s

@@ -38,7 +38,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Hashable, Sequence
-from functools import cache, lru_cache
+from functools import cache
 from pathlib import Path
 from typing import cast
 
@@ -46,8 +46,10 @@ import pandas as pd
 
 from hardware.catalog import shipped_catalog
 from hardware.schema import GpuSpec
+from simulator.latency._cached import CachedKernels, Heads, float_heads
 from simulator.latency.kernels import KernelTimer
 from simulator.latency.profiles import (
+    HEAD_COLUMNS,
     Grid,
     ProfileSet,
     grid_key_int,
@@ -71,8 +73,6 @@ DEFAULT_PROFILE_GPU = "h100_sxm"
 
 _HeadConfig = tuple[float, float, float, str]  # heads, KV heads, head dim, KV dtype (per GPU)
 _Point = tuple[float, ...]
-_CACHE_SIZE = 1 << 16
-_HEADS = ("num_heads", "num_kv_heads", "head_dim", "kv_dtype")
 
 
 class TableFallbackWarning(UserWarning):
@@ -88,6 +88,30 @@ def _nearest_config(wanted: _HeadConfig, known: Sequence[_HeadConfig]) -> _HeadC
     return min(known, key=distance)
 
 
+# ----- one grid cell timed by a ``KernelTimer``: ``(timer, grid key, cell) -> seconds`` ---------
+# Grid keys are as ``_grids`` stores them: the dtype (GEMM), the GPU count (all-reduce), or the
+# head configuration ``(heads, KV heads, head dim, KV dtype)`` (attention).
+_CellTime = Callable[[KernelTimer, Hashable, _Point], float]
+
+
+def _gemm_cell(timer: KernelTimer, key: Hashable, p: _Point) -> float:
+    return timer.gemm(int(p[0]), int(p[1]), int(p[2]), str(key))
+
+
+def _context_cell(timer: KernelTimer, key: Hashable, p: _Point) -> float:
+    heads = head_config_args(cast(tuple[Hashable, ...], key))
+    return timer.context_attention(int(p[0]), int(p[1]), 0, *heads)
+
+
+def _decode_cell(timer: KernelTimer, key: Hashable, p: _Point) -> float:
+    heads = head_config_args(cast(tuple[Hashable, ...], key))
+    return timer.generation_attention(int(p[0]), int(p[1]), *heads)
+
+
+def _nccl_cell(timer: KernelTimer, key: Hashable, p: _Point) -> float:
+    return timer.all_reduce(p[0], grid_key_int(key))
+
+
 class ProfileTable:
     """The grids of one ``ProfileSet``, built once (seconds; per GPU; see the module doc).
 
@@ -101,37 +125,30 @@ class ProfileTable:
         self.gpu = profiles.gpu
         self.source = profiles.source
         self.monotone = monotone
+        # Axes a batch grows along, made non-decreasing: GEMM m, attention batch and length,
+        # all-reduce message size (none when ``monotone`` is off).
+        first, both = ((0,), (0, 1)) if monotone else ((), ())
         self.gemm = _grids(
-            profiles.gemm,
-            ("dtype",),
-            ("m", "n", "k"),
-            lambda key, p: roofline.gemm(int(p[0]), int(p[1]), int(p[2]), str(key[0])),
-            (0,) if monotone else (),
+            profiles.gemm, ("dtype",), ("m", "n", "k"), roofline, _gemm_cell, monotone=first
         )
         self.context = _grids(
             profiles.context_attention,
-            _HEADS,
+            HEAD_COLUMNS,
             ("batch_size", "new_tokens"),
-            lambda key, p: roofline.context_attention(
-                int(p[0]), int(p[1]), 0, *head_config_args(key)
-            ),
-            (0, 1) if monotone else (),
+            roofline,
+            _context_cell,
+            monotone=both,
         )
         self.decode = _grids(
             profiles.generation_attention,
-            _HEADS,
+            HEAD_COLUMNS,
             ("batch_size", "kv_len"),
-            lambda key, p: roofline.generation_attention(
-                int(p[0]), int(p[1]), *head_config_args(key)
-            ),
-            (0, 1) if monotone else (),
+            roofline,
+            _decode_cell,
+            monotone=both,
         )
         self.nccl = _grids(
-            profiles.nccl,
-            ("num_gpus",),
-            ("message_bytes",),
-            lambda key, p: roofline.all_reduce(p[0], grid_key_int(key[0])),
-            (0,) if monotone else (),
+            profiles.nccl, ("num_gpus",), ("message_bytes",), roofline, _nccl_cell, monotone=first
         )
 
 
@@ -139,24 +156,28 @@ def _grids(
     frame: pd.DataFrame,
     keys: Sequence[str],
     axes: Sequence[str],
-    roofline: Callable[[tuple[Hashable, ...], _Point], float],
+    roofline: KernelTimer,
+    cell_time: _CellTime,
+    *,
     monotone: Sequence[int],
 ) -> dict[Hashable, Grid]:
-    """One grid per distinct ``keys``; a single key is stored bare (not as a 1-tuple)."""
+    """One grid per distinct ``keys``; a single key is stored bare (not as a 1-tuple). Gaps are
+    filled from ``cell_time(roofline, key, cell)``; ``monotone`` axes are made non-decreasing."""
     grids: dict[Hashable, Grid] = {}
     if not len(frame):
         return grids
     for key, rows in frame.groupby(list(keys), sort=True):
         at = tuple(key)
+        stored = at[0] if len(keys) == 1 else at
 
-        def timer(point: _Point, at: tuple[Hashable, ...] = at) -> float:
-            return roofline(at, point)
+        def timer(point: _Point, stored: Hashable = stored) -> float:
+            return cell_time(roofline, stored, point)
 
-        grids[at[0] if len(keys) == 1 else at] = Grid.measure(rows, axes, timer, monotone=monotone)
+        grids[stored] = Grid.measure(rows, axes, timer, monotone=monotone)
     return grids
 
 
-class ProfileKernels:
+class ProfileKernels(CachedKernels):
     """``KernelTimer`` interpolating measured profiles, falling back to a scaled roofline.
 
     Args:
@@ -191,46 +212,12 @@ class ProfileKernels:
         self._profile_fallback = profile_fallback or fallback
         self._warned: set[str] = set()
         self._carried: dict[tuple[str, Hashable], Grid] = {}
-        self._gemm = lru_cache(maxsize=_CACHE_SIZE)(self._gemm_uncached)
-        self._context = lru_cache(maxsize=_CACHE_SIZE)(self._context_uncached)
-        self._decode = lru_cache(maxsize=_CACHE_SIZE)(self._decode_uncached)
-        self._all_reduce = lru_cache(maxsize=_CACHE_SIZE)(self._all_reduce_uncached)
-
-    # ----- KernelTimer ---------------------------------------------------------------------------
-    def gemm(self, m: int, n: int, k: int, dtype: str) -> float:
-        """Seconds of ``[m, k] x [k, n]`` at weight precision ``dtype``."""
-        return self._gemm(m, n, k, dtype)
-
-    def context_attention(  # noqa: PLR0917  (KernelTimer's positional signature)
-        self,
-        batch_size: int,
-        new_tokens: int,
-        cached_tokens: int,
-        num_heads: int,
-        num_kv_heads: int,
-        head_dim: int,
-        kv_dtype: str,
-    ) -> float:
-        """Seconds of causal prefill attention (see ``KernelTimer``)."""
-        return self._context(
-            batch_size, new_tokens, cached_tokens, num_heads, num_kv_heads, head_dim, kv_dtype
+        super().__init__(
+            self._gemm_uncached,
+            self._context_uncached,
+            self._decode_uncached,
+            self._all_reduce_uncached,
         )
-
-    def generation_attention(  # noqa: PLR0917  (KernelTimer's positional signature)
-        self,
-        batch_size: int,
-        kv_len: int,
-        num_heads: int,
-        num_kv_heads: int,
-        head_dim: int,
-        kv_dtype: str,
-    ) -> float:
-        """Seconds of decode attention (see ``KernelTimer``)."""
-        return self._decode(batch_size, kv_len, num_heads, num_kv_heads, head_dim, kv_dtype)
-
-    def all_reduce(self, message_bytes: float, num_gpus: int) -> float:
-        """Seconds of an all-reduce of ``message_bytes`` over ``num_gpus`` GPUs."""
-        return self._all_reduce(message_bytes, num_gpus)
 
     # ----- grids in the modelled GPU's terms ------------------------------------------------------
     def _warn(self, reason: str, detail: str) -> None:
@@ -251,7 +238,7 @@ class ProfileKernels:
         key: Hashable,
         *,
         nearest: Callable[[Hashable], Hashable],
-        time: Callable[[KernelTimer, Hashable, _Point], float],
+        time: _CellTime,
         describe: Callable[[Hashable], str] = str,
     ) -> Grid:
         """The grid for ``key`` in the modelled GPU's terms: measured, or carried (class doc).
@@ -299,12 +286,10 @@ class ProfileKernels:
         def nearest(_: Hashable) -> Hashable:
             return "bf16" if "bf16" in grids else next(iter(grids))
 
-        def time(t: KernelTimer, key: Hashable, p: _Point) -> float:
-            return t.gemm(int(p[0]), int(p[1]), int(p[2]), str(key))
+        def describe(key: Hashable) -> str:
+            return f"dtype '{key}'"
 
-        grid = self._grid(
-            "GEMM", grids, dtype, nearest=nearest, time=time, describe=lambda key: f"dtype '{key}'"
-        )
+        grid = self._grid("GEMM", grids, dtype, nearest=nearest, time=_gemm_cell, describe=describe)
         seconds, anchor, inside, measured = grid.lookup((m, n, k))
         self._check("gemm", inside, measured, f"GEMM m={m} n={n} k={k} ({dtype})")
         if inside:
@@ -312,15 +297,11 @@ class ProfileKernels:
         edge = self._fallback.gemm(int(anchor[0]), int(anchor[1]), int(anchor[2]), dtype)
         return self._beyond(seconds, self._fallback.gemm(m, n, k, dtype), edge)
 
-    def _head_grid(self, kind: str, grids: dict[Hashable, Grid], config: _HeadConfig) -> Grid:
+    def _head_grid(
+        self, kind: str, grids: dict[Hashable, Grid], config: _HeadConfig, time: _CellTime
+    ) -> Grid:
         def nearest(key: Hashable) -> Hashable:
             return _nearest_config(cast(_HeadConfig, key), cast(list[_HeadConfig], list(grids)))
-
-        def time(t: KernelTimer, key: Hashable, p: _Point) -> float:
-            heads = head_config_args(cast(tuple[Hashable, ...], key))
-            if kind == "context attention":
-                return t.context_attention(int(p[0]), int(p[1]), 0, *heads)
-            return t.generation_attention(int(p[0]), int(p[1]), *heads)
 
         def describe(key: Hashable) -> str:
             h, kv, d, dtype = head_config_args(cast(tuple[Hashable, ...], key))
@@ -328,24 +309,16 @@ class ProfileKernels:
 
         return self._grid(kind, grids, config, nearest=nearest, time=time, describe=describe)
 
-    def _context_uncached(  # noqa: PLR0917  (KernelTimer's positional signature)
-        self,
-        batch_size: int,
-        new_tokens: int,
-        cached_tokens: int,
-        num_heads: int,
-        num_kv_heads: int,
-        head_dim: int,
-        kv_dtype: str,
+    def _context_uncached(
+        self, batch_size: int, new_tokens: int, cached_tokens: int, heads: Heads
     ) -> float:
-        heads = (num_heads, num_kv_heads, head_dim, kv_dtype)
         if batch_size <= 0 or new_tokens <= 0:
             return 0.0
         if not self.table.context:
             self._warn("context none", "no context-attention profiles")
             return self._fallback.context_attention(batch_size, new_tokens, cached_tokens, *heads)
-        config = (float(num_heads), float(num_kv_heads), float(head_dim), kv_dtype)
-        grid = self._head_grid("context attention", self.table.context, config)
+        config = float_heads(heads)
+        grid = self._head_grid("context attention", self.table.context, config, _context_cell)
         seconds, (ab, an), inside, measured = grid.lookup((batch_size, new_tokens))
         what = f"context attention batch={batch_size} new_tokens={new_tokens}"
         self._check("context", inside, measured, what)
@@ -358,25 +331,16 @@ class ProfileKernels:
             return estimate
         # A chunk over a cached prefix reads all of its KV, as decoding one token over it does;
         # two different measured kernels must not make the chunk the cheaper of the two.
-        return max(estimate, self._decode(batch_size, cached_tokens + new_tokens, *heads))
+        return max(estimate, self._decode(batch_size, cached_tokens + new_tokens, heads))
 
-    def _decode_uncached(  # noqa: PLR0917  (KernelTimer's positional signature)
-        self,
-        batch_size: int,
-        kv_len: int,
-        num_heads: int,
-        num_kv_heads: int,
-        head_dim: int,
-        kv_dtype: str,
-    ) -> float:
-        heads = (num_heads, num_kv_heads, head_dim, kv_dtype)
+    def _decode_uncached(self, batch_size: int, kv_len: int, heads: Heads) -> float:
         if batch_size <= 0:
             return 0.0
         if not self.table.decode:
             self._warn("decode none", "no generation-attention profiles")
             return self._fallback.generation_attention(batch_size, kv_len, *heads)
-        config = (float(num_heads), float(num_kv_heads), float(head_dim), kv_dtype)
-        grid = self._head_grid("generation attention", self.table.decode, config)
+        config = float_heads(heads)
+        grid = self._head_grid("generation attention", self.table.decode, config, _decode_cell)
         seconds, (ab, al), inside, measured = grid.lookup((batch_size, max(kv_len, 1)))
         what = f"generation attention batch={batch_size} kv_len={kv_len}"
         self._check("decode", inside and kv_len >= 1, measured, what)
@@ -399,14 +363,16 @@ class ProfileKernels:
             counts = [float(cast(float, g)) for g in grids]
             return min(counts, key=lambda g: (abs(math.log(g / wanted)), g))
 
-        def time(t: KernelTimer, key: Hashable, p: _Point) -> float:
-            return t.all_reduce(p[0], grid_key_int(key))
-
         def describe(key: Hashable) -> str:
             return f"over {grid_key_int(key)} GPUs"
 
         grid = self._grid(
-            "all-reduce", grids, float(num_gpus), nearest=nearest, time=time, describe=describe
+            "all-reduce",
+            grids,
+            float(num_gpus),
+            nearest=nearest,
+            time=_nccl_cell,
+            describe=describe,
         )
         seconds, (anchor,), inside, measured = grid.lookup((float(message_bytes),))
         self._check("nccl", inside, measured, f"all-reduce of {message_bytes:.0f} bytes")

@@ -25,9 +25,10 @@ def _dense_params(
     head_dim: int,
     ffn: int,
     vocab: int,
-    qk_norm: bool,
+    qk_norm: bool = False,
 ) -> int:
-    """Parameters of a dense GQA + SwiGLU decoder with untied embeddings, written out by hand."""
+    """Parameters of a dense GQA + SwiGLU decoder with untied embeddings, written out by hand
+    (``qk_norm``: Qwen3's per-head Q/K RMSNorm; off by default, as in ``ModelSpec``)."""
     q_o = 2 * h * heads * head_dim
     k_v = 2 * h * kv_heads * head_dim
     norms = 2 * h + (2 * head_dim if qk_norm else 0)
@@ -38,14 +39,7 @@ def _dense_params(
 def test_llama_3_1_70b(catalog: Catalog) -> None:
     model = catalog.model("meta-llama/Llama-3.1-70B")
     expected = _dense_params(
-        layers=80,
-        h=8192,
-        heads=64,
-        kv_heads=8,
-        head_dim=128,
-        ffn=28672,
-        vocab=128256,
-        qk_norm=False,
+        layers=80, h=8192, heads=64, kv_heads=8, head_dim=128, ffn=28672, vocab=128256
     )
     assert expected == 70_553_706_496
     assert model.param_count() == expected
@@ -69,14 +63,7 @@ def test_qwen3_32b(catalog: Catalog) -> None:
 def test_llama_3_1_8b(catalog: Catalog) -> None:
     model = catalog.model("meta-llama/Llama-3.1-8B-Instruct")
     expected = _dense_params(
-        layers=32,
-        h=4096,
-        heads=32,
-        kv_heads=8,
-        head_dim=128,
-        ffn=14336,
-        vocab=128256,
-        qk_norm=False,
+        layers=32, h=4096, heads=32, kv_heads=8, head_dim=128, ffn=14336, vocab=128256
     )
     assert expected == 8_030_261_248
     assert model.param_count() == expected

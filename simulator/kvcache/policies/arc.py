@@ -23,17 +23,10 @@ from typing import Any
 
 import numpy as np
 
+from simulator.kvcache.policies._common import first_unpinned, nothing_evictable
 from simulator.kvcache.policies.base import EvictionPolicy
 
 __all__ = ["Arc", "first_unpinned"]
-
-
-def first_unpinned(queue: OrderedDict[int, Any], pinned: Collection[int]) -> int | None:
-    """Oldest key of ``queue`` not in ``pinned`` (None if none); reads, never reorders."""
-    for block in queue:
-        if block not in pinned:
-            return block
-    return None
 
 
 class Arc(EvictionPolicy):
@@ -95,7 +88,7 @@ class Arc(EvictionPolicy):
             del self._t2[from_t2]
             self._b2[from_t2] = None
             return [from_t2]
-        raise RuntimeError(f"{self.name}: evict() found no unpinned resident block")
+        raise nothing_evictable(self.name)
 
     def remove(self, block: int) -> None:
         self._t1.pop(block, None)

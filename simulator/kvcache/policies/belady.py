@@ -4,8 +4,8 @@ Both need next-access annotations (``needs_next_access = True``): the serve loop
 every access, the 1-based forward virtual time of the block's next access (``NEVER`` if none).
 They are bounds to compare online policies against, not deployable policies.
 
-``KeyedHeap`` (a min-heap of items with replaceable priorities and lazy deletion) lives here
-because Belady is its simplest user; the GDSF and session policies reuse it.
+``KeyedHeap`` (a min-heap of items with replaceable priorities and lazy deletion; in
+``_common``, exported here too) orders Belady's blocks; the GDSF and session policies reuse it.
 """
 
 from __future__ import annotations
@@ -16,94 +16,10 @@ from typing import Any
 
 import numpy as np
 
+from simulator.kvcache.policies._common import KeyedHeap, nothing_evictable
 from simulator.kvcache.policies.base import NEVER, EvictionPolicy
 
 __all__ = ["Belady", "BeladyCompute", "KeyedHeap"]
-
-Priority = tuple[float, ...]
-
-
-class KeyedHeap:
-    """Min-heap of integer items, each with one current priority tuple.
-
-    ``set`` replaces an item's priority in O(log n) by pushing a new entry; superseded entries
-    stay in the heap and are skipped when they surface (lazy deletion). The heap is rebuilt
-    when stale entries outnumber live ones, so memory stays O(live items).
-    Not thread-safe, not a general priority queue (items are ints, one entry live per item).
-    """
-
-    __slots__ = ("_heap", "_prio")
-
-    def __init__(self) -> None:
-        self._prio: dict[int, Priority] = {}
-        self._heap: list[tuple[Priority, int]] = []
-
-    def __len__(self) -> int:
-        return len(self._prio)
-
-    def __contains__(self, item: int) -> bool:
-        return item in self._prio
-
-    @property
-    def members(self) -> Container[int]:
-        """Live read-only view of the items (a dict; ``in`` is a C-level lookup)."""
-        return self._prio
-
-    def priority(self, item: int) -> Priority:
-        """Current priority of ``item`` (``KeyError`` if absent)."""
-        return self._prio[item]
-
-    def set(self, item: int, prio: Priority) -> None:
-        """Insert ``item`` or replace its priority."""
-        if self._prio.get(item) == prio:
-            return
-        self._prio[item] = prio
-        heapq.heappush(self._heap, (prio, item))
-        if len(self._heap) > 2 * len(self._prio) + 64:
-            self._heap = [(p, i) for i, p in self._prio.items()]
-            heapq.heapify(self._heap)
-
-    def discard(self, item: int) -> None:
-        """Remove ``item`` if present (its heap entry goes stale)."""
-        self._prio.pop(item, None)
-
-    def peek(self, pinned: Collection[int]) -> tuple[Priority, int] | None:
-        """The live minimum not in ``pinned``, left in place; ``None`` if there is none."""
-        skipped: list[tuple[Priority, int]] = []
-        top = None
-        while self._heap:
-            prio, item = self._heap[0]
-            if self._prio.get(item) != prio:
-                heapq.heappop(self._heap)
-            elif item in pinned:
-                skipped.append(heapq.heappop(self._heap))
-            else:
-                top = (prio, item)
-                break
-        for entry in skipped:
-            heapq.heappush(self._heap, entry)
-        return top
-
-    def pop_n(self, n: int, pinned: Collection[int]) -> list[tuple[Priority, int]]:
-        """Remove and return up to ``n`` smallest live items not in ``pinned``, in order."""
-        out: list[tuple[Priority, int]] = []
-        skipped: list[tuple[Priority, int]] = []
-        while len(out) < n and self._heap:
-            prio, item = heapq.heappop(self._heap)
-            if self._prio.get(item) != prio:
-                continue
-            if item in pinned:
-                skipped.append((prio, item))
-                continue
-            del self._prio[item]
-            out.append((prio, item))
-        for entry in skipped:
-            heapq.heappush(self._heap, entry)
-        return out
-
-
-def _nothing_evictable(name: str) -> RuntimeError:
-    return RuntimeError(f"{name}: evict() found no unpinned resident block")
 
 
 class Belady(EvictionPolicy):
@@ -143,7 +59,7 @@ class Belady(EvictionPolicy):
     def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
         victims = [item for _, item in self._heap.pop_n(n, pinned)]
         if not victims and n > 0 and len(self._heap):
-            raise _nothing_evictable(self.name)
+            raise nothing_evictable(self.name)
         return victims
 
     def remove(self, block: int) -> None:
@@ -227,7 +143,7 @@ class BeladyCompute(EvictionPolicy):
             victims.append(block)
             self._push_head(heads, cost, bucket, pinned, now)
         if not victims and n > 0 and self._cost:
-            raise _nothing_evictable(self.name)
+            raise nothing_evictable(self.name)
         for cost in [c for c, b in self._buckets.items() if not b]:
             del self._buckets[cost]
         return victims

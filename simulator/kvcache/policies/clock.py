@@ -11,17 +11,17 @@ Pinned blocks at the hand are passed over without touching their counters and ke
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Container, Sequence
+from collections.abc import Collection, Iterable
 from typing import Any, ClassVar
 
 import numpy as np
 
-from simulator.kvcache.policies.base import EvictionPolicy
+from simulator.kvcache.policies._common import ResidentKeysPolicy
 
 __all__ = ["Clock"]
 
 
-class Clock(EvictionPolicy):
+class Clock(ResidentKeysPolicy):
     """CLOCK with an n-bit counter (``bits``, default 1); ``find`` is a dict membership test."""
 
     name: ClassVar[str] = "clock"
@@ -34,48 +34,29 @@ class Clock(EvictionPolicy):
             raise ValueError(f"clock: bits must be between 1 and 8, got {bits}")
         self._max_count = (1 << bits) - 1
         # Front = the hand; value = reference counter.
-        self._ring: OrderedDict[int, int] = OrderedDict()
-
-    def __len__(self) -> int:
-        return len(self._ring)
-
-    def find(self, block: int) -> bool:
-        return block in self._ring
-
-    def resident_view(self) -> Container[int] | None:
-        return self._ring
+        self._resident: OrderedDict[int, int] = OrderedDict()
 
     def access(self, block: int, cost: float, next_access: int) -> None:
         del cost, next_access  # not used by this policy
-        ring = self._ring
+        ring = self._resident
         count = ring.get(block)
         if count is None:
             ring[block] = 0
         elif count < self._max_count:
             ring[block] = count + 1
 
-    def access_request(
-        self,
-        blocks: Sequence[int],
-        costs: Sequence[float],
-        next_access: Sequence[int] | None,
-        deepest_first: bool,
-    ) -> None:
-        del costs, next_access  # not used by this policy
-        ring, top = self._ring, self._max_count
+    def _replay(self, blocks: Iterable[int]) -> None:
+        ring, top = self._resident, self._max_count
         get = ring.get
-        for block in reversed(blocks) if deepest_first else blocks:
+        for block in blocks:
             count = get(block)
             if count is None:
                 ring[block] = 0
             elif count < top:
                 ring[block] = count + 1
 
-    def evict(self, pinned: Collection[int]) -> list[int]:
-        return self.evict_n(1, pinned)
-
     def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
-        ring = self._ring
+        ring = self._resident
         popitem = ring.popitem
         victims: list[int] = []
         passed: list[tuple[int, int]] = []
@@ -93,4 +74,4 @@ class Clock(EvictionPolicy):
         return victims
 
     def remove(self, block: int) -> None:
-        self._ring.pop(block, None)
+        self._resident.pop(block, None)

@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from simulator.kvcache.policies._common import KeyedHeap, nothing_evictable
 from simulator.kvcache.policies.base import EvictionPolicy
-from simulator.kvcache.policies.belady import KeyedHeap
 
 __all__ = ["Gdsf", "GdsfCompute"]
 
@@ -62,7 +62,7 @@ class Gdsf(EvictionPolicy):
         popped = self._heap.pop_n(n, pinned)
         if not popped:
             if n > 0 and self._freq:
-                raise RuntimeError(f"{self.name}: evict() found no unpinned resident block")
+                raise nothing_evictable(self.name)
             return []
         for _, block in popped:
             del self._freq[block]

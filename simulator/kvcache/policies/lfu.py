@@ -12,39 +12,29 @@ are skipped and keep their count and rank.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Container, Sequence
+from collections.abc import Collection, Iterable
 from typing import Any, ClassVar
 
 import numpy as np
 
-from simulator.kvcache.policies.base import EvictionPolicy
-from simulator.kvcache.policies.lru import pop_oldest
+from simulator.kvcache.policies._common import ResidentKeysPolicy, pop_oldest
 
 __all__ = ["LFU"]
 
 
-class LFU(EvictionPolicy):
+class LFU(ResidentKeysPolicy):
     """Least frequently used with LRU tie-break; ``find`` is a dict membership test."""
 
     name: ClassVar[str] = "lfu"
 
     def __init__(self, capacity: int, *, rng: np.random.Generator, **params: Any) -> None:
         super().__init__(capacity, rng=rng, **params)
-        self._count: dict[int, int] = {}
+        self._resident: dict[int, int] = {}  # block -> in-cache access count
         self._classes: dict[int, OrderedDict[int, None]] = {}  # count -> blocks, oldest first
-
-    def __len__(self) -> int:
-        return len(self._count)
-
-    def find(self, block: int) -> bool:
-        return block in self._count
-
-    def resident_view(self) -> Container[int] | None:
-        return self._count
 
     def access(self, block: int, cost: float, next_access: int) -> None:
         del cost, next_access  # not used by this policy
-        count = self._count.get(block, 0)
+        count = self._resident.get(block, 0)
         classes = self._classes
         if count:
             members = classes[count]
@@ -52,23 +42,15 @@ class LFU(EvictionPolicy):
             if not members:
                 del classes[count]
         count += 1
-        self._count[block] = count
+        self._resident[block] = count
         bucket = classes.get(count)
         if bucket is None:
             bucket = classes[count] = OrderedDict()
         bucket[block] = None
 
-    def access_request(
-        self,
-        blocks: Sequence[int],
-        costs: Sequence[float],
-        next_access: Sequence[int] | None,
-        deepest_first: bool,
-    ) -> None:
-        del costs, next_access  # not used by this policy
-        # access() inlined: one attribute lookup per request instead of a call per block.
-        counts, classes = self._count, self._classes
-        for block in reversed(blocks) if deepest_first else blocks:
+    def _replay(self, blocks: Iterable[int]) -> None:
+        counts, classes = self._resident, self._classes
+        for block in blocks:
             count = counts.get(block, 0)
             if count:
                 members = classes[count]
@@ -82,12 +64,9 @@ class LFU(EvictionPolicy):
                 bucket = classes[count] = OrderedDict()
             bucket[block] = None
 
-    def evict(self, pinned: Collection[int]) -> list[int]:
-        return self.evict_n(1, pinned)
-
     def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
         victims: list[int] = []
-        classes, counts = self._classes, self._count
+        classes, counts = self._classes, self._resident
         for count in sorted(classes):
             members = classes[count]
             taken = pop_oldest(members, n - len(victims), pinned)
@@ -101,7 +80,7 @@ class LFU(EvictionPolicy):
         return victims
 
     def remove(self, block: int) -> None:
-        count = self._count.pop(block, 0)
+        count = self._resident.pop(block, 0)
         if count:
             members = self._classes[count]
             del members[block]

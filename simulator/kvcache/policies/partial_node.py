@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from simulator.kvcache.policies._common import ResidentSample, nothing_evictable
 from simulator.kvcache.policies.base import EvictionPolicy, RequestContext
-from simulator.kvcache.policies.random_compute import ResidentSample
 
 __all__ = ["EvictionMode", "PartialNodeRandomCompute"]
 
@@ -132,7 +132,7 @@ class PartialNodeRandomCompute(EvictionPolicy):
             chunk = left if self.eviction_mode == "drain" else min(left, self.micro_batch)
             victims.extend(self._take_tail(winner, chunk, pinned))
         if not victims and n > 0 and len(self._resident):
-            raise RuntimeError(f"{self.name}: evict() found no unpinned resident block")
+            raise nothing_evictable(self.name)
         return victims
 
     def _deepest_unpinned(self, node: _Node, pinned: Collection[int]) -> int:

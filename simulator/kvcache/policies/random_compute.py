@@ -11,79 +11,21 @@ since insertion, ``clock`` the policy's count of accesses (one tick per ``access
 has recently held its slot (a cost-weighted version of hyperbolic caching's ``n/t``).
 Ties: older last access first, then larger block id.
 
-``ResidentSample`` (O(1) insert/remove/uniform draw) is shared with the partial-node policy.
+``ResidentSample`` (O(1) insert/remove/uniform draw; in ``_common``, exported here too) is
+shared with the partial-node policy.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container, Sequence
+from collections.abc import Collection, Container
 from typing import Any
 
 import numpy as np
 
+from simulator.kvcache.policies._common import ResidentSample, nothing_evictable
 from simulator.kvcache.policies.base import EvictionPolicy
 
 __all__ = ["RandomCompute", "ResidentSample"]
-
-# Redraws before a sampler falls back to a scan when every drawn block was pinned.
-_MAX_REDRAWS = 16
-
-
-class ResidentSample:
-    """The resident block set as a dense list, for O(1) uniform sampling and removal."""
-
-    __slots__ = ("_blocks", "_slot")
-
-    def __init__(self) -> None:
-        self._blocks: list[int] = []
-        self._slot: dict[int, int] = {}
-
-    def __len__(self) -> int:
-        return len(self._blocks)
-
-    def __contains__(self, block: int) -> bool:
-        return block in self._slot
-
-    @property
-    def members(self) -> Container[int]:
-        """Live read-only view of the blocks (a dict; ``in`` is a C-level lookup)."""
-        return self._slot
-
-    def add(self, block: int) -> None:
-        if block not in self._slot:
-            self._slot[block] = len(self._blocks)
-            self._blocks.append(block)
-
-    def discard(self, block: int) -> None:
-        """Remove ``block`` if present (swap with the last element; O(1))."""
-        index = self._slot.pop(block, None)
-        if index is None:
-            return
-        last = self._blocks.pop()
-        if last != block:
-            self._blocks[index] = last
-            self._slot[last] = index
-
-    def draw_unpinned(self, rng: np.random.Generator, k: int, pinned: Collection[int]) -> list[int]:
-        """``k`` uniform draws with replacement, pinned ones dropped (duplicates kept).
-
-        Redraws when every draw was pinned; after ``_MAX_REDRAWS`` rounds falls back to the
-        first unpinned block of a scan. Empty only if every resident block is pinned.
-        """
-        for _ in range(_MAX_REDRAWS):
-            chosen = self.pick(rng.random(k).tolist(), pinned)
-            if chosen:
-                return chosen
-        return next(([b] for b in self._blocks if b not in pinned), [])
-
-    def pick(self, uniforms: Sequence[float], pinned: Collection[int]) -> list[int]:
-        """The blocks at positions ``int(u × len)`` for each ``u`` in [0, 1), pinned dropped.
-
-        Lets a caller draw many samples' uniforms in one generator call (the list changes
-        between samples, so positions are taken only now).
-        """
-        blocks, n = self._blocks, len(self._blocks)
-        return [b for b in [blocks[int(u * n)] for u in uniforms] if b not in pinned]
 
 
 class RandomCompute(EvictionPolicy):
@@ -141,7 +83,7 @@ class RandomCompute(EvictionPolicy):
             if not sample:
                 if victims:
                     break
-                raise RuntimeError(f"{self.name}: evict() found no unpinned resident block")
+                raise nothing_evictable(self.name)
             victim = self._lowest(sample)
             self.remove(victim)
             victims.append(victim)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from simulator.kvcache.policies._common import nothing_evictable
 from simulator.kvcache.policies.base import EvictionPolicy
 
 __all__ = ["S3Fifo"]
@@ -79,7 +80,7 @@ class S3Fifo(EvictionPolicy):
             small_ok = stuck_small < len(self._small)
             main_ok = stuck_main < len(self._main)
             if not (small_ok or main_ok):
-                raise RuntimeError(f"{self.name}: evict() found no unpinned resident block")
+                raise nothing_evictable(self.name)
             if small_ok and (len(self._small) >= self.small_target or not main_ok):
                 block, freq = self._small.popitem(last=False)
                 if block in pinned:

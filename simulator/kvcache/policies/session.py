@@ -25,18 +25,18 @@ from __future__ import annotations
 import warnings
 from abc import abstractmethod
 from collections import OrderedDict
-from collections.abc import Collection, Container, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import Any
 
 import numpy as np
 
-from simulator.kvcache.policies.base import NEVER, EvictionPolicy, RequestContext
-from simulator.kvcache.policies.belady import KeyedHeap
+from simulator.kvcache.policies._common import KeyedHeap, ResidentKeysPolicy, nothing_evictable
+from simulator.kvcache.policies.base import NEVER, RequestContext
 
 __all__ = ["SessionBelady", "SessionLru"]
 
 
-class _SessionPolicy(EvictionPolicy):
+class _SessionPolicy(ResidentKeysPolicy):
     """Claims, orphans and the eviction loop; subclasses order the sessions."""
 
     def __init__(self, capacity: int, *, rng: np.random.Generator, **params: Any) -> None:
@@ -105,15 +105,6 @@ class _SessionPolicy(EvictionPolicy):
         return True
 
     # -- verbs -----------------------------------------------------------------------------
-    def __len__(self) -> int:
-        return len(self._resident)
-
-    def find(self, block: int) -> bool:
-        return block in self._resident
-
-    def resident_view(self) -> Container[int]:
-        return self._resident
-
     def access(self, block: int, cost: float, next_access: int) -> None:
         del cost, next_access  # sessions, not blocks, carry the order
         if block not in self._resident:
@@ -121,8 +112,10 @@ class _SessionPolicy(EvictionPolicy):
             if block not in self._claims:
                 self._orphans[block] = None
 
-    def evict(self, pinned: Collection[int]) -> list[int]:
-        return self.evict_n(1, pinned)
+    def _replay(self, blocks: Iterable[int]) -> None:
+        access = self.access  # per block, as the base loop did: claims need no inlining
+        for block in blocks:
+            access(block, 0.0, NEVER)
 
     def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
         unpinned_orphans = (b for b in self._orphans if b not in pinned)
@@ -142,7 +135,7 @@ class _SessionPolicy(EvictionPolicy):
                         self._resident.remove(block)
                         victims.append(block)
         if not victims and n > 0 and self._resident:
-            raise RuntimeError(f"{self.name}: evict() found no unpinned resident block")
+            raise nothing_evictable(self.name)
         return victims
 
     def remove(self, block: int) -> None:

@@ -11,12 +11,12 @@ so no object is allocated per block. Pinned blocks are passed over untouched (bi
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container, Sequence
+from collections.abc import Collection, Iterable
 from typing import Any, ClassVar
 
 import numpy as np
 
-from simulator.kvcache.policies.base import EvictionPolicy
+from simulator.kvcache.policies._common import ResidentKeysPolicy
 
 __all__ = ["Sieve"]
 
@@ -24,47 +24,31 @@ __all__ = ["Sieve"]
 _SENTINEL = -(2**64)
 
 
-class Sieve(EvictionPolicy):
+class Sieve(ResidentKeysPolicy):
     """SIEVE; ``find`` is a dict membership test (fast path in the serve loop)."""
 
     name: ClassVar[str] = "sieve"
 
     def __init__(self, capacity: int, *, rng: np.random.Generator, **params: Any) -> None:
         super().__init__(capacity, rng=rng, **params)
-        self._visited: dict[int, int] = {}  # resident block -> visited bit
+        self._resident: dict[int, int] = {}  # resident block -> visited bit
         # Ring through the sentinel: _newer[_SENTINEL] is the tail, _older[_SENTINEL] the head.
         self._newer: dict[int, int] = {_SENTINEL: _SENTINEL}
         self._older: dict[int, int] = {_SENTINEL: _SENTINEL}
         self._hand = _SENTINEL  # the sentinel means "start at the tail"
 
-    def __len__(self) -> int:
-        return len(self._visited)
-
-    def find(self, block: int) -> bool:
-        return block in self._visited
-
-    def resident_view(self) -> Container[int] | None:
-        return self._visited
-
     def access(self, block: int, cost: float, next_access: int) -> None:
         del cost, next_access  # not used by this policy
-        if block in self._visited:
-            self._visited[block] = 1
+        if block in self._resident:
+            self._resident[block] = 1
         else:
             self._push_head(block)
 
-    def access_request(
-        self,
-        blocks: Sequence[int],
-        costs: Sequence[float],
-        next_access: Sequence[int] | None,
-        deepest_first: bool,
-    ) -> None:
-        del costs, next_access  # not used by this policy
+    def _replay(self, blocks: Iterable[int]) -> None:
         # access() inlined; new blocks are chained onto the head and the ring closed once.
-        visited, newer, older = self._visited, self._newer, self._older
+        visited, newer, older = self._resident, self._newer, self._older
         head = older[_SENTINEL]
-        for block in reversed(blocks) if deepest_first else blocks:
+        for block in blocks:
             if block in visited:
                 visited[block] = 1
             else:
@@ -82,20 +66,17 @@ class Sieve(EvictionPolicy):
         older[block] = head
         newer[block] = _SENTINEL
         older[_SENTINEL] = block
-        self._visited[block] = 0
+        self._resident[block] = 0
 
     def _unlink(self, block: int) -> None:
         newer, older = self._newer, self._older
         after, before = newer.pop(block), older.pop(block)
         newer[before] = after
         older[after] = before
-        del self._visited[block]
-
-    def evict(self, pinned: Collection[int]) -> list[int]:
-        return self.evict_n(1, pinned)
+        del self._resident[block]
 
     def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
-        visited, newer = self._visited, self._newer
+        visited, newer = self._resident, self._newer
         victims: list[int] = []
         hand = self._hand
         # Two full turns without a victim means everything left is pinned: give up (the serve
@@ -119,7 +100,7 @@ class Sieve(EvictionPolicy):
         return victims
 
     def remove(self, block: int) -> None:
-        if block in self._visited:
+        if block in self._resident:
             if self._hand == block:
                 self._hand = self._newer[block]
             self._unlink(block)

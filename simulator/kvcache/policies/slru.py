@@ -13,18 +13,17 @@ The default ``protected_ratio=0.8`` is the split Caffeine/W-TinyLFU use for thei
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Container, Sequence
+from collections.abc import Collection, Iterable
 from typing import Any, ClassVar
 
 import numpy as np
 
-from simulator.kvcache.policies.base import EvictionPolicy
-from simulator.kvcache.policies.lru import pop_oldest
+from simulator.kvcache.policies._common import ResidentKeysPolicy, pop_oldest
 
 __all__ = ["SLRU"]
 
 
-class SLRU(EvictionPolicy):
+class SLRU(ResidentKeysPolicy):
     """Two-segment LRU; ``find`` is a dict membership test (fast path in the serve loop)."""
 
     name: ClassVar[str] = "slru"
@@ -45,15 +44,6 @@ class SLRU(EvictionPolicy):
         self._protected: OrderedDict[int, None] = OrderedDict()
         self._resident: dict[int, None] = {}  # union of both segments, for O(1) find
 
-    def __len__(self) -> int:
-        return len(self._resident)
-
-    def find(self, block: int) -> bool:
-        return block in self._resident
-
-    def resident_view(self) -> Container[int] | None:
-        return self._resident
-
     def access(self, block: int, cost: float, next_access: int) -> None:
         del cost, next_access  # not used by this policy
         protected = self._protected
@@ -69,18 +59,10 @@ class SLRU(EvictionPolicy):
             self._probation[block] = None
             self._resident[block] = None
 
-    def access_request(
-        self,
-        blocks: Sequence[int],
-        costs: Sequence[float],
-        next_access: Sequence[int] | None,
-        deepest_first: bool,
-    ) -> None:
-        del costs, next_access  # not used by this policy
-        # access() inlined: one attribute lookup per request instead of a call per block.
+    def _replay(self, blocks: Iterable[int]) -> None:
         probation, protected, resident = self._probation, self._protected, self._resident
         limit = self._protected_capacity
-        for block in reversed(blocks) if deepest_first else blocks:
+        for block in blocks:
             if block in protected:
                 protected.move_to_end(block)
             elif block in probation:
@@ -91,9 +73,6 @@ class SLRU(EvictionPolicy):
             else:
                 probation[block] = None
                 resident[block] = None
-
-    def evict(self, pinned: Collection[int]) -> list[int]:
-        return self.evict_n(1, pinned)
 
     def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
         victims = pop_oldest(self._probation, n, pinned)

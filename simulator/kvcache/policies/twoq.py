@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.kvcache.policies.arc import first_unpinned
+from simulator.kvcache.policies._common import first_unpinned, nothing_evictable
 from simulator.kvcache.policies.base import EvictionPolicy
 
 __all__ = ["TwoQ"]
@@ -81,7 +81,7 @@ class TwoQ(EvictionPolicy):
         if from_am is not None:
             del self._am[from_am]
             return [from_am]
-        raise RuntimeError(f"{self.name}: evict() found no unpinned resident block")
+        raise nothing_evictable(self.name)
 
     def remove(self, block: int) -> None:
         self._a1in.pop(block, None)

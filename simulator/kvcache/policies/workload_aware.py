@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.kvcache.policies.arc import first_unpinned
+from simulator.kvcache.policies._common import first_unpinned, nothing_evictable
 from simulator.kvcache.policies.base import EvictionPolicy, RequestContext
 
 __all__ = ["WorkloadAware"]
@@ -108,7 +108,7 @@ class WorkloadAware(EvictionPolicy):
             if best is None or key < best:
                 best, victim = key, head
         if best is None:
-            raise RuntimeError(f"{self.name}: evict() found no unpinned resident block")
+            raise nothing_evictable(self.name)
         category = self._category_of[victim]
         self.remove(victim)
         self._ghost[victim] = category

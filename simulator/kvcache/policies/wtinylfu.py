@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from simulator.kvcache.policies.arc import first_unpinned
+from simulator.kvcache.policies._common import first_unpinned, nothing_evictable
 from simulator.kvcache.policies.base import EvictionPolicy
 
 __all__ = ["CountMinSketch", "WTinyLfu"]
@@ -189,7 +189,7 @@ class WTinyLfu(EvictionPolicy):
             # The candidate wins the duel: it is admitted to main and the main victim leaves.
             self._probation[candidate] = None
         if victim is None:
-            raise RuntimeError(f"{self.name}: evict() found no unpinned resident block")
+            raise nothing_evictable(self.name)
         del segment[victim]
         return victim
 
