@@ -12,7 +12,7 @@ pg_user=postgres
 id "$pg_user" >/dev/null 2>&1 || useradd --system --no-create-home "$pg_user" || return 1
 pg_dir=$(mktemp -d /tmp/kvplan-pg.XXXXXX)
 chown "$pg_user" "$pg_dir"
-pg_port=55432
+pg_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u "$pg_user" -- "$@"; else "$@"; fi; }
 as_pg "$pg_bin/initdb" -D "$pg_dir/data" -U kvplan --auth=trust >/dev/null || return 1
 as_pg "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/log" -w \

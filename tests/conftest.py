@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -11,7 +12,12 @@ from pathlib import Path
 
 import pytest
 
-_PG_PORT = 55433
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
 
 
 def _pg_bin() -> Path | None:
@@ -38,7 +44,8 @@ def _start_server(tmp: Path) -> str:
         [*prefix, *args], check=True, capture_output=True, text=True, timeout=120
     )
     run(str(pg_bin / "initdb"), "-D", str(data), "-U", "kvplan", "--auth=trust")
-    options = f"-p {_PG_PORT} -k {tmp} -c listen_addresses=127.0.0.1"
+    port = _free_port()
+    options = f"-p {port} -k {tmp} -c listen_addresses=127.0.0.1"
     run(
         str(pg_bin / "pg_ctl"),
         "-D",
@@ -50,8 +57,8 @@ def _start_server(tmp: Path) -> str:
         options,
         "start",
     )
-    run(str(pg_bin / "createdb"), "-h", "127.0.0.1", "-p", str(_PG_PORT), "-U", "kvplan", "t")
-    return f"postgresql://kvplan@127.0.0.1:{_PG_PORT}/t"
+    run(str(pg_bin / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "kvplan", "t")
+    return f"postgresql://kvplan@127.0.0.1:{port}/t"
 
 
 @pytest.fixture(scope="session")
