@@ -59,7 +59,8 @@ def merge_config(path: str | Path | None, flags: Mapping[str, Any]) -> ServingCo
         raise ValueError(f"merge_config: unknown flag names {unknown}")  # a programming error
     data: dict[str, Any] = load_mapping(path) if path is not None else {}
     given = {name: value for name, value in flags.items() if value is not None}
-    for name, value in given.items():
+    for name, given_value in given.items():
+        value = given_value
         if name == "l3" and str(value).strip().lower() in _NO_TIER:
             value = None
             data.pop("l3_capacity_gib", None)  # a capacity without a tier is meaningless
@@ -85,13 +86,15 @@ def closed_loop_workload(
     input_tokens: int,
     output_tokens: int,
     block_tokens: int = 16,
+    ramp_s: float = 0.0,
     source: str = "command line",
 ) -> WorkloadSpec:
     """``users`` concurrent users, ``requests`` in all, fixed lengths, no shared prefixes.
 
     Every request is a one-turn session with no system prompt and no think time, so its prompt
     blocks are fresh ids (a benchmark's random-token prompts share nothing) and a user sends
-    its next request the moment the last one finishes. All users start at time 0. Raises
+    its next request the moment the last one finishes. User k sends its first request at
+    ``k × ramp_s`` (0: all at once, as a benchmark starts). Raises
     ``InputError`` naming ``source`` for non-positive counts or lengths.
     """
     for name, value in (
@@ -108,10 +111,10 @@ def closed_loop_workload(
         "requests": requests,
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
-        # Given explicitly: the spec's defaults for these two are not run through its
-        # bare-number validator (see the report on simulator/workload/spec.py).
+        # One-turn sessions without think time: independent back-to-back requests.
         "turns": 1,
         "think_time_s": 0,
         "block_tokens": block_tokens,
+        "ramp_s": ramp_s,
     }
     return validate(WorkloadSpec, data, source)

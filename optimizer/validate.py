@@ -1,9 +1,10 @@
 """End-to-end fidelity: measured serving benchmarks → closed-loop simulations → MAPE.
 
-Input: a CSV of measured benchmarks in the format of aiconfigurator's ``silicon_sample.csv``
-(one row = one deployment benchmarked with ``batch_size`` concurrent users sending requests of
-exactly ``isl`` input and ``osl`` output tokens; ``silicon_ttft_ms`` / ``silicon_tpot_ms`` are
-the measured means). Every aggregated (``mode == agg``) row is simulated as the benchmark ran:
+Input: rows of a measured-benchmark CSV (``optimizer/silicon.py`` reads aiconfigurator's
+``silicon_sample.csv`` format: one row = one deployment benchmarked with ``batch_size``
+concurrent users sending requests of exactly ``isl`` input and ``osl`` output tokens;
+``silicon_ttft_ms`` / ``silicon_tpot_ms`` are the measured means). Every aggregated
+(``mode == agg``) row is simulated as the benchmark ran:
 
 - **Workload**: a closed loop of ``batch_size`` users, fixed lengths, prompts of fresh blocks
   (the benchmark's random-token prompts share no prefix), every user starting at time 0.
@@ -11,78 +12,77 @@ the measured means). Every aggregated (``mode == agg``) row is simulated as the 
   for every warm-up response before the profiling phase starts, so profiling begins from an
   idle server with all N users sending at once — exactly the simulated start — and warm-up
   leaves nothing behind that the simulator models (no shared prefixes; JIT and allocation
-  effects are not simulated). All simulated requests count towards the means.
-- **Length of the run**: aiperf sends 20·N requests (20 per user). We simulate
-  ``min(20, rounds)`` requests per user (``DEFAULT_ROUNDS``): the load is periodic after the
-  first round, so a few rounds give the same means at a fraction of the cost
-  (``bench/validate_fidelity.py --rounds 20`` measures the difference).
+  effects are not simulated). Every simulated request counts.
+- **Length of the run**: aiperf sends 20·N requests (20 rounds of N). We simulate
+  ``rounds`` rounds (``DEFAULT_ROUNDS``) and extrapolate: the closed loop settles into a
+  periodic pattern within a few rounds, so the second-to-last simulated round stands for the
+  steady rounds not simulated, and the last (drain) round for the benchmark's last
+  (``benchmark_mean``). The first rounds, where all users start together, keep their 1/20
+  weight each, as in the benchmark. ``--rounds 20`` simulates the whole benchmark
+  (``bench/validate_fidelity.py`` measures the difference).
 - **Deployment**: ``tp_size`` GPUs of ``system``, the ``backend`` preset, weight precision from
   ``gemm_quant_mode`` / ``precision`` (empty: fp8 if the model name says FP8, else bf16), KV
-  cache in bf16 (the engines' default for these checkpoints), MoE experts split
-  ``moe_ep_size`` ways.
+  cache in fp8 with fp8 weights and bf16 otherwise (``_kv_precision`` gives the evidence), MoE
+  experts split ``moe_ep_size`` ways.
 
 Rows that cannot be simulated are returned as ``Skipped`` with the reason, never dropped:
 disaggregated rows, models or GPUs not in the catalog, pipeline or attention-data parallelism,
 MoE layouts the simulator cannot express, and configurations that do not fit in memory.
 
-Errors: a malformed CSV (missing column, non-numeric value in a row that is simulated) raises
-``InputError`` naming the file, the line and the column.
+Errors: a malformed CSV raises ``InputError`` from ``read_silicon`` (file, line, column); a
+bad latency-model spec raises ``InputError`` from the first simulation.
 """
 
 from __future__ import annotations
 
-import csv
 import math
+import multiprocessing
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 from hardware.catalog import load_catalog
 from hardware.schema import Catalog
+from optimizer.silicon import SiliconRow, Skipped, read_silicon, select_rows
 from optimizer.simconfig import closed_loop_workload
-from simulator.api import simulate
+from simulator.api import SimResult, simulate
 from simulator.config import ServingConfig
 from simulator.latency.presets import BACKEND_PRESETS
-from slo.inputfile import InputError
+from slo.inputfile import InputError, validate
 
 __all__ = [
+    "BENCHMARK_ROUNDS",
     "DEFAULT_ROUNDS",
+    "START_MODES",
     "FidelityReport",
     "RowResult",
     "SiliconRow",
     "Skipped",
+    "benchmark_mean",
     "read_silicon",
     "run_validation",
+    "select_rows",
     "simulate_row",
 ]
+
+#: When the simulated users send their first request (``simulate_row``): ``together`` is the
+#: benchmark's protocol (aiperf starts every user at once after draining the warm-up);
+#: ``spread`` staggers them evenly over one request's duration, the limit a real system
+#: drifts towards when timing noise breaks up the waves of a synchronised start.
+START_MODES = ("together", "spread")
+StartMode = Literal["together", "spread"]
 
 #: Requests per user simulated by default (aiperf sends 20 per user; see module doc).
 DEFAULT_ROUNDS = 5
 #: Requests per user aiperf sends in the profiling phase (``--num-requests 20·N``).
 BENCHMARK_ROUNDS = 20
-
-#: Columns every file must have.
-REQUIRED_COLUMNS = (
-    "model_path",
-    "backend",
-    "system",
-    "mode",
-    "isl",
-    "osl",
-    "batch_size",
-    "tp_size",
-    "silicon_ttft_ms",
-    "silicon_tpot_ms",
-)
-_INT_COLUMNS = ("isl", "osl", "batch_size", "tp_size")
-_FLOAT_COLUMNS = ("silicon_ttft_ms", "silicon_tpot_ms")
-#: Optional integer columns and their value when empty.
-_OPTIONAL_INTS = {"pp_size": 1, "attention_dp_size": 1, "moe_tp_size": 0, "moe_ep_size": 0}
 
 #: ``gemm_quant_mode`` / ``precision`` spellings → the simulator's weight precision.
 _PRECISIONS = {
@@ -106,65 +106,6 @@ _PRECISIONS = {
 
 # ----- rows -------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
-class SiliconRow:
-    """One measured benchmark (an aggregated row; numbers parsed and checked)."""
-
-    line: int
-    """Line of the CSV file (the header is line 1)."""
-    id: str
-    model: str
-    backend: str
-    system: str
-    isl: int
-    osl: int
-    concurrency: int
-    tp: int
-    pp: int
-    attention_dp: int
-    moe_tp: int
-    moe_ep: int
-    precision: str
-    """Weight precision as written (``gemm_quant_mode``, else ``precision``; may be empty)."""
-    measured_ttft_ms: float
-    measured_tpot_ms: float
-
-    def describe(self) -> dict[str, Any]:
-        """The identifying fields, JSON-ready."""
-        return {
-            "id": self.id,
-            "line": self.line,
-            "model": self.model,
-            "backend": self.backend,
-            "isl": self.isl,
-            "osl": self.osl,
-            "concurrency": self.concurrency,
-            "tp": self.tp,
-            "precision": self.precision or None,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Skipped:
-    """A row that was not simulated, and why."""
-
-    line: int
-    id: str
-    model: str
-    backend: str
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return {
-            "id": self.id,
-            "line": self.line,
-            "model": self.model,
-            "backend": self.backend,
-            "reason": self.reason,
-        }
-
-
-@dataclass(frozen=True, slots=True)
 class RowResult:
     """Predicted against measured means for one simulated row."""
 
@@ -172,7 +113,7 @@ class RowResult:
     predicted_ttft_ms: float
     predicted_tpot_ms: float
     requests: int
-    """Requests simulated (all of them count towards the means)."""
+    """Requests simulated (the means extrapolate them to the benchmark's 20 rounds)."""
 
     @property
     def ttft_error(self) -> float:
@@ -202,101 +143,6 @@ def _relative(predicted: float, measured: float) -> float:
     return (predicted - measured) / measured if measured > 0 else math.nan
 
 
-# ----- reading ----------------------------------------------------------------------------------
-def read_silicon(path: str | Path) -> tuple[list[SiliconRow], list[Skipped]]:
-    """The aggregated rows of ``path`` and the skipped non-aggregated ones, in file order.
-
-    Raises ``InputError`` for a missing file, a missing column, or a value in an aggregated row
-    that is not the number its column needs (naming file, line and column).
-    """
-    path = Path(path)
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            header = reader.fieldnames or []
-            missing = [c for c in REQUIRED_COLUMNS if c not in header]
-            if missing:
-                raise InputError(
-                    f"{path}: line 1: missing column{'s' if len(missing) > 1 else ''} "
-                    f"{', '.join(missing)} (a silicon benchmark CSV needs "
-                    f"{', '.join(REQUIRED_COLUMNS)})"
-                )
-            rows: list[SiliconRow] = []
-            skipped: list[Skipped] = []
-            for record in reader:
-                line = reader.line_num
-                mode = (record.get("mode") or "").strip().lower()
-                if mode != "agg":
-                    skipped.append(_skip(record, line, f"mode '{mode or '(empty)'}' is not agg: "
-                                         "only aggregated serving is validated"))
-                    continue
-                rows.append(_parse_row(path, line, record))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise InputError(f"{path}: cannot read as CSV: {err}") from None
-    return rows, skipped
-
-
-def _skip(record: dict[str, Any], line: int, reason: str) -> Skipped:
-    return Skipped(
-        line=line,
-        id=(record.get("id") or "").strip() or f"line {line}",
-        model=(record.get("model_path") or "").strip(),
-        backend=(record.get("backend") or "").strip(),
-        reason=reason,
-    )
-
-
-def _number(path: Path, line: int, column: str, text: str | None, *, integer: bool) -> float:
-    value = (text or "").strip()
-    what = "a positive integer" if integer else "a positive number"
-    try:
-        number = float(value)
-    except ValueError:
-        shown = f"'{value}'" if value else "an empty value"
-        raise InputError(f"{path}: line {line}: column {column}: expected {what}, got {shown}") from None
-    if not math.isfinite(number) or number <= 0 or (integer and not number.is_integer()):
-        raise InputError(f"{path}: line {line}: column {column}: expected {what}, got '{value}'")
-    return number
-
-
-def _parse_row(path: Path, line: int, record: dict[str, Any]) -> SiliconRow:
-    ints = {c: int(_number(path, line, c, record.get(c), integer=True)) for c in _INT_COLUMNS}
-    floats = {c: _number(path, line, c, record.get(c), integer=False) for c in _FLOAT_COLUMNS}
-    optional: dict[str, int] = {}
-    for column, default in _OPTIONAL_INTS.items():
-        text = (record.get(column) or "").strip()
-        if not text or text.lower() == "nan":
-            optional[column] = default
-        elif default == 0 and text in ("0", "0.0"):
-            optional[column] = 0
-        else:
-            optional[column] = int(_number(path, line, column, text, integer=True))
-    precision = (record.get("gemm_quant_mode") or "").strip() or (
-        record.get("precision") or ""
-    ).strip()
-    return SiliconRow(
-        line=line,
-        id=(record.get("id") or "").strip() or f"line {line}",
-        model=(record.get("model_path") or "").strip(),
-        backend=(record.get("backend") or "").strip().lower(),
-        system=(record.get("system") or "").strip(),
-        isl=ints["isl"],
-        osl=ints["osl"],
-        concurrency=ints["batch_size"],
-        tp=ints["tp_size"],
-        pp=optional["pp_size"],
-        attention_dp=optional["attention_dp_size"],
-        moe_tp=optional["moe_tp_size"],
-        moe_ep=optional["moe_ep_size"],
-        precision=precision.lower() if precision.lower() != "nan" else "",
-        measured_ttft_ms=floats["silicon_ttft_ms"],
-        measured_tpot_ms=floats["silicon_tpot_ms"],
-    )
-
-
-# ----- from a row to a simulation ---------------------------------------------------------------
 def _weight_precision(row: SiliconRow) -> str | None:
     """The simulator's weight precision for ``row``; None when the spelling is unknown."""
     if not row.precision:
@@ -304,24 +150,39 @@ def _weight_precision(row: SiliconRow) -> str | None:
     return _PRECISIONS.get(row.precision)
 
 
-def row_config(
-    row: SiliconRow, catalog: Catalog, *, latency_model: str
-) -> ServingConfig | str:
-    """The deployment ``row`` measured, or the reason it cannot be expressed (module doc)."""
+def _kv_precision(row: SiliconRow) -> str:
+    """KV-cache precision: fp8 with fp8 weights, else bf16 (the dataset does not record it).
+
+    Evidence for fp8: Llama-3.1-70B fp8 on 2 H100s with 32 users of 1024 + 8192 tokens ran
+    without queueing (measured TTFT 289 ms); its 295k KV tokens fit only at one byte per
+    element. TRT-LLM's FP8 recipes quantise the KV cache too.
+    """
+    return "fp8" if _weight_precision(row) == "fp8" else "bf16"
+
+
+def _unsupported(row: SiliconRow) -> str | None:
+    """Why the settings of ``row`` (apart from catalog names) cannot be simulated, if so."""
     if row.backend not in BACKEND_PRESETS:
         return f"backend '{row.backend}' has no preset (known: {', '.join(BACKEND_PRESETS)})"
     if row.pp > 1:
         return f"pipeline parallelism (pp_size={row.pp}) is not modelled"
     if row.attention_dp > 1:
         return f"data-parallel attention (attention_dp_size={row.attention_dp}) is not modelled"
+    if _weight_precision(row) is None:
+        return f"unknown precision '{row.precision}'"
+    return None
+
+
+def row_config(row: SiliconRow, catalog: Catalog, *, latency_model: str) -> ServingConfig | str:
+    """The deployment ``row`` measured, or the reason it cannot be expressed (module doc)."""
+    problem = _unsupported(row)
+    if problem:
+        return problem
     try:
         model = catalog.model(row.model)
         gpu = catalog.gpu(row.system)
     except InputError as err:
         return str(err).split(";", 1)[0]  # "unknown model 'x' (did you mean ...)"
-    precision = _weight_precision(row)
-    if precision is None:
-        return f"unknown precision '{row.precision}'"
     ep: int | None = None
     if model.is_moe:
         moe_tp, moe_ep = row.moe_tp or 1, row.moe_ep or 1
@@ -331,18 +192,20 @@ def row_config(
                 "cannot be expressed"
             )
         ep = moe_ep
+    fields = {
+        "model": model.name,
+        "gpu": gpu.name,
+        "tp": row.tp,
+        "ep": ep,
+        "weight_precision": _weight_precision(row),
+        "kv_precision": _kv_precision(row),
+        "backend": row.backend,
+        "latency_model": latency_model,
+    }
     try:
-        return ServingConfig(
-            model=model.name,
-            gpu=gpu.name,
-            tp=row.tp,
-            ep=ep,
-            weight_precision=precision,  # type: ignore[arg-type]  # checked by pydantic
-            backend=row.backend,
-            latency_model=latency_model,
-        )
-    except ValueError as err:  # pydantic's ValidationError is a ValueError
-        return f"cannot express the deployment: {str(err).splitlines()[0]}"
+        return validate(ServingConfig, fields, f"row {row.id}")
+    except InputError as err:
+        return f"cannot express the deployment: {err}"
 
 
 def rounds_for(rounds: int) -> int:
@@ -357,8 +220,13 @@ def simulate_row(
     catalog: Catalog,
     seed: int = 0,
     rounds: int = DEFAULT_ROUNDS,
+    start: StartMode = "together",
 ) -> RowResult | Skipped:
     """Simulate the benchmark of ``row`` and return its mean TTFT and TPOT (module doc).
+
+    ``start`` is when the users send their first request: ``together`` at time 0 (the
+    benchmark's protocol), or ``spread`` evenly over one request's duration, measured by a
+    one-round pilot run (the fully desynchronised limit; see ``START_MODES``).
 
     An ``InputError`` from a bad ``latency_model`` spec propagates (a user mistake that would
     fail every row); a configuration that cannot run becomes ``Skipped``.
@@ -366,12 +234,42 @@ def simulate_row(
     config = row_config(row, catalog, latency_model=latency_model)
     if isinstance(config, str):
         return Skipped(row.line, row.id, row.model, row.backend, config)
-    requests = row.concurrency * rounds_for(rounds)
+    ramp_s = 0.0
+    if start == "spread":
+        pilot = _run(row, config, catalog, seed, rounds=1, ramp_s=0.0)
+        if isinstance(pilot, Skipped):
+            return pilot
+        ramp_s = float(np.mean([r.e2e_s for r in pilot.records])) / row.concurrency
+    result = _run(row, config, catalog, seed, rounds=rounds_for(rounds), ramp_s=ramp_s)
+    if isinstance(result, Skipped):
+        return result
+    order = np.argsort([r.index for r in result.records], kind="stable")
+    arrays = result.per_request_ms()
+    users, simulated = row.concurrency, rounds_for(rounds)
+    return RowResult(
+        row=row,
+        predicted_ttft_ms=benchmark_mean(arrays["ttft_ms"][order], users, simulated),
+        predicted_tpot_ms=benchmark_mean(arrays["tpot_ms"][order], users, simulated),
+        requests=len(result.records),
+    )
+
+
+def _run(
+    row: SiliconRow,
+    config: ServingConfig,
+    catalog: Catalog,
+    seed: int,
+    *,
+    rounds: int,
+    ramp_s: float,
+) -> SimResult | Skipped:
+    """``rounds`` rounds of the benchmark's closed loop; Skipped when nothing could run."""
     workload = closed_loop_workload(
         users=row.concurrency,
-        requests=requests,
+        requests=row.concurrency * rounds,
         input_tokens=row.isl,
         output_tokens=row.osl,
+        ramp_s=ramp_s,
         source=f"row {row.id}",
     )
     result = simulate(config, workload, seed=seed, catalog=catalog)
@@ -380,20 +278,43 @@ def simulate_row(
     if not result.records:
         rejected = result.summary.n_rejected
         return Skipped(
-            row.line, row.id, row.model, row.backend,
+            row.line,
+            row.id,
+            row.model,
+            row.backend,
             f"no request finished ({rejected} rejected: longer than the context or the KV cache)",
         )
-    arrays = result.per_request_ms()
-    tpot = arrays["tpot_ms"]
-    return RowResult(
-        row=row,
-        predicted_ttft_ms=float(np.mean(arrays["ttft_ms"])),
-        predicted_tpot_ms=float(np.nanmean(tpot)) if np.any(~np.isnan(tpot)) else math.nan,
-        requests=len(result.records),
-    )
+    return result
 
 
-# ----- many rows --------------------------------------------------------------------------------
+def benchmark_mean(values: NDArray[np.float64], users: int, rounds: int) -> float:
+    """The mean a ``BENCHMARK_ROUNDS``-round benchmark would report, from ``rounds`` rounds.
+
+    ``values`` are per request in issue order; round k is requests ``k·users … (k+1)·users − 1``.
+    The closed loop settles into a periodic pattern within a few rounds, except for the last
+    round, when no new requests arrive and the batch drains (running fewer requests, its
+    decode steps are faster). So the benchmark's rounds map onto the simulated ones as: the
+    first ``rounds − 1`` as simulated, the steady rounds not simulated as copies of the
+    second-to-last simulated round, and the benchmark's own last round as the simulated last
+    (drain) round — a request-weighted mean with weight ``BENCHMARK_ROUNDS − rounds + 1`` on
+    the second-to-last round. With ``rounds`` of 1 or ``BENCHMARK_ROUNDS``, or fewer values
+    than full rounds (rejections), it is the plain mean. NaN entries (one-token outputs' TPOT)
+    are ignored.
+    """
+    finite = values[~np.isnan(values)]
+    if not len(finite):
+        return math.nan
+    if rounds >= BENCHMARK_ROUNDS or len(values) != users * rounds or rounds < 2:
+        return float(finite.mean())
+    per_round = values.reshape(rounds, users)
+    means = np.array([np.nanmean(r) if np.any(~np.isnan(r)) else math.nan for r in per_round])
+    if np.isnan(means).any():
+        return float(finite.mean())
+    weights = np.ones(rounds)
+    weights[-2] += BENCHMARK_ROUNDS - rounds
+    return float(np.dot(means, weights) / weights.sum())
+
+
 @dataclass(frozen=True, slots=True)
 class GroupSummary:
     """MAPE of one (model, backend) group."""
@@ -429,6 +350,7 @@ class FidelityReport:
     rounds: int
     results: tuple[RowResult, ...]
     skipped: tuple[Skipped, ...]
+    start: StartMode = "together"
 
     def groups(self) -> list[GroupSummary]:
         """MAPE per (model, backend), in order of first appearance."""
@@ -456,6 +378,7 @@ class FidelityReport:
             "n_skipped": len(self.skipped),
             "latency_model": self.latency_model,
             "rounds": self.rounds,
+            "start": self.start,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -468,38 +391,28 @@ class FidelityReport:
         }
 
 
-def select_rows(
-    rows: Sequence[SiliconRow],
-    *,
-    model: str | None = None,
-    backend: str | None = None,
-    limit: int | None = None,
-) -> list[SiliconRow]:
-    """The rows of ``model`` (full id or the part after '/', case-insensitive) and ``backend``;
-    with ``limit``, at most that many spread evenly over them (deterministic)."""
-    picked = list(rows)
-    if model:
-        key = model.strip().lower()
-        picked = [
-            r for r in picked if key in (r.model.lower(), r.model.lower().rsplit("/", 1)[-1])
-        ]
-    if backend:
-        picked = [r for r in picked if r.backend == backend.strip().lower()]
-    if limit is not None and 0 < limit < len(picked):
-        # Even spacing keeps every group and regime represented, unlike the first `limit` rows.
-        index = np.linspace(0, len(picked) - 1, limit).round().astype(int)
-        picked = [picked[i] for i in dict.fromkeys(index.tolist())]
-    return picked
-
-
 def _simulate_one(
-    row: SiliconRow, latency_model: str, catalog_path: str | None, seed: int, rounds: int
+    row: SiliconRow,
+    *,
+    latency_model: str,
+    catalog_path: str | None,
+    seed: int,
+    rounds: int,
+    start: StartMode,
+    quiet: bool,
 ) -> RowResult | Skipped:
     """Worker entry (module level so it pickles); the catalog is reloaded per process."""
-    return simulate_row(
-        row, latency_model=latency_model, catalog=load_catalog(catalog_path), seed=seed,
-        rounds=rounds,
-    )
+    with warnings.catch_warnings():
+        if quiet:
+            warnings.simplefilter("ignore")
+        return simulate_row(
+            row,
+            latency_model=latency_model,
+            catalog=load_catalog(catalog_path),
+            seed=seed,
+            rounds=rounds,
+            start=start,
+        )
 
 
 def run_validation(
@@ -512,19 +425,30 @@ def run_validation(
     jobs: int = 1,
     skipped: Sequence[Skipped] = (),
     progress: Callable[[int], None] | None = None,
+    quiet: bool = False,
+    start: StartMode = "together",
 ) -> FidelityReport:
     """Simulate every row (in ``jobs`` processes) and collect the report.
 
     ``skipped`` are rows already set aside (e.g. by ``read_silicon``); they come first in the
-    report's skipped list. ``progress`` is called with 1 after each row.
+    report's skipped list. ``progress`` is called with 1 after each row. ``quiet`` silences the
+    latency models' warnings (they repeat for every row of a deployment).
     """
     catalog = None if catalog_path is None else str(catalog_path)
     work = partial(
-        _simulate_one, latency_model=latency_model, catalog_path=catalog, seed=seed, rounds=rounds
+        _simulate_one,
+        latency_model=latency_model,
+        catalog_path=catalog,
+        seed=seed,
+        rounds=rounds,
+        start=start,
+        quiet=quiet,
     )
     outcomes: list[RowResult | Skipped] = []
     if jobs > 1 and len(rows) > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
+        # forkserver, not fork: the caller may be running a progress-bar thread.
+        context = multiprocessing.get_context("forkserver")
+        with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
             for outcome in pool.map(work, rows):
                 outcomes.append(outcome)
                 if progress:
@@ -536,4 +460,4 @@ def run_validation(
                 progress(1)
     results = tuple(o for o in outcomes if isinstance(o, RowResult))
     more = tuple(o for o in outcomes if isinstance(o, Skipped))
-    return FidelityReport(latency_model, rounds_for(rounds), results, (*skipped, *more))
+    return FidelityReport(latency_model, rounds_for(rounds), results, (*skipped, *more), start)

@@ -13,6 +13,7 @@ Unknown names raise ``InputError``, which ``optimizer.cli.main.run`` prints as o
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -31,8 +32,23 @@ from hardware import (
     load_catalog,
 )
 from optimizer.cli._output import console, print_json
+from simulator.latency import (
+    LATENCY_MODELS,
+    BackendPreset,
+    Deployment,
+    load_preset,
+    make_latency_model,
+    memory_fit,
+)
 
-__all__ = ["gpu_figures", "model_figures", "register", "storage_figures"]
+__all__ = [
+    "STANDARD_BATCHES",
+    "deployment_figures",
+    "gpu_figures",
+    "model_figures",
+    "register",
+    "storage_figures",
+]
 
 #: Precisions ``models show`` reports weight sizes and KV sizes at.
 WEIGHT_PRECISIONS = ("bf16", "fp8", "fp4")
@@ -231,14 +247,111 @@ def models_list(json_out: JsonOpt = False, catalog: CatalogOpt = None) -> None:
 
 
 @models_app.command("show")
-def models_show(
+def models_show(  # noqa: PLR0917  (one parameter per CLI option, as typer requires)
     name: Annotated[str, typer.Argument(help="Model id, e.g. Qwen/Qwen3-32B or just Qwen3-32B.")],
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu", help="Also show the memory fit and step times on this GPU.", show_default=False
+        ),
+    ] = None,
+    tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor parallelism (with --gpu).")] = 1,
+    precision: Annotated[
+        str, typer.Option("--precision", help="Weight precision (with --gpu).")
+    ] = "bf16",
+    kv_precision: Annotated[
+        str, typer.Option("--kv-precision", help="KV-cache precision (with --gpu).")
+    ] = "bf16",
+    backend: Annotated[
+        str,
+        typer.Option("--backend", help="Backend preset or preset file for the fit (with --gpu)."),
+    ] = "vllm",
     json_out: JsonOpt = False,
     catalog: CatalogOpt = None,
 ) -> None:
-    """Show a model's shape and derived figures: parameters, weight GiB, KV KiB per token."""
-    figures = model_figures(load_catalog(catalog).model(name))
+    """Show a model's shape and derived figures: parameters, weight GiB, KV KiB per token.
+
+    With --gpu: also the memory fit of one instance (weights, reserve, KV tokens) under the
+    backend preset, and the step time of standard batches for every latency model.
+    """
+    cat = load_catalog(catalog)
+    model = cat.model(name)
+    figures = model_figures(model)
+    if gpu is None:
+        defaults = (
+            ("--tp", tp, 1),
+            ("--precision", precision, "bf16"),
+            ("--kv-precision", kv_precision, "bf16"),
+            ("--backend", backend, "vllm"),
+        )
+        given = [flag for flag, value, default in defaults if value != default]
+        if given:
+            raise InputError(f"models show: {', '.join(given)} needs --gpu")
+    else:
+        deployment = Deployment(
+            model, cat.gpu(gpu), tp=tp, weight_precision=precision, kv_precision=kv_precision
+        )
+        figures.update(deployment_figures(deployment, load_preset(backend)))
     _emit(figures, json_out)
+
+
+#: Standard batches ``models show --gpu`` prices: name → ``(cache_len, new_tokens)`` pairs.
+STANDARD_BATCHES: dict[str, list[tuple[int, int]]] = {
+    "prefill_1x4096": [(0, 4096)],  # one 4096-token prompt, nothing cached
+    "decode_64x4096": [(4096, 1)] * 64,  # 64 requests, 4096 cached tokens each, one new token
+}
+
+
+def deployment_figures(deployment: Deployment, preset: BackendPreset) -> dict[str, Any]:
+    """``deployment``, its memory ``fit`` under ``preset``, and ``step_ms`` per latency model.
+
+    ``step_ms[name]`` holds the milliseconds of each ``STANDARD_BATCHES`` entry; a latency model
+    that cannot price this deployment gets ``None`` times and its reason under ``error``.
+    Warnings a model raises (e.g. a calibration borrowed from another GPU) are collected under
+    ``step_notes[name]`` instead of being printed.
+    """
+    fit = memory_fit(deployment, preset.memory_params(deployment.tp))
+    step_ms: dict[str, dict[str, Any]] = {}
+    notes: dict[str, list[str]] = {}
+    for name in LATENCY_MODELS:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                latency = make_latency_model(name, deployment, params=preset.compose_params())
+                step_ms[name] = {
+                    batch: latency.step_seconds(pairs) * 1e3
+                    for batch, pairs in STANDARD_BATCHES.items()
+                }
+            except InputError as err:
+                step_ms[name] = dict.fromkeys(STANDARD_BATCHES) | {"error": str(err)}
+        messages = list(dict.fromkeys(str(w.message) for w in caught))
+        if messages:
+            notes[name] = messages
+    figures: dict[str, Any] = {
+        "deployment": {
+            "gpu": deployment.gpu.name,
+            "tp": deployment.tp,
+            "weight_precision": deployment.weight_precision,
+            "kv_precision": deployment.kv_precision,
+            "backend": preset.name,
+        },
+        "fit": {
+            "fits": fit.fits,
+            "reason": fit.reason,
+            "kv_tokens": fit.kv_tokens,
+            "kv_blocks": fit.kv_blocks,
+            "block_tokens": preset.kv_block_tokens,
+            "weights_gib_per_gpu": fit.weights_gib_per_gpu,
+            "reserve_gib_per_gpu": fit.reserve_gib_per_gpu,
+            "usable_gib_per_gpu": fit.usable_gib_per_gpu,
+            "kv_gib_per_gpu": fit.kv_gib_per_gpu,
+            "kv_bytes_per_token_per_gpu": fit.kv_bytes_per_token_per_gpu,
+        },
+        "step_ms": step_ms,
+    }
+    if notes:
+        figures["step_notes"] = notes
+    return figures
 
 
 # ----- rendering ---------------------------------------------------------------------------------
@@ -257,14 +370,28 @@ def _emit(figures: dict[str, Any], json_out: bool) -> None:
     for section, values in figures.items():
         if isinstance(values, dict):
             table.add_section()
-            table.add_row(f"[underline]{section}[/underline]", "")
-            for key, value in values.items():
-                table.add_row(f"  {key}", _fmt(value))
+            table.add_row(f"[underline]{escape(section)}[/underline]", "")
+            _add_rows(table, values, indent="  ")
     console.print(table)
+
+
+def _add_rows(table: Table, values: dict[str, Any], indent: str) -> None:
+    """One row per entry; a nested dict (``step_ms`` per latency model) becomes an indented
+    block under its key, a list one value per line."""
+    for key, value in values.items():
+        if isinstance(value, dict):
+            table.add_row(f"{indent}{escape(str(key))}", "")
+            _add_rows(table, value, indent + "  ")
+        elif isinstance(value, list):
+            table.add_row(f"{indent}{escape(str(key))}", "\n".join(_fmt(v) for v in value))
+        else:
+            table.add_row(f"{indent}{escape(str(key))}", _fmt(value))
 
 
 def _fmt(value: Any) -> str:
     """Table text: thousands separators, at most 3 decimals, yes/no, markup escaped."""
+    if value is None:
+        return "-"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, int):

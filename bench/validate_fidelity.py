@@ -1,0 +1,182 @@
+"""End-to-end fidelity of the simulator against measured serving benchmarks, per latency model.
+
+    python bench/validate_fidelity.py [--silicon CSV] [--latency roofline,table,calibrated]
+        [--models Qwen3-32B,Llama-3.1-8B-Instruct,Llama-3.1-70B] [--rounds 5] [--jobs 1]
+        [--limit N] [--json OUT.json]
+
+Runs ``kvplan validate``'s logic (``optimizer/validate.py``: closed loop of N users, fixed
+lengths, no shared prefixes, all users starting together, 20 benchmark rounds extrapolated from
+``--rounds`` simulated ones) on every aggregated row of the selected models, once per latency
+model, and prints:
+
+- MAPE of mean TTFT and mean TPOT per (model, backend) group and overall (the issue's target:
+  TTFT ≤ 20%, TPOT ≤ 15% on the dense models with the shipped calibration);
+- the same split by regime (concurrency, output length, prompt share of the work) with the mean
+  *signed* error, which says whether the simulator is too slow (+) or too fast (−) there;
+- the rows with the largest TTFT errors.
+
+Default input: ``../shared/data/silicon/silicon_h100_calibration.csv`` next to the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from optimizer.validate import (
+    DEFAULT_ROUNDS,
+    START_MODES,
+    FidelityReport,
+    RowResult,
+    read_silicon,
+    run_validation,
+    select_rows,
+)
+
+DEFAULT_SILICON = (
+    Path(__file__).resolve().parents[2] / "shared/data/silicon/silicon_h100_calibration.csv"
+)
+DENSE_MODELS = ("Qwen3-32B", "Llama-3.1-8B-Instruct", "Llama-3.1-70B")
+console = Console()
+
+
+def _regimes() -> dict[str, Callable[[RowResult], str]]:
+    """Ways to split the rows, each a label function."""
+
+    def concurrency(r: RowResult) -> str:
+        n = r.row.concurrency
+        return "N <= 16" if n <= 16 else ("N 24-64" if n <= 64 else "N >= 128")
+
+    def output(r: RowResult) -> str:
+        osl = r.row.osl
+        return "osl <= 256" if osl <= 256 else ("osl 512-1024" if osl <= 1024 else "osl > 1024")
+
+    def prompt_share(r: RowResult) -> str:
+        share = r.row.isl / (r.row.isl + r.row.osl)
+        return "isl share >= 0.9" if share >= 0.9 else "isl share < 0.9"
+
+    def backend(r: RowResult) -> str:
+        return r.row.backend
+
+    return {
+        "concurrency": concurrency,
+        "output": output,
+        "prompt": prompt_share,
+        "backend": backend,
+    }
+
+
+def _mean(values: Sequence[float]) -> float:
+    finite = [v for v in values if np.isfinite(v)]
+    return float(np.mean(finite)) if finite else float("nan")
+
+
+def regime_table(report: FidelityReport) -> Table:
+    """MAPE and mean signed error by regime."""
+    table = Table(title="By regime (MAPE; mean signed error: + = simulator slower)")
+    for header in ("split", "regime", "rows", "TTFT MAPE", "TTFT bias", "TPOT MAPE", "TPOT bias"):
+        table.add_column(header, justify="left" if header in ("split", "regime") else "right")
+    for split, label in _regimes().items():
+        groups: dict[str, list[RowResult]] = {}
+        for result in report.results:
+            groups.setdefault(label(result), []).append(result)
+        for name in sorted(groups):
+            rs = groups[name]
+            ttft = [r.ttft_error for r in rs]
+            tpot = [r.tpot_error for r in rs]
+            table.add_row(
+                split,
+                name,
+                str(len(rs)),
+                f"{100 * _mean([abs(e) for e in ttft]):.1f}%",
+                f"{100 * _mean(ttft):+.1f}%",
+                f"{100 * _mean([abs(e) for e in tpot]):.1f}%",
+                f"{100 * _mean(tpot):+.1f}%",
+            )
+        table.add_section()
+    return table
+
+
+def group_table(report: FidelityReport, seconds: float) -> Table:
+    """MAPE per (model, backend) and overall."""
+    summary = report.summary()
+    table = Table(
+        title=f"{report.latency_model}: {summary['n']} rows, {summary['n_skipped']} skipped, "
+        f"{report.rounds} rounds simulated, start {report.start}, {seconds:.0f} s"
+    )
+    for header in ("model", "backend", "rows", "TTFT MAPE", "TPOT MAPE"):
+        table.add_column(header, justify="left" if header in ("model", "backend") else "right")
+    for g in report.groups():
+        table.add_row(g.model, g.backend, str(g.n), f"{100 * g.ttft_mape:.1f}%",
+                      f"{100 * g.tpot_mape:.1f}%")  # fmt: skip
+    table.add_section()
+    table.add_row("all", "", str(summary["n"]), f"{100 * summary['ttft_mape']:.1f}%",
+                  f"{100 * summary['tpot_mape']:.1f}%")  # fmt: skip
+    return table
+
+
+def worst_table(report: FidelityReport, n: int = 12) -> Table:
+    """The rows with the largest |TTFT error|."""
+    table = Table(title=f"Largest TTFT errors ({report.latency_model})")
+    for header in ("line", "model", "backend", "isl/osl", "N", "TP", "TTFT meas→pred",
+                   "TPOT meas→pred"):  # fmt: skip
+        table.add_column(header)
+    ranked = sorted(report.results, key=lambda r: -abs(r.ttft_error))[:n]
+    for r in ranked:
+        row = r.row
+        table.add_row(
+            str(row.line), row.model.rsplit("/", 1)[-1], f"{row.backend} {row.precision}".strip(),
+            f"{row.isl}/{row.osl}", str(row.concurrency), str(row.tp),
+            f"{row.measured_ttft_ms:,.0f}→{r.predicted_ttft_ms:,.0f} ({100 * r.ttft_error:+.0f}%)",
+            f"{row.measured_tpot_ms:.1f}→{r.predicted_tpot_ms:.1f} ({100 * r.tpot_error:+.0f}%)",
+        )  # fmt: skip
+    return table
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parse the arguments, run every latency model, print (and optionally save) the reports."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--silicon", type=Path, default=DEFAULT_SILICON)
+    parser.add_argument("--latency", default="roofline,table,calibrated")
+    parser.add_argument("--models", default=",".join(DENSE_MODELS))
+    parser.add_argument("--rounds", type=int, default=DEFAULT_ROUNDS)
+    parser.add_argument("--jobs", type=int, default=1)
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--start", choices=START_MODES, default="together")
+    parser.add_argument("--json", type=Path, default=None, help="Write every report here.")
+    args = parser.parse_args(argv)
+    rows, _ = read_silicon(args.silicon)
+    picked = [r for m in args.models.split(",") for r in select_rows(rows, model=m.strip())]
+    picked = select_rows(sorted(picked, key=lambda r: r.line), limit=args.limit)
+    reports: dict[str, Any] = {}
+    for latency in [s.strip() for s in args.latency.split(",") if s.strip()]:
+        start = time.perf_counter()
+        report = run_validation(
+            picked,
+            latency_model=latency,
+            seed=args.seed,
+            rounds=args.rounds,
+            jobs=args.jobs,
+            quiet=True,
+            start=args.start,
+        )
+        seconds = time.perf_counter() - start
+        console.print(group_table(report, seconds))
+        console.print(regime_table(report))
+        console.print(worst_table(report))
+        reports[latency] = {**report.to_dict(), "seconds": seconds}
+    if args.json is not None:
+        args.json.write_text(json.dumps(reports, indent=1, default=float))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,203 @@
+"""``kvplan validate``: how close are simulated TTFT and TPOT to measured benchmarks?
+
+    kvplan validate --silicon silicon_h100_calibration.csv --model Qwen3-32B --limit 20
+    kvplan validate --silicon bench.csv --latency calibrated --json --jobs 4
+
+Every aggregated row of the CSV (aiconfigurator's silicon format) is simulated as the closed-loop
+benchmark it was (``optimizer/validate.py`` documents the workload, warm-up and run length) and
+compared with the measured mean TTFT and TPOT. Output: MAPE per (model, backend) group and
+overall, the skipped rows with their reasons, and with ``--rows`` every row; ``--json`` prints
+``{"rows", "summary", "groups", "skipped"}`` with MAPE as fractions.
+
+``--limit N`` simulates at most N rows spread evenly over the selection (every group keeps its
+share), which is what a quick check wants; the full run is ``bench/validate_fidelity.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from optimizer.cli._output import console, err_console, print_json
+from optimizer.validate import (
+    DEFAULT_ROUNDS,
+    START_MODES,
+    FidelityReport,
+    read_silicon,
+    run_validation,
+    select_rows,
+)
+from simulator.config import ServingConfig
+from slo.inputfile import InputError
+
+__all__ = ["register"]
+
+#: The latency model ``kvplan simulate`` uses by default is the one validated by default.
+DEFAULT_LATENCY = str(ServingConfig.model_fields["latency_model"].default)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``validate`` command to ``app``."""
+    app.command("validate")(validate_command)
+
+
+def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer requires)
+    silicon: Annotated[
+        Path, typer.Option("--silicon", help="Measured benchmarks (aiconfigurator silicon CSV).")
+    ],
+    latency: Annotated[
+        str, typer.Option("--latency", help="Latency model spec: roofline, table, calibrated[:F].")
+    ] = DEFAULT_LATENCY,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Only this model (full id or short name).")
+    ] = None,
+    backend: Annotated[
+        str | None, typer.Option("--backend", help="Only this backend (vllm, sglang, trtllm).")
+    ] = None,
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="At most N rows, spread evenly.")
+    ] = None,
+    rounds: Annotated[
+        int,
+        typer.Option(
+            "--rounds", min=1, max=20, help="Requests per user simulated (benchmark: 20)."
+        ),
+    ] = DEFAULT_ROUNDS,
+    start: Annotated[
+        str,
+        typer.Option(
+            "--start",
+            help="Users start 'together' (the benchmark's protocol) or 'spread' over one "
+            "request's duration (fully desynchronised).",
+        ),
+    ] = "together",
+    seed: Annotated[int, typer.Option(help="Seed of every simulation.")] = 0,
+    jobs: Annotated[int, typer.Option("--jobs", min=1, help="Worker processes.")] = 1,
+    catalog: Annotated[
+        Path | None, typer.Option("--catalog", help="User catalog merged over the shipped one.")
+    ] = None,
+    show_rows: Annotated[bool, typer.Option("--rows", help="Also print every row.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+) -> None:
+    """Simulate measured serving benchmarks and report the error of mean TTFT and TPOT."""
+    if start not in START_MODES:
+        raise InputError(f"--start {start!r}: expected one of {', '.join(START_MODES)}")
+    rows, skipped = read_silicon(silicon)
+    picked = select_rows(rows, model=model, backend=backend, limit=limit)
+    with _progress() as progress:
+        task = progress.add_task("simulating benchmarks", total=len(picked))
+        report = run_validation(
+            picked,
+            latency_model=latency,
+            catalog_path=catalog,
+            seed=seed,
+            rounds=rounds,
+            start=start,  # type: ignore[arg-type]  # checked above
+            jobs=jobs,
+            skipped=_filtered(skipped, model, backend),
+            progress=lambda n: progress.advance(task, n),
+            # Latency-model notes (a profile-grid gap, a borrowed calibration) would repeat for
+            # every row; the report is the product here.
+            quiet=True,
+        )
+    if json_out:
+        print_json(report.to_dict())
+        return
+    if show_rows:
+        console.print(_rows_table(report))
+    console.print(_groups_table(report))
+    _print_skipped(report)
+
+
+def _filtered(skipped: list[Any], model: str | None, backend: str | None) -> list[Any]:
+    """The skipped rows that the --model/--backend selection would have picked."""
+    out = skipped
+    if model:
+        key = model.strip().lower()
+        out = [s for s in out if key in (s.model.lower(), s.model.lower().rsplit("/", 1)[-1])]
+    if backend:
+        out = [s for s in out if s.backend.lower() == backend.strip().lower()]
+    return out
+
+
+def _progress() -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=err_console,
+        transient=True,
+        disable=not err_console.is_terminal,
+    )
+
+
+# ----- tables -----------------------------------------------------------------------------------
+def _pct(value: float) -> str:
+    return "-" if not math.isfinite(value) else f"{100 * value:.1f}%"
+
+
+def _signed(value: float) -> str:
+    return "-" if not math.isfinite(value) else f"{100 * value:+.0f}%"
+
+
+def _groups_table(report: FidelityReport) -> Table:
+    summary = report.summary()
+    table = Table(
+        title=f"Fidelity of '{report.latency_model}' (MAPE of mean TTFT / TPOT; "
+        f"{report.rounds} of 20 rounds simulated)",
+        title_justify="left",
+    )
+    for header in ("model", "backend"):
+        table.add_column(header)
+    for header in ("rows", "TTFT MAPE", "TPOT MAPE"):
+        table.add_column(header, justify="right")
+    for group in report.groups():
+        table.add_row(
+            group.model, group.backend, str(group.n), _pct(group.ttft_mape), _pct(group.tpot_mape)
+        )
+    table.add_section()
+    table.add_row(
+        "all", "", str(summary["n"]), _pct(summary["ttft_mape"]), _pct(summary["tpot_mape"])
+    )
+    return table
+
+
+def _rows_table(report: FidelityReport) -> Table:
+    table = Table(title="Rows (measured → predicted, signed error)", title_justify="left")
+    table.add_column("line", justify="right")
+    table.add_column("model / backend")
+    for header in ("isl/osl", "N", "TP", "TTFT ms", "err", "TPOT ms", "err"):
+        table.add_column(header, justify="right")
+    for result in report.results:
+        row = result.row
+        table.add_row(
+            str(row.line),
+            f"{row.model.rsplit('/', 1)[-1]} {row.backend} {row.precision}".rstrip(),
+            f"{row.isl}/{row.osl}",
+            str(row.concurrency),
+            str(row.tp),
+            f"{row.measured_ttft_ms:,.0f} → {result.predicted_ttft_ms:,.0f}",
+            _signed(result.ttft_error),
+            f"{row.measured_tpot_ms:.1f} → {result.predicted_tpot_ms:.1f}",
+            _signed(result.tpot_error),
+        )
+    return table
+
+
+def _print_skipped(report: FidelityReport) -> None:
+    if not report.skipped:
+        return
+    reasons = Counter(s.reason for s in report.skipped)
+    table = Table(title=f"Skipped rows ({len(report.skipped)})", title_justify="left")
+    table.add_column("rows", justify="right")
+    table.add_column("reason", overflow="fold")
+    for reason, count in reasons.most_common():
+        table.add_row(str(count), reason)
+    console.print(table)

@@ -1,0 +1,232 @@
+"""Measured serving benchmarks: the silicon CSV format, read into checked rows.
+
+The format is aiconfigurator's ``silicon_sample.csv``: one row per benchmarked deployment
+(``backend``, ``model_path``, ``system``, ``mode`` agg/disagg, ``isl``, ``osl``,
+``batch_size`` = concurrent users, ``tp_size``, optional ``pp_size``, ``attention_dp_size``,
+``moe_tp_size``, ``moe_ep_size``, ``precision``, ``gemm_quant_mode``) with the measured means
+``silicon_ttft_ms`` and ``silicon_tpot_ms``. ``read_silicon`` returns the aggregated rows, parsed
+and checked, and the others as ``Skipped`` (with the reason); ``optimizer/validate.py``
+simulates them.
+
+Errors: a missing column, or a value in an aggregated row that is not the number its column
+needs, raises ``InputError`` naming the file, the line and the column. Disaggregated rows are
+not parsed beyond their names (their per-role columns are not simulated).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from slo.inputfile import InputError
+
+__all__ = ["REQUIRED_COLUMNS", "SiliconRow", "Skipped", "read_silicon", "select_rows"]
+
+#: Columns every file must have.
+REQUIRED_COLUMNS = (
+    "model_path",
+    "backend",
+    "system",
+    "mode",
+    "isl",
+    "osl",
+    "batch_size",
+    "tp_size",
+    "silicon_ttft_ms",
+    "silicon_tpot_ms",
+)
+_INT_COLUMNS = ("isl", "osl", "batch_size", "tp_size")
+_FLOAT_COLUMNS = ("silicon_ttft_ms", "silicon_tpot_ms")
+#: Optional integer columns and their value when empty.
+_OPTIONAL_INTS = {"pp_size": 1, "attention_dp_size": 1, "moe_tp_size": 0, "moe_ep_size": 0}
+
+
+@dataclass(frozen=True, slots=True)
+class SiliconRow:
+    """One measured benchmark (an aggregated row; numbers parsed and checked)."""
+
+    line: int
+    """Line of the CSV file (the header is line 1)."""
+    id: str
+    model: str
+    backend: str
+    system: str
+    isl: int
+    osl: int
+    concurrency: int
+    tp: int
+    pp: int
+    attention_dp: int
+    moe_tp: int
+    moe_ep: int
+    precision: str
+    """Weight precision as written (``gemm_quant_mode``, else ``precision``; may be empty)."""
+    measured_ttft_ms: float
+    measured_tpot_ms: float
+
+    def describe(self) -> dict[str, Any]:
+        """The identifying fields, JSON-ready."""
+        return {
+            "id": self.id,
+            "line": self.line,
+            "model": self.model,
+            "backend": self.backend,
+            "isl": self.isl,
+            "osl": self.osl,
+            "concurrency": self.concurrency,
+            "tp": self.tp,
+            "precision": self.precision or None,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A row that was not simulated, and why."""
+
+    line: int
+    id: str
+    model: str
+    backend: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "id": self.id,
+            "line": self.line,
+            "model": self.model,
+            "backend": self.backend,
+            "reason": self.reason,
+        }
+
+
+def read_silicon(path: str | Path) -> tuple[list[SiliconRow], list[Skipped]]:
+    """The aggregated rows of ``path`` and the skipped non-aggregated ones, in file order.
+
+    Raises ``InputError`` for a missing file, a missing column, or a value in an aggregated row
+    that is not the number its column needs (naming file, line and column).
+    """
+    path = Path(path)
+    try:
+        with path.open(newline="", encoding="utf-8") as handle:
+            reader = csv.DictReader(handle)
+            header = reader.fieldnames or []
+            missing = [c for c in REQUIRED_COLUMNS if c not in header]
+            if missing:
+                raise InputError(
+                    f"{path}: line 1: missing column{'s' if len(missing) > 1 else ''} "
+                    f"{', '.join(missing)} (a silicon benchmark CSV needs "
+                    f"{', '.join(REQUIRED_COLUMNS)})"
+                )
+            rows: list[SiliconRow] = []
+            skipped: list[Skipped] = []
+            for record in reader:
+                line = reader.line_num
+                mode = (record.get("mode") or "").strip().lower()
+                if mode != "agg":
+                    skipped.append(
+                        _skip(
+                            record,
+                            line,
+                            f"mode '{mode or '(empty)'}' is not agg: "
+                            "only aggregated serving is validated",
+                        )
+                    )
+                    continue
+                rows.append(_parse_row(path, line, record))
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise InputError(f"{path}: cannot read as CSV: {err}") from None
+    return rows, skipped
+
+
+def _skip(record: dict[str, Any], line: int, reason: str) -> Skipped:
+    return Skipped(
+        line=line,
+        id=(record.get("id") or "").strip() or f"line {line}",
+        model=(record.get("model_path") or "").strip(),
+        backend=(record.get("backend") or "").strip(),
+        reason=reason,
+    )
+
+
+def _number(path: Path, line: int, column: str, text: str | None, *, integer: bool) -> float:
+    value = (text or "").strip()
+    what = "a positive integer" if integer else "a positive number"
+    try:
+        number = float(value)
+    except ValueError:
+        shown = f"'{value}'" if value else "an empty value"
+        raise InputError(
+            f"{path}: line {line}: column {column}: expected {what}, got {shown}"
+        ) from None
+    if not math.isfinite(number) or number <= 0 or (integer and not number.is_integer()):
+        raise InputError(f"{path}: line {line}: column {column}: expected {what}, got '{value}'")
+    return number
+
+
+def _parse_row(path: Path, line: int, record: dict[str, Any]) -> SiliconRow:
+    ints = {c: int(_number(path, line, c, record.get(c), integer=True)) for c in _INT_COLUMNS}
+    floats = {c: _number(path, line, c, record.get(c), integer=False) for c in _FLOAT_COLUMNS}
+    optional: dict[str, int] = {}
+    for column, default in _OPTIONAL_INTS.items():
+        text = (record.get(column) or "").strip()
+        if not text or text.lower() == "nan":
+            optional[column] = default
+        elif default == 0 and text in ("0", "0.0"):
+            optional[column] = 0
+        else:
+            optional[column] = int(_number(path, line, column, text, integer=True))
+    precision = (record.get("gemm_quant_mode") or "").strip() or (
+        record.get("precision") or ""
+    ).strip()
+    return SiliconRow(
+        line=line,
+        id=(record.get("id") or "").strip() or f"line {line}",
+        model=(record.get("model_path") or "").strip(),
+        backend=(record.get("backend") or "").strip().lower(),
+        system=(record.get("system") or "").strip(),
+        isl=ints["isl"],
+        osl=ints["osl"],
+        concurrency=ints["batch_size"],
+        tp=ints["tp_size"],
+        pp=optional["pp_size"],
+        attention_dp=optional["attention_dp_size"],
+        moe_tp=optional["moe_tp_size"],
+        moe_ep=optional["moe_ep_size"],
+        precision=precision.lower() if precision.lower() != "nan" else "",
+        measured_ttft_ms=floats["silicon_ttft_ms"],
+        measured_tpot_ms=floats["silicon_tpot_ms"],
+    )
+
+
+# ----- from a row to a simulation ---------------------------------------------------------------
+
+
+def select_rows(
+    rows: Sequence[SiliconRow],
+    *,
+    model: str | None = None,
+    backend: str | None = None,
+    limit: int | None = None,
+) -> list[SiliconRow]:
+    """The rows of ``model`` (full id or the part after '/', case-insensitive) and ``backend``;
+    with ``limit``, at most that many spread evenly over them (deterministic)."""
+    picked = list(rows)
+    if model:
+        key = model.strip().lower()
+        picked = [r for r in picked if key in (r.model.lower(), r.model.lower().rsplit("/", 1)[-1])]
+    if backend:
+        picked = [r for r in picked if r.backend == backend.strip().lower()]
+    if limit is not None and 0 < limit < len(picked):
+        # Even spacing keeps every group and regime represented, unlike the first `limit` rows.
+        index = np.linspace(0, len(picked) - 1, limit).round().astype(int)
+        picked = [picked[i] for i in dict.fromkeys(index.tolist())]
+    return picked

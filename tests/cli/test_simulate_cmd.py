@@ -1,0 +1,232 @@
+"""``kvplan simulate`` (and ``kvplan models show --gpu``, which prices the same deployments)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pytest
+from typer.testing import CliRunner
+
+from optimizer.cli.main import app
+from optimizer.simconfig import merge_config
+from slo.inputfile import InputError
+
+runner = CliRunner()
+
+#: A small, fast deployment and closed loop: 4 users, 12 requests of 256 + 16 tokens.
+SMALL = ["--model", "Llama-3.1-8B-Instruct", "--gpu", "h100_sxm"]
+LOOP = ["--concurrency", "4", "--requests", "12", "--input-tokens", "256", "--output-tokens", "16"]
+STATS = {"mean", "p50", "p90", "p99"}
+
+
+def _json(*args: str) -> dict[str, Any]:
+    result = runner.invoke(app, ["simulate", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+def _kvplan(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "optimizer.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_json_has_exactly_the_documented_objects() -> None:
+    data = _json(*SMALL, *LOOP)
+    assert data["feasible"] is True
+    for key in ("ttft_ms", "tpot_ms", "e2e_ms"):
+        assert set(data[key]) == STATS
+        assert data[key]["p50"] <= data[key]["p99"]
+    assert {"requests_per_s", "output_tokens_per_s"} <= set(data["throughput"])
+    assert set(data["cache"]) == {
+        "l1_hit_ratio", "l2_hit_ratio", "l3_hit_ratio", "prefill_tokens_saved_ratio",
+    }  # fmt: skip
+    assert {"usd_per_hour", "usd_per_million_output_tokens"} <= set(data["cost"])
+    assert data["requests"]["finished"] == 12
+    # A benchmark-style closed loop has no shared prefixes: nothing is served from cache.
+    assert data["cache"]["prefill_tokens_saved_ratio"] == 0.0
+    assert data["throughput"]["output_tokens_per_s"] == pytest.approx(
+        data["throughput"]["requests_per_s"] * 16
+    )
+    assert data["workload"]["users"] == 4
+    assert data["config"]["model"] == "Llama-3.1-8B-Instruct"  # as given
+
+
+def test_flags_override_the_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "deploy.yaml"
+    config.write_text("model: Qwen3-32B\ngpu: h100_sxm\ntp: 1\nbackend: sglang\n")
+    data = _json("--config", str(config), "--tp", "2", "--eviction", "sieve", *LOOP)
+    assert data["config"]["tp"] == 2
+    assert data["config"]["backend"] == "sglang"  # from the file
+    assert {data["config"][f"l{i}_policy"] for i in (1, 2, 3)} == {"sieve"}
+    assert data["cost"]["gpus"] == 2
+
+
+def test_merge_config_names_the_source_and_missing_fields(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match=r"^command line: model: required; give --model$"):
+        merge_config(None, {"gpu": "h100_sxm"})
+    config = tmp_path / "c.yaml"
+    config.write_text("model: Qwen3-32B\ngpu: h100_sxm\nl2_dram_gib: 64\nl3_tier: nvme_4tib\n")
+    assert merge_config(config, {"l3": "none"}).l3_tier is None
+    with pytest.raises(InputError, match=r"c\.yaml \(with command-line flags\): scheduler"):
+        merge_config(config, {"scheduler": "lifo"})
+
+
+def test_infeasible_config_json_exits_0_table_exits_2() -> None:
+    big = ["--model", "Llama-3.1-70B", "--gpu", "h100_sxm", *LOOP]
+    data = _json(*big)
+    assert data["feasible"] is False
+    assert "needs" in data["reason"]
+    assert data["ttft_ms"] == dict.fromkeys(STATS)
+    assert data["cost"]["usd_per_hour"] > 0
+    table = runner.invoke(app, ["simulate", *big])
+    assert table.exit_code == 2
+    assert "infeasible:" in table.stderr
+
+
+def test_table_output_names_the_figures() -> None:
+    result = runner.invoke(app, ["simulate", *SMALL, *LOOP])
+    assert result.exit_code == 0, result.output
+    for label in ("Latency (ms)", "ttft", "tpot", "output_tokens_per_s", "usd_per_hour"):
+        assert label in result.stdout
+
+
+def test_out_writes_one_row_per_request(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    data = _json(*SMALL, *LOOP, "--out", str(out))
+    frame = pd.read_csv(out / "requests.csv")
+    assert len(frame) == 12
+    assert {"arrival_s", "first_token_s", "ttft_ms", "tpot_ms", "e2e_ms"} <= set(frame.columns)
+    assert frame["ttft_ms"].mean() == pytest.approx(data["ttft_ms"]["mean"])
+    assert str(out / "requests.csv") in data["files"]
+    has_parquet = (out / "requests.parquet").exists()
+    assert has_parquet == (str(out / "requests.parquet") in data["files"])
+
+
+def test_workload_file(tmp_path: Path) -> None:
+    spec = tmp_path / "load.yaml"
+    spec.write_text(
+        "kind: open_loop\nrequests: 10\narrival: {process: poisson, rate_per_s: 5}\n"
+        "input_tokens: 300\noutput_tokens: 8\n"
+    )
+    data = _json(*SMALL, "--workload", str(spec), "--seed", "3")
+    assert data["requests"]["finished"] == 10
+    assert data["seed"] == 3
+    assert data["workload"]["kind"] == "open_loop"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([*SMALL, "--gpu", "h300"], "unknown GPU 'h300'"),
+        ([*SMALL, "--latency", "rooflin"], "unknown latency model 'rooflin'"),
+        ([*SMALL, "--input-tokens", "100"], "--input-tokens: only with --concurrency"),
+        ([*SMALL, *LOOP, "--workload", "x.yaml"], "give one workload, not both"),
+        ([*SMALL, *LOOP, "--time-scale", "2"], "apply to trace workloads"),
+        ([*SMALL, "--workload", "missing.jsonl"], "no such workload or trace file"),
+    ],
+)
+def test_bad_input_is_an_input_error(args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["simulate", *args])
+    assert isinstance(result.exception, InputError), result.output
+    assert message in str(result.exception)
+
+
+def test_bad_config_file_exits_2_with_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "deploy.yaml"
+    config.write_text("model: Qwen3-32B\ngpu: h100_sxm\ntensor_parallel: 2\n")
+    proc = _kvplan("simulate", "--config", str(config), *LOOP)
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "deploy.yaml" in lines[0]
+    assert "tensor_parallel: unknown key" in lines[0]
+
+
+def test_negative_length_and_malformed_workload_exit_2(tmp_path: Path) -> None:
+    proc = _kvplan("simulate", *SMALL, "--concurrency", "2", "--output-tokens", "-5")
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    spec = tmp_path / "load.yaml"
+    spec.write_text("kind: closed_loop\nusers: 2\nrequests: 4\ninput_tokens: -1\n")
+    proc = _kvplan("simulate", *SMALL, "--workload", str(spec))
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "load.yaml" in lines[0]
+
+
+# ----- models show --gpu ------------------------------------------------------------------------
+def _models_show(*args: str) -> dict[str, Any]:
+    result = runner.invoke(app, ["models", "show", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+def test_models_show_fit_and_step_times() -> None:
+    data = _models_show("Qwen3-32B", "--gpu", "h100_sxm", "--tp", "2", "--backend", "sglang")
+    fit = data["fit"]
+    assert fit["fits"] is True
+    assert fit["kv_tokens"] > 100_000
+    assert "fits on h100_sxm at TP2" in fit["reason"]
+    assert data["deployment"] == {
+        "gpu": "h100_sxm", "tp": 2, "weight_precision": "bf16", "kv_precision": "bf16",
+        "backend": "sglang",
+    }  # fmt: skip
+    assert set(data["step_ms"]) == {"roofline", "table", "calibrated"}
+    for times in data["step_ms"].values():
+        assert set(times) >= {"prefill_1x4096", "decode_64x4096"}
+        # A 4096-token prefill of a 32B model is compute-bound: far slower than one decode step.
+        assert times["prefill_1x4096"] > 3 * times["decode_64x4096"] > 0
+    assert data["name"] == "Qwen/Qwen3-32B"  # the model's own figures are still there
+
+
+def test_models_show_fp8_halves_the_kv_bytes_and_reports_a_non_fit() -> None:
+    bf16 = _models_show("Llama-3.1-70B", "--gpu", "h100_sxm", "--tp", "4")
+    fp8 = _models_show("Llama-3.1-70B", "--gpu", "h100_sxm", "--tp", "4", "--kv-precision", "fp8")
+    per_token = "kv_bytes_per_token_per_gpu"
+    assert fp8["fit"][per_token] == bf16["fit"][per_token] / 2
+    assert fp8["fit"]["kv_tokens"] > bf16["fit"]["kv_tokens"]
+    tp1 = _models_show("Llama-3.1-70B", "--gpu", "h100_sxm")
+    assert tp1["fit"]["fits"] is False
+    assert tp1["fit"]["kv_tokens"] == 0
+    assert "needs" in tp1["fit"]["reason"]
+    table = runner.invoke(app, ["models", "show", "Llama-3.1-70B", "--gpu", "h100_sxm"])
+    assert table.exit_code == 0
+    for label in ("fit", "step_ms", "roofline", "prefill_1x4096"):
+        assert label in table.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--gpu", "h100_sxm", "--precision", "fp4"], "h100_sxm has no fp4 tensor cores"),
+        (["--tp", "2"], "--tp needs --gpu"),
+        (["--gpu", "h100_sxm", "--tp", "3"], "tp=3 does not divide"),
+        (["--gpu", "h100_sxm", "--backend", "tgi"], "unknown backend preset 'tgi'"),
+    ],
+)
+def test_models_show_unknown_combos(args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["models", "show", "Qwen3-32B", *args])
+    assert isinstance(result.exception, InputError), result.output
+    assert message in str(result.exception)
+
+
+def test_models_show_fp4_on_h100_exits_2_with_one_line() -> None:
+    proc = _kvplan("models", "show", "Qwen3-32B", "--gpu", "h100_sxm", "--precision", "fp4")
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1
+    assert "fp4" in lines[0]

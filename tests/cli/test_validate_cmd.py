@@ -1,0 +1,129 @@
+"""``kvplan validate`` on a tiny hand-made silicon CSV: JSON shape, skipped rows, errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from optimizer.cli.main import app
+from slo.inputfile import InputError
+
+runner = CliRunner()
+
+HEADER = (
+    "id,backend,model_path,system,precision,mode,isl,osl,gemm_quant_mode,batch_size,tp_size,"
+    "pp_size,silicon_ttft_ms,silicon_tpot_ms"
+)
+ROWS = [
+    "llama_c2,trtllm,meta-llama/Llama-3.1-8B-Instruct,h100_sxm,,agg,128,8,,2,1,1,30.0,7.0",
+    "qwen_c2,sglang,Qwen/Qwen3-32B,h100_sxm,,agg,256,8,,2,2,1,60.0,16.0",
+    "mystery,vllm,org/NoSuchModel,h100_sxm,fp8,agg,128,8,fp8,2,1,1,30.0,7.0",
+    "dsr1_disagg,trtllm,deepseek-ai/DeepSeek-V3,h100_sxm,fp8,disagg,8192,1024,fp8,,,,13693.2,14.6",
+]
+
+
+def _csv(tmp_path: Path, rows: list[str] = ROWS) -> Path:
+    path = tmp_path / "silicon.csv"
+    path.write_text("\n".join([HEADER, *rows]) + "\n")
+    return path
+
+
+def _json(*args: str) -> dict[str, Any]:
+    result = runner.invoke(app, ["validate", *args, "--json", "--rounds", "2"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert isinstance(data, dict)
+    return data
+
+
+def test_json_rows_summary_groups_and_skipped(tmp_path: Path) -> None:
+    data = _json("--silicon", str(_csv(tmp_path)))
+    assert set(data) == {"rows", "summary", "groups", "skipped"}
+    assert [row["id"] for row in data["rows"]] == ["llama_c2", "qwen_c2"]
+    summary = data["summary"]
+    assert summary["n"] == 2
+    assert summary["latency_model"] == "roofline"
+    assert 0 <= summary["ttft_mape"] < 100
+    assert 0 <= summary["tpot_mape"] < 100
+    row = data["rows"][0]
+    for key in ("measured_ttft_ms", "predicted_ttft_ms", "ttft_error", "measured_tpot_ms",
+                "predicted_tpot_ms", "tpot_error", "concurrency", "tp", "isl", "osl"):  # fmt: skip
+        assert key in row
+    assert row["ttft_error"] == pytest.approx(
+        (row["predicted_ttft_ms"] - row["measured_ttft_ms"]) / row["measured_ttft_ms"]
+    )
+    assert {g["backend"] for g in data["groups"]} == {"trtllm", "sglang"}
+    skipped = {s["id"]: s for s in data["skipped"]}
+    assert set(skipped) == {"mystery", "dsr1_disagg"}  # listed, never silently dropped
+    assert skipped["dsr1_disagg"]["line"] == 5
+    assert "disagg" in skipped["dsr1_disagg"]["reason"]
+    assert "unknown model 'org/NoSuchModel'" in skipped["mystery"]["reason"]
+
+
+def test_model_backend_and_limit_select_rows(tmp_path: Path) -> None:
+    path = str(_csv(tmp_path))
+    only_qwen = _json("--silicon", path, "--model", "Qwen3-32B")
+    assert [r["id"] for r in only_qwen["rows"]] == ["qwen_c2"]
+    assert only_qwen["skipped"] == []  # the skipped rows are of other models
+    only_trtllm = _json("--silicon", path, "--backend", "trtllm", "--latency", "constant:0.01")
+    assert [r["id"] for r in only_trtllm["rows"]] == ["llama_c2"]
+    assert only_trtllm["summary"]["latency_model"] == "constant:0.01"
+    assert [s["id"] for s in only_trtllm["skipped"]] == ["dsr1_disagg"]
+    limited = _json("--silicon", path, "--limit", "1")
+    assert len(limited["rows"]) == 1
+
+
+def test_table_output(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["validate", "--silicon", str(_csv(tmp_path)), "--rows", "--rounds", "1"]
+    )
+    assert result.exit_code == 0, result.output
+    for text in ("TTFT MAPE", "Qwen/Qwen3-32B", "Skipped rows (2)", "disagg", "128/8"):
+        assert text in result.stdout
+
+
+def test_unknown_latency_model_is_an_input_error(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["validate", "--silicon", str(_csv(tmp_path)), "--latency", "magic"]
+    )
+    assert isinstance(result.exception, InputError)
+    assert "unknown latency model 'magic'" in str(result.exception)
+
+
+@pytest.mark.parametrize(
+    ("rows", "header", "expected"),
+    [
+        (
+            [ROWS[0].replace(",2,1,1,30.0", ",lots,1,1,30.0")],
+            HEADER,
+            "line 2: column batch_size: expected a positive integer, got 'lots'",
+        ),
+        (
+            [ROWS[0].rsplit(",", 1)[0]],
+            HEADER.rsplit(",", 1)[0],
+            "line 1: missing column silicon_tpot_ms",
+        ),
+    ],
+)
+def test_malformed_csv_exits_2_with_one_line(
+    tmp_path: Path, rows: list[str], header: str, expected: str
+) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text("\n".join([header, *rows]) + "\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "optimizer.cli", "validate", "--silicon", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert "bad.csv" in lines[0]
+    assert expected in lines[0]

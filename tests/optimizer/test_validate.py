@@ -1,0 +1,230 @@
+"""``optimizer.silicon`` and ``optimizer.validate``: CSV parsing, row → deployment, extrapolated
+means, MAPE."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hardware.catalog import shipped_catalog
+from optimizer.silicon import REQUIRED_COLUMNS
+from optimizer.validate import (
+    BENCHMARK_ROUNDS,
+    RowResult,
+    SiliconRow,
+    Skipped,
+    benchmark_mean,
+    mape,
+    read_silicon,
+    row_config,
+    run_validation,
+    select_rows,
+    simulate_row,
+)
+from slo.inputfile import InputError
+
+HEADER = (
+    "id,backend,model_path,system,precision,mode,isl,osl,gemm_quant_mode,batch_size,tp_size,"
+    "pp_size,attention_dp_size,moe_tp_size,moe_ep_size,silicon_ttft_ms,silicon_tpot_ms"
+)
+ROWS = [
+    "a,trtllm,meta-llama/Llama-3.1-8B-Instruct,h100_sxm,,agg,128,8,,2,1,1,,1,1,30.0,7.0",
+    "b,sglang,Qwen/Qwen3-32B,h100_sxm,,agg,256,8,,2,2,1,,1,1,60.0,16.0",
+    "c,vllm,org/NoSuchModel,h100_sxm,fp8,agg,128,8,fp8,2,1,1,,1,1,30.0,7.0",
+    "d,trtllm,deepseek-ai/DeepSeek-V3,h100_sxm,fp8,disagg,8192,1024,fp8,,,,,,,13693.2,14.6",
+]
+
+
+def _csv(tmp_path: Path, rows: list[str] = ROWS, header: str = HEADER) -> Path:
+    path = tmp_path / "silicon.csv"
+    path.write_text("\n".join([header, *rows]) + "\n")
+    return path
+
+
+def _row(**fields: object) -> SiliconRow:
+    base: dict[str, object] = {
+        "line": 2, "id": "r", "model": "meta-llama/Llama-3.1-8B-Instruct", "backend": "trtllm",
+        "system": "h100_sxm", "isl": 128, "osl": 8, "concurrency": 2, "tp": 1, "pp": 1,
+        "attention_dp": 1, "moe_tp": 1, "moe_ep": 1, "precision": "",
+        "measured_ttft_ms": 30.0, "measured_tpot_ms": 7.0,
+    }  # fmt: skip
+    base.update(fields)
+    return SiliconRow(**base)  # type: ignore[arg-type]
+
+
+# ----- reading ----------------------------------------------------------------------------------
+def test_read_silicon_parses_agg_rows_and_skips_disagg(tmp_path: Path) -> None:
+    rows, skipped = read_silicon(_csv(tmp_path))
+    assert [r.id for r in rows] == ["a", "b", "c"]
+    assert [r.line for r in rows] == [2, 3, 4]
+    first = rows[0]
+    assert (first.isl, first.osl, first.concurrency, first.tp) == (128, 8, 2, 1)
+    assert first.measured_ttft_ms == 30.0
+    assert first.attention_dp == 1  # empty → default
+    assert rows[2].precision == "fp8"
+    assert len(skipped) == 1
+    assert skipped[0].id == "d"
+    assert skipped[0].line == 5
+    assert "disagg" in skipped[0].reason
+
+
+def test_missing_column_names_the_file_and_column(tmp_path: Path) -> None:
+    header = HEADER.replace(",silicon_tpot_ms", "")
+    rows = [r.rsplit(",", 1)[0] for r in ROWS]
+    with pytest.raises(InputError, match=r"silicon\.csv: line 1: missing column silicon_tpot_ms"):
+        read_silicon(_csv(tmp_path, rows, header))
+    assert "silicon_tpot_ms" in REQUIRED_COLUMNS
+
+
+@pytest.mark.parametrize(
+    ("bad", "column", "shown"),
+    [
+        ("a,trtllm,m/x,h100_sxm,,agg,128,8,,two,1,1,,1,1,30.0,7.0", "batch_size", "'two'"),
+        ("a,trtllm,m/x,h100_sxm,,agg,-128,8,,2,1,1,,1,1,30.0,7.0", "isl", "'-128'"),
+        ("a,trtllm,m/x,h100_sxm,,agg,128,8,,2,1,1,,1,1,,7.0", "silicon_ttft_ms", "an empty value"),
+        ("a,trtllm,m/x,h100_sxm,,agg,128,8,,2,1.5,1,,1,1,30.0,7.0", "tp_size", "'1.5'"),
+    ],
+)
+def test_bad_value_names_line_and_column(tmp_path: Path, bad: str, column: str, shown: str) -> None:
+    with pytest.raises(InputError) as err:
+        read_silicon(_csv(tmp_path, [ROWS[0], bad]))
+    assert str(err.value) == (
+        f"{tmp_path / 'silicon.csv'}: line 3: column {column}: expected a positive "
+        f"{'number' if column.startswith('silicon') else 'integer'}, got {shown}"
+    )
+
+
+def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="no such file"):
+        read_silicon(tmp_path / "nope.csv")
+
+
+# ----- rows → deployments -----------------------------------------------------------------------
+def test_row_config_resolves_precision_and_names() -> None:
+    catalog = shipped_catalog()
+    config = row_config(_row(), catalog, latency_model="roofline")
+    assert not isinstance(config, str)
+    assert (config.model, config.gpu, config.tp) == ("meta-llama/Llama-3.1-8B-Instruct",
+                                                    "h100_sxm", 1)  # fmt: skip
+    assert config.weight_precision == "bf16"
+    assert config.kv_precision == "bf16"
+    fp8 = row_config(_row(precision="fp8_block"), catalog, latency_model="table")
+    assert not isinstance(fp8, str)
+    assert (fp8.weight_precision, fp8.kv_precision) == ("fp8", "fp8")
+    assert fp8.latency_model == "table"
+    # An empty precision on an FP8 checkpoint means fp8 weights.
+    moe = row_config(
+        _row(model="Qwen/Qwen3-235B-A22B-FP8", tp=4, moe_tp=1, moe_ep=4), catalog,
+        latency_model="roofline",
+    )  # fmt: skip
+    assert not isinstance(moe, str)
+    assert (moe.weight_precision, moe.ep) == ("fp8", 4)
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        ({"model": "org/NoSuchModel"}, "unknown model 'org/NoSuchModel'"),
+        ({"system": "h999"}, "unknown GPU 'h999'"),
+        ({"pp": 2}, "pipeline parallelism"),
+        ({"attention_dp": 4}, "data-parallel attention"),
+        ({"backend": "tgi"}, "backend 'tgi' has no preset"),
+        ({"precision": "q3_k"}, "unknown precision 'q3_k'"),
+        (
+            {"model": "Qwen/Qwen3-235B-A22B-FP8", "tp": 4, "moe_tp": 2, "moe_ep": 4},
+            "moe_tp_size=2 × moe_ep_size=4 != tp_size=4",
+        ),
+    ],
+)
+def test_rows_the_simulator_cannot_express_give_a_reason(
+    fields: dict[str, object], reason: str
+) -> None:
+    result = row_config(_row(**fields), shipped_catalog(), latency_model="roofline")
+    assert isinstance(result, str)
+    assert reason in result
+
+
+def test_infeasible_row_is_skipped_with_the_fit_reason() -> None:
+    # 70B in bf16 does not fit one H100.
+    row = _row(model="meta-llama/Llama-3.1-70B", backend="vllm")
+    outcome = simulate_row(row, latency_model="roofline", catalog=shipped_catalog(), rounds=1)
+    assert isinstance(outcome, Skipped)
+    assert outcome.reason.startswith("infeasible: Llama-3.1-70B bf16 needs")
+
+
+# ----- simulating -------------------------------------------------------------------------------
+def test_constant_step_time_gives_analytic_ttft_and_tpot() -> None:
+    # One user, every step 10 ms: the prompt is one step (first token), then one step per token.
+    row = _row(concurrency=1, isl=64, osl=5)
+    outcome = simulate_row(row, latency_model="constant:0.01", catalog=shipped_catalog(), rounds=3)
+    assert isinstance(outcome, RowResult)
+    assert outcome.predicted_ttft_ms == pytest.approx(10.0)
+    assert outcome.predicted_tpot_ms == pytest.approx(10.0)
+    assert outcome.requests == 3
+    assert outcome.ttft_error == pytest.approx((10.0 - 30.0) / 30.0)
+
+
+def test_benchmark_mean_extrapolates_the_steady_round() -> None:
+    users, rounds = 2, 3
+    values = np.array([10.0, 10.0, 4.0, 4.0, 2.0, 2.0])  # round means 10, 4 (steady), 2 (drain)
+    expected = (10.0 + (BENCHMARK_ROUNDS - 2) * 4.0 + 2.0) / BENCHMARK_ROUNDS
+    assert benchmark_mean(values, users, rounds) == pytest.approx(expected)
+    # All 20 rounds simulated, or incomplete rounds: the plain mean.
+    full = np.arange(2.0 * BENCHMARK_ROUNDS)
+    assert benchmark_mean(full, 2, BENCHMARK_ROUNDS) == pytest.approx(full.mean())
+    assert benchmark_mean(values[:5], users, rounds) == pytest.approx(values[:5].mean())
+    # NaN (one-token outputs have no TPOT) is ignored.
+    assert benchmark_mean(np.array([np.nan, 3.0]), 2, 1) == 3.0
+    assert math.isnan(benchmark_mean(np.array([np.nan]), 1, 1))
+
+
+def test_mape_ignores_non_finite_errors() -> None:
+    assert mape([0.1, -0.3, math.nan]) == pytest.approx(0.2)
+    assert math.isnan(mape([]))
+
+
+def test_select_rows_filters_and_spreads(tmp_path: Path) -> None:
+    rows, _ = read_silicon(_csv(tmp_path))
+    assert [r.id for r in select_rows(rows, model="qwen3-32b")] == ["b"]
+    assert [r.id for r in select_rows(rows, backend="TRTLLM")] == ["a"]
+    assert [r.id for r in select_rows(rows, limit=2)] == ["a", "c"]  # first and last
+
+
+def test_run_validation_reports_groups_summary_and_skips(tmp_path: Path) -> None:
+    rows, skipped = read_silicon(_csv(tmp_path))
+    report = run_validation(rows, latency_model="roofline", rounds=2, skipped=skipped)
+    data = report.to_dict()
+    assert set(data) == {"rows", "summary", "groups", "skipped"}
+    assert [r["id"] for r in data["rows"]] == ["a", "b"]
+    assert {"ttft_mape", "tpot_mape", "n"} <= set(data["summary"])
+    assert data["summary"]["n"] == 2
+    errors = [abs(r["ttft_error"]) for r in data["rows"]]
+    assert data["summary"]["ttft_mape"] == pytest.approx(sum(errors) / 2)
+    assert [(g["model"], g["backend"], g["n"]) for g in data["groups"]] == [
+        ("meta-llama/Llama-3.1-8B-Instruct", "trtllm", 1),
+        ("Qwen/Qwen3-32B", "sglang", 1),
+    ]
+    reasons = {s["id"]: s["reason"] for s in data["skipped"]}
+    assert set(reasons) == {"c", "d"}
+    assert "unknown model" in reasons["c"]
+    for row in data["rows"]:
+        assert row["predicted_ttft_ms"] > 0
+        assert row["predicted_tpot_ms"] > 0
+
+
+def test_spread_start_runs_a_pilot_and_staggers_the_users() -> None:
+    row = _row(concurrency=4, isl=64, osl=5)
+    catalog = shipped_catalog()
+    together = simulate_row(row, latency_model="constant:0.01", catalog=catalog, rounds=2)
+    spread = simulate_row(
+        row, latency_model="constant:0.01", catalog=catalog, rounds=2, start="spread"
+    )
+    assert isinstance(together, RowResult)
+    assert isinstance(spread, RowResult)
+    assert spread.requests == together.requests == 8
+    # Every prompt takes at least its own 10 ms step; staggered users queue behind fewer
+    # prompts than four that arrive at once.
+    assert 10.0 <= spread.predicted_ttft_ms < together.predicted_ttft_ms
