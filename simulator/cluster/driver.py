@@ -61,7 +61,9 @@ class Cluster:
 
     # ----- arrivals -----------------------------------------------------------------------------
     def _pull(self) -> None:
-        request = next(self._stream, None)
+        self._schedule(next(self._stream, None))
+
+    def _schedule(self, request: TraceRequest | None) -> None:
         self._next = request
         if request is None:
             return
@@ -72,10 +74,20 @@ class Cluster:
         self.kernel.at(when, self._arrive_next)
 
     def _arrive_next(self) -> None:
+        """Deliver the pending arrival and every other one at the same instant in one event, so
+        requests that arrive together reach the engines before any step starts and share its
+        batch (as a real engine's scheduler would see them)."""
         request = self._next
         assert request is not None
         self._arrive(request)
-        self._pull()
+        now = self.kernel.now
+        following = next(self._stream, None)
+        while following is not None and following.timestamp_s <= now:
+            if following.timestamp_s < now:
+                self.n_out_of_order += 1
+            self._arrive(following)
+            following = next(self._stream, None)
+        self._schedule(following)
 
     def _arrive(self, request: TraceRequest) -> None:
         index = self.router.route(request, self.instances)
