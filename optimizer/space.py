@@ -33,12 +33,14 @@ from slo.inputfile import load_input_file
 __all__ = [
     "CONDITIONS",
     "Dimension",
+    "Scalar",
     "SearchSpace",
     "TrialLike",
     "default_space_path",
     "load_space",
 ]
 
+#: A value a dimension can take.
 Scalar = str | int | float | bool
 
 #: Conditions applied when a space file does not give ``when`` for these dimensions.

@@ -244,7 +244,7 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
     space: SpaceOpt = None,
     workload: WorkloadOpt = None,
     trials: TrialsOpt = 60,
-    sampler: SamplerOpt = "nsga2",
+    sampler: SamplerOpt = "tpe",
     seed: SeedOpt = 0,
     storage: StorageOpt = None,
     study: StudyOpt = "kvplan",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,3 +71,24 @@ def test_unusable_storage_is_one_line_error(url: str) -> None:
         make_storage(url)
     assert "\n" not in str(info.value)
     assert url in str(info.value)
+
+
+def test_gp_sampler_runs_real_trials() -> None:
+    pytest.importorskip("torch", reason="the gp sampler needs PyTorch (extra 'gp')")
+    pytest.importorskip("scipy", reason="the gp sampler needs SciPy (extra 'gp')")
+    study = open_study(
+        name="gp",
+        storage=make_storage(None),
+        sampler=make_sampler("gp", seed=0),
+        directions=["minimize", "minimize"],
+        definition={},
+    )
+
+    def objective(trial: Any) -> tuple[float, float]:
+        x = trial.suggest_float("x", 0.0, 1.0)
+        trial.set_constraint("c", x - 0.8)
+        return x, 1.0 - x
+
+    study.optimize(objective, n_trials=14)
+    assert len(study.trials) == 14
+    assert all(t.state.is_finished() for t in study.trials)

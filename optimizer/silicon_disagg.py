@@ -1,0 +1,351 @@
+"""Disaggregated (``mode == disagg``) rows of a silicon benchmark CSV: parse, check, deploy.
+
+A disaggregated row benchmarks a prefill pool and a decode pool serving one model. Its
+``batch_size`` / ``tp_size`` are empty; each role has its own columns
+``{prefill,decode}_{batch_size, num_workers, tp_size, pp_size, attention_dp_size, moe_tp_size,
+moe_ep_size}``. The benchmark's concurrency (users of the closed loop) is the
+``silicon_concurrency=N`` entry of ``silicon_data_source``, else ``batch_size`` if filled, else
+``decode_batch_size × decode_num_workers`` (every row of the H100 file that records both agrees
+with that product).
+
+Reading (``parse_disagg_row``): a value that is not the number its column needs raises
+``InputError`` naming the file, the line and the column; a row whose file has no per-role
+columns, or that records no concurrency, becomes a skip reason (a string), never dropped.
+Empty cells take the defaults of the aggregated rows (``pp`` and attention DP 1, MoE split 0 =
+"not recorded"), and an empty ``*_num_workers`` means one worker: the DeepSeek-R1 rows leave it
+empty and name only TP and EP in their ids, i.e. one worker per role (a documented assumption).
+
+Deploying (``disagg_problem``, ``disagg_config``): ``pd_mode: disaggregated`` with
+``prefill_instances`` / ``decode_instances`` workers of ``prefill_tp`` / ``decode_tp`` GPUs of
+``system``. Not expressible, so skipped with the reason: pipeline parallelism, data-parallel
+attention, tensor parallelism beyond one node (``ServingConfig`` cannot allow multi-node TP), an
+MoE split with ``moe_tp × moe_ep ≠ tp`` (the aggregated rows' rule: 0 counts as 1), and prefill
+and decode pools with different expert parallelism (``ServingConfig`` has one ``ep``).
+Approximation: the per-role batch sizes (engine caps on running requests per worker) are
+recorded but not applied, as ``ServingConfig`` has one ``max_running_requests`` for both pools;
+each pool keeps its backend preset's cap. The decode caps do not bind when the concurrency is
+their product (the usual case, above); a prefill cap of 1 (serial prefills) is not modelled.
+
+What this module is not: precision rules live in ``optimizer/validate.py`` (the caller passes
+the weight and KV precisions it derives for every row), and it runs no simulation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from hardware.schema import Catalog
+from optimizer.silicon import _number
+from simulator.config import ServingConfig
+from slo.inputfile import InputError, validate
+
+__all__ = [
+    "ROLE_COLUMNS",
+    "DisaggRow",
+    "PoolLayout",
+    "disagg_config",
+    "disagg_problem",
+    "parse_disagg_row",
+]
+
+Role = Literal["prefill", "decode"]
+_ROLES: tuple[Role, Role] = ("prefill", "decode")
+
+#: Per-role column suffixes (``prefill_tp_size``, ``decode_tp_size``, ...).
+ROLE_COLUMNS = (
+    "batch_size",
+    "num_workers",
+    "tp_size",
+    "pp_size",
+    "attention_dp_size",
+    "moe_tp_size",
+    "moe_ep_size",
+)
+_CONCURRENCY = re.compile(r"(?:^|;)\s*silicon_concurrency\s*=\s*([^;]*)")
+
+
+@dataclass(frozen=True, slots=True)
+class PoolLayout:
+    """One role's deployment as the CSV records it (counts; not yet checked for the simulator)."""
+
+    workers: int
+    """Engine instances of this role."""
+    tp: int
+    """Tensor parallelism: GPUs per instance."""
+    pp: int
+    attention_dp: int
+    moe_tp: int
+    """MoE tensor parallelism; 0 = not recorded."""
+    moe_ep: int
+    """MoE expert parallelism; 0 = not recorded."""
+    batch_size: int | None
+    """The engine's cap on running requests per instance; None = not recorded. Not applied."""
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready."""
+        return {
+            "workers": self.workers,
+            "tp": self.tp,
+            "pp": self.pp,
+            "attention_dp": self.attention_dp,
+            "moe_tp": self.moe_tp,
+            "moe_ep": self.moe_ep,
+            "batch_size": self.batch_size,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class DisaggRow:
+    """One measured disaggregated benchmark (numbers parsed and checked)."""
+
+    line: int
+    """Line of the CSV file (the header is line 1)."""
+    id: str
+    model: str
+    backend: str
+    system: str
+    isl: int
+    osl: int
+    concurrency: int
+    """Users of the closed loop (module doc)."""
+    concurrency_from: str
+    """Where ``concurrency`` was read: ``silicon_concurrency``, ``batch_size`` or
+    ``decode_batch_size × decode_num_workers``."""
+    precision: str
+    """Weight precision as written (``gemm_quant_mode``, else ``precision``; may be empty)."""
+    measured_ttft_ms: float
+    measured_tpot_ms: float
+    prefill: PoolLayout
+    decode: PoolLayout
+
+    @property
+    def mode(self) -> str:
+        """``disagg`` (``SiliconRow.mode`` is ``agg``)."""
+        return "disagg"
+
+    @property
+    def tp(self) -> str:
+        """A table's TP cell: ``'2×TP1 + 1×TP4'`` (prefill workers × TP + decode); the two pools
+        differ, so this is a label, not a GPU count (see ``prefill`` / ``decode``)."""
+        return (
+            f"{self.prefill.workers}×TP{self.prefill.tp} + {self.decode.workers}×TP{self.decode.tp}"
+        )
+
+    def describe(self) -> dict[str, Any]:
+        """The identifying fields, JSON-ready (the keys of ``SiliconRow.describe`` plus the
+        pools; ``tp`` is None because each pool has its own)."""
+        return {
+            "id": self.id,
+            "line": self.line,
+            "model": self.model,
+            "backend": self.backend,
+            "mode": self.mode,
+            "isl": self.isl,
+            "osl": self.osl,
+            "concurrency": self.concurrency,
+            "concurrency_from": self.concurrency_from,
+            "tp": None,
+            "precision": self.precision or None,
+            "prefill": self.prefill.to_dict(),
+            "decode": self.decode.to_dict(),
+        }
+
+
+# ----- reading ----------------------------------------------------------------------------------
+def parse_disagg_row(
+    path: Path, line: int, record: Mapping[str, str | None], header: list[str]
+) -> DisaggRow | str:
+    """The checked row of ``record`` (line ``line`` of ``path``), or why it cannot be one.
+
+    Raises ``InputError`` (file, line, column) for a value that is not the number its column
+    needs, including a malformed ``silicon_concurrency``. Returns a reason string when the file
+    has no per-role columns or the row records no concurrency.
+    """
+    missing = [f"{role}_{c}" for role in _ROLES for c in ("num_workers", "tp_size")]
+    missing = [c for c in missing if c not in header]
+    if missing:
+        return f"mode 'disagg' but the file has no per-role columns ({', '.join(missing)})"
+    users = _concurrency(path, line, record)
+    if users is None:
+        return (
+            "benchmark concurrency not recorded (no silicon_concurrency=N in "
+            "silicon_data_source, and batch_size and decode_batch_size are empty)"
+        )
+
+    def positive(column: str, *, integer: bool) -> float:
+        return _number(path, line, column, record.get(column), integer=integer)
+
+    precision = (record.get("gemm_quant_mode") or "").strip() or (
+        record.get("precision") or ""
+    ).strip()
+    return DisaggRow(
+        line=line,
+        id=(record.get("id") or "").strip() or f"line {line}",
+        model=(record.get("model_path") or "").strip(),
+        backend=(record.get("backend") or "").strip().lower(),
+        system=(record.get("system") or "").strip(),
+        isl=int(positive("isl", integer=True)),
+        osl=int(positive("osl", integer=True)),
+        concurrency=users[0],
+        concurrency_from=users[1],
+        precision=precision.lower() if precision.lower() != "nan" else "",
+        measured_ttft_ms=positive("silicon_ttft_ms", integer=False),
+        measured_tpot_ms=positive("silicon_tpot_ms", integer=False),
+        prefill=_pool(path, line, record, "prefill"),
+        decode=_pool(path, line, record, "decode"),
+    )
+
+
+def _concurrency(path: Path, line: int, record: Mapping[str, str | None]) -> tuple[int, str] | None:
+    """Users of the benchmark and the column they came from (module doc), or None."""
+    match = _CONCURRENCY.search(record.get("silicon_data_source") or "")
+    if match:
+        value = match.group(1).strip()
+        try:
+            return int(_number(path, line, "silicon_data_source", value, integer=True)), (
+                "silicon_concurrency"
+            )
+        except InputError:
+            shown = f"'{value}'" if value else "an empty value"
+            raise InputError(
+                f"{path}: line {line}: column silicon_data_source: silicon_concurrency: "
+                f"expected a positive integer, got {shown}"
+            ) from None
+    if not _empty(record.get("batch_size")):
+        users = _number(path, line, "batch_size", record.get("batch_size"), integer=True)
+        return int(users), "batch_size"
+    batch, workers = record.get("decode_batch_size"), record.get("decode_num_workers")
+    if _empty(batch) or _empty(workers):
+        return None
+    # Every row of the H100 file that records both has silicon_concurrency equal to this
+    # product (8 of 8: e.g. 77 × 2 = 154): the benchmark fills every decode slot.
+    per_worker = _number(path, line, "decode_batch_size", batch, integer=True)
+    count = _number(path, line, "decode_num_workers", workers, integer=True)
+    return int(per_worker * count), "decode_batch_size × decode_num_workers"
+
+
+def _empty(text: str | None) -> bool:
+    value = (text or "").strip().lower()
+    return not value or value == "nan"
+
+
+def _pool(path: Path, line: int, record: Mapping[str, str | None], role: Role) -> PoolLayout:
+    """One role's columns; empty cells take their defaults (module doc)."""
+
+    def number(suffix: str) -> int:
+        column = f"{role}_{suffix}"
+        return int(_number(path, line, column, record.get(column), integer=True))
+
+    def count(suffix: str, default: int) -> int:
+        """The column's count, ``default`` when empty; 0 is allowed where ``default`` is 0
+        (an MoE split that was not recorded)."""
+        text = record.get(f"{role}_{suffix}")
+        if _empty(text):
+            return default
+        if default == 0 and (text or "").strip() in ("0", "0.0"):
+            return 0
+        return number(suffix)
+
+    return PoolLayout(
+        workers=count("num_workers", 1),
+        tp=number("tp_size"),  # required, as tp_size is for an aggregated row
+        pp=count("pp_size", 1),
+        attention_dp=count("attention_dp_size", 1),
+        moe_tp=count("moe_tp_size", 0),
+        moe_ep=count("moe_ep_size", 0),
+        batch_size=None if _empty(record.get(f"{role}_batch_size")) else number("batch_size"),
+    )
+
+
+# ----- deploying --------------------------------------------------------------------------------
+def disagg_problem(row: DisaggRow) -> str | None:
+    """Why the pool layouts of ``row`` cannot be simulated (catalog names aside), if so."""
+    for role in _ROLES:
+        pool: PoolLayout = getattr(row, role)
+        if pool.pp > 1:
+            return f"pipeline parallelism ({role}_pp_size={pool.pp}) is not modelled"
+        if pool.attention_dp > 1:
+            return (
+                f"data-parallel attention ({role}_attention_dp_size={pool.attention_dp}) "
+                "is not modelled"
+            )
+    return None
+
+
+def _expert_parallel(row: DisaggRow) -> int | str:
+    """The one ``ep`` of both pools of an MoE model, or why there is none."""
+    eps = []
+    for role in _ROLES:
+        pool: PoolLayout = getattr(row, role)
+        moe_tp, moe_ep = pool.moe_tp or 1, pool.moe_ep or 1
+        if moe_tp * moe_ep != pool.tp:
+            return (
+                f"MoE layout {role}_moe_tp_size={moe_tp} × {role}_moe_ep_size={moe_ep} != "
+                f"{role}_tp_size={pool.tp} cannot be expressed"
+            )
+        eps.append(moe_ep)
+    if eps[0] != eps[1]:
+        return (
+            f"prefill and decode expert parallelism differ ({eps[0]} vs {eps[1]}): "
+            "one ep applies to both pools"
+        )
+    return eps[0]
+
+
+def disagg_config(
+    row: DisaggRow,
+    catalog: Catalog,
+    *,
+    latency_model: str,
+    weight_precision: str | None,
+    kv_precision: str,
+) -> ServingConfig | str:
+    """The PD deployment ``row`` measured, or the reason it cannot be expressed (module doc).
+
+    ``weight_precision`` / ``kv_precision`` are the simulator's names, derived by the caller
+    with the aggregated rows' rules.
+    """
+    problem = disagg_problem(row)
+    if problem:
+        return problem
+    try:
+        model = catalog.model(row.model)
+        gpu = catalog.gpu(row.system)
+    except InputError as err:
+        return str(err).split(";", 1)[0]  # "unknown model 'x' (did you mean ...)"
+    for role in _ROLES:
+        tp = getattr(row, role).tp
+        if tp > gpu.gpus_per_node:
+            return (
+                f"{role}_tp_size={tp} spans {-(-tp // gpu.gpus_per_node)} {gpu.name} nodes of "
+                f"{gpu.gpus_per_node} GPUs: multi-node tensor parallelism is not modelled"
+            )
+    ep: int | None = None
+    if model.is_moe:
+        layout = _expert_parallel(row)
+        if isinstance(layout, str):
+            return layout
+        ep = layout
+    fields = {
+        "model": model.name,
+        "gpu": gpu.name,
+        "tp": row.decode.tp,
+        "ep": ep,
+        "weight_precision": weight_precision,
+        "kv_precision": kv_precision,
+        "backend": row.backend,
+        "latency_model": latency_model,
+        "pd_mode": "disaggregated",
+        "prefill_instances": row.prefill.workers,
+        "decode_instances": row.decode.workers,
+        "prefill_tp": row.prefill.tp,
+        "decode_tp": row.decode.tp,
+    }
+    try:
+        return validate(ServingConfig, fields, f"row {row.id}")
+    except InputError as err:
+        return f"cannot express the deployment: {err}"

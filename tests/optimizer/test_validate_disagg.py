@@ -1,0 +1,275 @@
+"""Disaggregated rows of a silicon CSV (``optimizer.silicon_disagg``): parsed into checked rows,
+deployed as PD configs or skipped with the reason, and simulated by ``kvplan validate``."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from hardware.catalog import shipped_catalog
+from optimizer.cli.main import app
+from optimizer.silicon_disagg import DisaggRow, PoolLayout, disagg_config
+from optimizer.validate import RowResult, read_silicon, row_config, run_validation, simulate_row
+from slo.inputfile import InputError
+
+ROLE = "batch_size,num_workers,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size"
+HEADER = (
+    "id,silicon_data_source,backend,model_path,system,precision,mode,isl,osl,gemm_quant_mode,"
+    "batch_size,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size,"
+    + ",".join(f"prefill_{c}" for c in ROLE.split(","))
+    + ","
+    + ",".join(f"decode_{c}" for c in ROLE.split(","))
+    + ",silicon_ttft_ms,silicon_tpot_ms"
+)
+AGG = "qwen_agg,x,sglang,Qwen/Qwen3-32B,h100_sxm,,agg,256,8,,4,2,1,,1,1,,,,,,,,,,,,,,,60.0,16.0"
+#: 1 prefill worker at TP2 + 1 decode worker at TP2, 4 users (from silicon_data_source).
+PD = (
+    "qwen_pd,src=a; silicon_concurrency=4; measured=x,sglang,Qwen/Qwen3-32B,h100_sxm,fp8,disagg,"
+    "256,8,fp8_block,,,,,,,1,1,2,1,1,1,1,4,1,2,1,1,1,1,70.0,15.0"
+)
+#: DeepSeek-V3 with data-parallel attention on the prefill side (16 ways), as in the real file.
+ADP = (
+    "dsv3_adp,silicon_concurrency=6,trtllm,deepseek-ai/DeepSeek-V3,h100_sxm,fp8,disagg,"
+    "8192,1024,fp8,,,,,,,1,1,1,1,16,1,16,2,3,16,1,1,1,16,13693.2,14.6"
+)
+
+
+def _csv(tmp_path: Path, rows: list[str]) -> Path:
+    path = tmp_path / "silicon.csv"
+    path.write_text("\n".join([HEADER, *rows]) + "\n")
+    return path
+
+
+def _pool(**fields: int | None) -> PoolLayout:
+    base: dict[str, int | None] = {
+        "workers": 1, "tp": 2, "pp": 1, "attention_dp": 1, "moe_tp": 0, "moe_ep": 0,
+        "batch_size": None,
+    }  # fmt: skip
+    base.update(fields)
+    return PoolLayout(**base)  # type: ignore[arg-type]
+
+
+def _row(model: str = "Qwen/Qwen3-32B", **pools: PoolLayout) -> DisaggRow:
+    return DisaggRow(
+        line=2, id="r", model=model, backend="sglang", system="h100_sxm", isl=256, osl=8,
+        concurrency=4, concurrency_from="silicon_concurrency", precision="fp8",
+        measured_ttft_ms=70.0, measured_tpot_ms=15.0,
+        prefill=pools.get("prefill", _pool()), decode=pools.get("decode", _pool()),
+    )  # fmt: skip
+
+
+# ----- reading ----------------------------------------------------------------------------------
+def test_disagg_rows_parse_into_rows_with_both_pools(tmp_path: Path) -> None:
+    rows, skipped = read_silicon(_csv(tmp_path, [AGG, PD, ADP]))
+    assert skipped == []
+    assert [(r.id, r.mode) for r in rows] == [
+        ("qwen_agg", "agg"), ("qwen_pd", "disagg"), ("dsv3_adp", "disagg"),
+    ]  # fmt: skip
+    pd = rows[1]
+    assert isinstance(pd, DisaggRow)
+    assert (pd.line, pd.isl, pd.osl, pd.concurrency, pd.precision) == (3, 256, 8, 4, "fp8_block")
+    assert pd.concurrency_from == "silicon_concurrency"
+    assert pd.prefill == _pool(batch_size=1)
+    assert pd.decode == _pool(batch_size=4)
+    assert pd.tp == "1×TP2 + 1×TP2"  # the rows table's label, not a GPU count
+    adp = rows[2]
+    assert isinstance(adp, DisaggRow)
+    assert (adp.prefill.attention_dp, adp.decode.workers, adp.decode.moe_ep) == (16, 3, 16)
+
+
+def test_concurrency_falls_back_to_decode_slots_and_workers_default_to_one(
+    tmp_path: Path,
+) -> None:
+    # No silicon_concurrency, empty batch_size: decode_batch_size × decode_num_workers (48 × 3).
+    slots = PD.replace("src=a; silicon_concurrency=4; measured=x", "src=b").replace(
+        ",1,4,1,2,1,1,1,1,70.0", ",1,48,3,2,1,1,1,1,70.0"
+    )
+    # Empty worker counts (as in the DeepSeek-R1 rows) mean one worker per role.
+    one_each = PD.replace(",1,1,2,1,1,1,1,4,1,2,", ",,,2,1,1,1,1,,,2,")
+    rows, skipped = read_silicon(_csv(tmp_path, [slots, one_each]))
+    assert skipped == []
+    first, second = rows
+    assert isinstance(first, DisaggRow)
+    assert isinstance(second, DisaggRow)
+    assert (first.concurrency, first.decode.workers) == (144, 3)
+    assert first.concurrency_from == "decode_batch_size × decode_num_workers"
+    assert (second.prefill.workers, second.decode.workers, second.decode.batch_size) == (1, 1, None)
+
+
+def test_a_disagg_row_without_a_concurrency_is_skipped_with_the_reason(tmp_path: Path) -> None:
+    unknown = PD.replace("src=a; silicon_concurrency=4; measured=x", "src=b").replace(
+        ",1,4,1,2,1,1,1,1,70.0", ",1,,1,2,1,1,1,1,70.0"
+    )
+    rows, skipped = read_silicon(_csv(tmp_path, [unknown]))
+    assert rows == []
+    assert [(s.id, s.line) for s in skipped] == [("qwen_pd", 2)]
+    assert skipped[0].reason.startswith("benchmark concurrency not recorded")
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"),
+    [
+        (
+            PD.replace(",1,4,1,2,1,1,1,1,70.0", ",1,4,1,two,1,1,1,1,70.0"),
+            "line 2: column decode_tp_size: expected a positive integer, got 'two'",
+        ),
+        (
+            PD.replace(",1,1,2,1,1,1,1,4,", ",1,1.5,2,1,1,1,1,4,"),
+            "line 2: column prefill_num_workers: expected a positive integer, got '1.5'",
+        ),
+        (
+            PD.replace("silicon_concurrency=4", "silicon_concurrency=many"),
+            "line 2: column silicon_data_source: silicon_concurrency: expected a positive "
+            "integer, got 'many'",
+        ),
+        (
+            PD.replace(",256,8,", ",256,0,"),
+            "line 2: column osl: expected a positive integer, got '0'",
+        ),
+    ],
+)
+def test_a_malformed_number_is_a_one_line_error(tmp_path: Path, bad: str, message: str) -> None:
+    path = _csv(tmp_path, [bad])
+    with pytest.raises(InputError) as err:
+        read_silicon(path)
+    assert str(err.value) == f"{path}: {message}"
+    assert "\n" not in str(err.value)
+
+
+# ----- rows → PD deployments --------------------------------------------------------------------
+def test_row_config_builds_the_disaggregated_deployment() -> None:
+    row = _row(prefill=_pool(workers=2, tp=1), decode=_pool(workers=1, tp=4))
+    config = row_config(row, shipped_catalog(), latency_model="table")
+    assert not isinstance(config, str)
+    assert config.pd_mode == "disaggregated"
+    assert config.pool_shape("prefill") == ("h100_sxm", 1, 2)
+    assert config.pool_shape("decode") == ("h100_sxm", 4, 1)
+    # The aggregated rows' precision rules: fp8 weights → fp8 KV cache.
+    assert (config.weight_precision, config.kv_precision) == ("fp8", "fp8")
+    assert (config.backend, config.latency_model) == ("sglang", "table")
+
+
+def test_an_moe_row_gets_the_one_expert_parallelism_of_both_pools() -> None:
+    pool = _pool(tp=4, moe_tp=1, moe_ep=4)
+    config = disagg_config(
+        _row("Qwen/Qwen3-235B-A22B-FP8", prefill=pool, decode=pool),
+        shipped_catalog(),
+        latency_model="roofline",
+        weight_precision="fp8",
+        kv_precision="fp8",
+    )
+    assert not isinstance(config, str)
+    assert (config.ep, config.prefill_tp, config.decode_tp) == (4, 4, 4)
+
+
+@pytest.mark.parametrize(
+    ("model", "prefill", "decode", "reason"),
+    [
+        (
+            "deepseek-ai/DeepSeek-V3",
+            _pool(tp=1, attention_dp=16, moe_tp=1, moe_ep=16),
+            _pool(tp=16, moe_tp=1, moe_ep=16),
+            "data-parallel attention (prefill_attention_dp_size=16) is not modelled",
+        ),
+        (
+            "Qwen/Qwen3-32B",
+            _pool(),
+            _pool(pp=2),
+            "pipeline parallelism (decode_pp_size=2) is not modelled",
+        ),
+        (
+            "deepseek-ai/DeepSeek-R1",
+            _pool(tp=16, moe_tp=16, moe_ep=1),
+            _pool(tp=16, moe_tp=16, moe_ep=1),
+            "prefill_tp_size=16 spans 2 h100_sxm nodes of 8 GPUs: multi-node tensor "
+            "parallelism is not modelled",
+        ),
+        (
+            "Qwen/Qwen3-235B-A22B-FP8",
+            _pool(tp=4),
+            _pool(tp=4),
+            "MoE layout prefill_moe_tp_size=1 × prefill_moe_ep_size=1 != prefill_tp_size=4",
+        ),
+        (
+            "Qwen/Qwen3-235B-A22B-FP8",
+            _pool(tp=4, moe_tp=4, moe_ep=1),
+            _pool(tp=4, moe_tp=1, moe_ep=4),
+            "prefill and decode expert parallelism differ (1 vs 4)",
+        ),
+        ("org/NoSuchModel", _pool(), _pool(), "unknown model 'org/NoSuchModel'"),
+    ],
+)
+def test_layouts_the_simulator_cannot_express_give_a_reason(
+    model: str, prefill: PoolLayout, decode: PoolLayout, reason: str
+) -> None:
+    result = row_config(
+        _row(model, prefill=prefill, decode=decode), shipped_catalog(), latency_model="roofline"
+    )
+    assert isinstance(result, str)
+    assert reason in result
+
+
+def test_unknown_backend_and_precision_use_the_aggregated_rules() -> None:
+    catalog = shipped_catalog()
+    backend = row_config(replace(_row(), backend="lmdeploy"), catalog, latency_model="roofline")
+    assert isinstance(backend, str)
+    assert "backend 'lmdeploy' has no preset" in backend
+    precision = row_config(replace(_row(), precision="q3"), catalog, latency_model="roofline")
+    assert precision == "unknown precision 'q3'"
+
+
+# ----- simulation and report --------------------------------------------------------------------
+def test_a_disagg_row_is_simulated_as_a_closed_loop_on_two_pools() -> None:
+    row = _row()
+    result = simulate_row(row, latency_model="constant:0.01", catalog=shipped_catalog(), rounds=2)
+    assert isinstance(result, RowResult)
+    assert result.requests == 8  # 4 users × 2 rounds
+    # Every step takes 10 ms: the first token needs a prefill step, every later token a decode
+    # step (the KV transfer adds to the first decode gap, never removes).
+    assert result.predicted_ttft_ms >= 10.0
+    assert result.predicted_tpot_ms >= 10.0
+    assert result.to_dict()["mode"] == "disagg"
+
+
+def test_report_groups_disagg_rows_apart_and_lists_skips(tmp_path: Path) -> None:
+    rows, skipped = read_silicon(_csv(tmp_path, [AGG, PD, ADP]))
+    report = run_validation(rows, latency_model="roofline", rounds=2, skipped=skipped)
+    data = report.to_dict()
+    assert [(r["id"], r["mode"]) for r in data["rows"]] == [
+        ("qwen_agg", "agg"), ("qwen_pd", "disagg"),
+    ]  # fmt: skip
+    pd = data["rows"][1]
+    assert pd["prefill"]["tp"] == pd["decode"]["tp"] == 2
+    assert pd["predicted_ttft_ms"] > 0
+    assert pd["predicted_tpot_ms"] > 0
+    assert [(g["model"], g["backend"], g["mode"], g["n"]) for g in data["groups"]] == [
+        ("Qwen/Qwen3-32B", "sglang", "agg", 1),
+        ("Qwen/Qwen3-32B", "sglang", "disagg", 1),
+    ]
+    assert [(s["id"], s["line"]) for s in data["skipped"]] == [("dsv3_adp", 4)]
+    assert "data-parallel attention (prefill_attention_dp_size=16)" in data["skipped"][0]["reason"]
+
+
+def test_cli_json_says_each_row_mode(tmp_path: Path) -> None:
+    path = _csv(tmp_path, [PD, ADP])
+    result = CliRunner().invoke(
+        app, ["validate", "--silicon", str(path), "--json", "--rounds", "2"]
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [(r["id"], r["mode"]) for r in data["rows"]] == [("qwen_pd", "disagg")]
+    assert [s["id"] for s in data["skipped"]] == ["dsv3_adp"]
+
+
+def test_cli_malformed_disagg_number_is_an_input_error(tmp_path: Path) -> None:
+    path = _csv(tmp_path, [PD.replace(",1,4,1,2,1,1,1,1,70.0", ",1,4,1,two,1,1,1,1,70.0")])
+    result = CliRunner().invoke(app, ["validate", "--silicon", str(path)])
+    # The CLI's entry point prints an InputError as one line and exits 2 (tests/cli).
+    assert isinstance(result.exception, InputError)
+    assert str(result.exception) == (
+        f"{path}: line 2: column decode_tp_size: expected a positive integer, got 'two'"
+    )
