@@ -76,8 +76,8 @@ class ComposedLatencyModel:
             "elementwise": self._elementwise,
         }
         layers = self._planner.layers
-        self._prefill_floor = layers * self.call_seconds(self._planner.prefill_floor())
-        self._decode_floor = layers * self.call_seconds(self._planner.decode_floor())
+        self._prefill_floor = layers * self._launch_cost(self._planner.prefill_floor())
+        self._decode_floor = layers * self._launch_cost(self._planner.decode_floor())
         self._token_cache: dict[int, float] = {}
         self._logit_cache: dict[int, float] = {}
         self._absorb_cache: dict[int, float] = {}
@@ -130,7 +130,11 @@ class ComposedLatencyModel:
         calls += self._planner.prefill_calls(b.prefill_groups)
         calls += self._planner.decode_token_calls(b.num_decode)
         for call in calls:
-            out[call.op] = out.get(call.op, 0.0) + call.count * self.call_seconds(call)
+            # An attention launch credit (negative count) refunds the fixed part only (see
+            # ``_launch_cost``), exactly as ``step_seconds`` does.
+            credit = call.count < 0 and call.kind in _ATTENTION_KINDS
+            each = self._launch_cost(call) if credit else self.call_seconds(call)
+            out[call.op] = out.get(call.op, 0.0) + call.count * each
         if b.num_decode:
             out["attn_decode"] = self._decode_seconds(b.decode_kv_lens)
         out["step_overhead"] = self._params.step_overhead_s
@@ -203,6 +207,19 @@ class ComposedLatencyModel:
             seconds += hit
         return seconds
 
+    def _launch_cost(self, smallest: KernelCall) -> float:
+        """The fixed part of one call of ``smallest``'s kernel: ``2·t(1) − t(2)``, its time for
+        one request extrapolated to none (≥ 0).
+
+        Merged groups pay it once (the credit above). The whole one-request time would also
+        credit away that request's own work, so a batch whose requests fall into two groups
+        would cost less than the same requests in one group (a fitted model with per-request
+        terms showed it: two decodes at KV 1 and 2 priced below two at KV 1).
+        """
+        one = self.call_seconds(smallest)
+        pair = KernelCall(smallest.op, smallest.kind, (2, *smallest.args[1:]), 1)  # batch = 2
+        return max(0.0, 2.0 * one - self.call_seconds(pair))
+
     def _decode_seconds(self, kv_lens: IntArray) -> float:
         """Decode attention over all layers, KV lengths bucketed by octave (module doc)."""
         if not kv_lens.shape[0]:
@@ -236,6 +253,10 @@ class ComposedLatencyModel:
             cache.clear()
         cache[key] = value
         return value
+
+
+#: Kernel kinds whose launch credits refund only the fixed cost (``_launch_cost``).
+_ATTENTION_KINDS = frozenset({"context_attention", "generation_attention"})
 
 
 class RooflineModel(ComposedLatencyModel):

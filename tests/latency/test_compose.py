@@ -10,6 +10,7 @@ from simulator.latency import (
     Batch,
     ComposeParams,
     Deployment,
+    KernelCall,
     OperatorPlanner,
     RooflineKernels,
     RooflineModel,
@@ -41,7 +42,10 @@ def test_mixed_batch_is_the_per_request_sum_not_the_average(llama8b_h100: Deploy
     averaged = [(0, 4160), (0, 4160)]  # same tokens, same requests, averaged shape
     attn = model.breakdown(long_short).seconds["attn_prefill"]
     alone = [model.breakdown([p]).seconds["attn_prefill"] for p in long_short]
-    floor = model.call_seconds(OperatorPlanner(llama8b_h100).prefill_floor()) * 32
+    smallest = OperatorPlanner(llama8b_h100).prefill_floor()
+    pair = KernelCall(smallest.op, smallest.kind, (2, *smallest.args[1:]), 1)
+    # The fixed cost of one launch: one request's time extrapolated to none, 2·t(1) − t(2).
+    floor = (2 * model.call_seconds(smallest) - model.call_seconds(pair)) * 32
     # One ragged launch: the sum of both requests' attention, paying the fixed cost once.
     assert attn == pytest.approx(sum(alone) - floor, rel=1e-12)
     # Causal cost is quadratic: 8192²/2 + 128²/2 ≫ 2·4160²/2, so averaging would be ~2x off.

@@ -116,3 +116,13 @@ def test_adding_or_growing_a_request_never_cheapens(
     grown = list(pairs)
     grown[i] = (pairs[i][0] + grow_cache, pairs[i][1] + grow_new)
     assert model.step_seconds(grown) >= before * (1 - RTOL)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_decodes_split_across_kv_buckets_cost_no_less(case: tuple[str, str]) -> None:
+    """Two decodes at KV 1 and 2 fall into two buckets; merging their launches must not also
+    credit away one request's work (it did for fitted models with per-request terms)."""
+    model = _build(*case)
+    same = model.step_seconds([(0, 1), (0, 1)])
+    split = model.step_seconds([(1, 1), (0, 1)])
+    assert split >= same * (1 - RTOL)
