@@ -1,4 +1,5 @@
-"""Shared fixtures: a real PostgreSQL server for the distributed-storage tests."""
+"""Shared test setup: deterministic hypothesis runs, and a real PostgreSQL server for the
+distributed-storage tests."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run (a failure reproduces; CI is not a lottery).
+settings.register_profile("kvplan", derandomize=True, database=None)
+settings.load_profile("kvplan")
 
 
 def _free_port() -> int:
