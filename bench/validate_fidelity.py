@@ -2,11 +2,13 @@
 
     python bench/validate_fidelity.py [--silicon CSV] [--latency roofline,table,calibrated]
         [--models Qwen3-32B,Llama-3.1-8B-Instruct,Llama-3.1-70B] [--rounds 5] [--jobs 1]
-        [--limit N] [--json OUT.json]
+        [--limit N] [--start together|spread] [--deployment benchmark|defaults] [--ttft-offset]
+        [--json OUT.json]
 
 Runs ``kvplan validate``'s logic (``optimizer/validate.py``: closed loop of N users, fixed
 lengths, no shared prefixes, all users starting together, 20 benchmark rounds extrapolated from
-``--rounds`` simulated ones) on every aggregated row of the selected models, once per latency
+``--rounds`` simulated ones, engine limits of the benchmark's generated deployment unless
+``--deployment defaults``) on every aggregated row of the selected models, once per latency
 model, and prints:
 
 - MAPE of mean TTFT and mean TPOT per (model, backend) group and overall (the issue's target:
@@ -33,6 +35,7 @@ from rich.table import Table
 
 from optimizer.validate import (
     DEFAULT_ROUNDS,
+    DEPLOYMENTS,
     START_MODES,
     FidelityReport,
     RowResult,
@@ -110,7 +113,9 @@ def group_table(report: FidelityReport, seconds: float) -> Table:
     summary = report.summary()
     table = Table(
         title=f"{report.latency_model}: {summary['n']} rows, {summary['n_skipped']} skipped, "
-        f"{report.rounds} rounds simulated, start {report.start}, {seconds:.0f} s"
+        f"{report.rounds} rounds simulated, start {report.start}, "
+        f"deployment {report.deployment}"
+        f"{', fitted TTFT offset' if report.ttft_offset else ''}, {seconds:.0f} s"
     )
     for header in ("model", "backend", "rows", "TTFT MAPE", "TPOT MAPE"):
         table.add_column(header, justify="left" if header in ("model", "backend") else "right")
@@ -152,6 +157,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start", choices=START_MODES, default="together")
+    parser.add_argument("--deployment", choices=DEPLOYMENTS, default="benchmark")
+    parser.add_argument(
+        "--ttft-offset",
+        action="store_true",
+        help="Add the fitted per-backend TTFT constant (optimizer.validate.FITTED_TTFT_OFFSET_MS).",
+    )
     parser.add_argument("--json", type=Path, default=None, help="Write every report here.")
     args = parser.parse_args(argv)
     rows, _ = read_silicon(args.silicon)
@@ -168,6 +179,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             jobs=args.jobs,
             quiet=True,
             start=args.start,
+            deployment=args.deployment,
+            ttft_offset=args.ttft_offset,
         )
         seconds = time.perf_counter() - start
         console.print(group_table(report, seconds))

@@ -24,6 +24,23 @@ concurrent users sending requests of exactly ``isl`` input and ``osl`` output to
   ``gemm_quant_mode`` / ``precision`` (empty: fp8 if the model name says FP8, else bf16), KV
   cache in fp8 with fp8 weights and bf16 otherwise (``_kv_precision`` gives the evidence), MoE
   experts split ``moe_ep_size`` ways.
+- **Engine limits** (``deployment="benchmark"``, the default): the rows were measured on
+  deployments written by aiconfigurator's generator, whose benchmark rules
+  (``generator/rule_plugin/benchmark/{trtllm,vllm}.rule``) size the engine to the benchmark
+  instead of leaving the engine defaults: ``max_batch_size`` / ``--max-num-seqs`` = the
+  concurrency N, and ``max_num_tokens`` / ``--max-num-batched-tokens`` = N + isl + 1500 for
+  aggregated workers. ``benchmark_engine_settings`` applies them to TensorRT-LLM and vLLM rows.
+  The step budget is what matters: with N + isl + 1500 tokens only one or two prompts are
+  prefilled per step, not the 8,192-token default's eight 1k prompts at once. SGLang rows keep
+  the preset (the rule's ``max_prefill_tokens`` = isl + 1500 goes with ``enable_mixed_chunk``,
+  a scheduling mode the simulator does not express; the prefill-first preset matches these
+  rows better). ``deployment="defaults"`` runs every backend on its preset's engine defaults.
+
+**Fitted, opt-in** (``ttft_offset=True``): ``FITTED_TTFT_OFFSET_MS`` adds a constant per
+backend to the predicted TTFT — request-path latency outside the engine's step loop (HTTP
+frontend, tokenisation, the executor's request intake and response path) that the simulator
+does not model. It is fitted to the measured rows, not derived from documentation; see
+``bench/README.md`` for the fit and the held-out error. Off by default.
 
 Rows that cannot be simulated are returned as ``Skipped`` with the reason, never dropped:
 disaggregated rows, models or GPUs not in the catalog, pipeline or attention-data parallelism,
@@ -60,11 +77,14 @@ from slo.inputfile import InputError, validate
 __all__ = [
     "BENCHMARK_ROUNDS",
     "DEFAULT_ROUNDS",
+    "DEPLOYMENTS",
+    "FITTED_TTFT_OFFSET_MS",
     "START_MODES",
     "FidelityReport",
     "RowResult",
     "SiliconRow",
     "Skipped",
+    "benchmark_engine_settings",
     "benchmark_mean",
     "read_silicon",
     "run_validation",
@@ -78,6 +98,24 @@ __all__ = [
 #: drifts towards when timing noise breaks up the waves of a synchronised start.
 START_MODES = ("together", "spread")
 StartMode = Literal["together", "spread"]
+
+#: How the measured engines were configured (``row_config``): ``benchmark`` = the limits
+#: aiconfigurator's benchmark generator sets (module doc), ``defaults`` = the backend presets.
+DEPLOYMENTS = ("benchmark", "defaults")
+Deployment = Literal["benchmark", "defaults"]
+
+#: Tokens aiconfigurator's benchmark rules add to the prompt length in an aggregated worker's
+#: ``max_num_tokens`` (``agg max_num_tokens = max_batch_size + isl + 1500``).
+_MAX_NUM_TOKENS_HEADROOM = 1500
+#: Backends whose benchmark deployment ``benchmark_engine_settings`` sizes (module doc).
+_SIZED_BACKENDS = ("trtllm", "vllm")
+
+#: Fitted (not documented) constant TTFT latency per backend, in ms, added when
+#: ``ttft_offset`` is on (module doc). TensorRT-LLM: the best constant is 85 ms on the
+#: Qwen3-32B rows and 95 ms on the Llama-3.1-8B rows (table model, benchmark deployment), so
+#: the two models agree; 90 ms is their midpoint. vLLM's best constant is 0-5 ms (none
+#: needed); SGLang is not fitted.
+FITTED_TTFT_OFFSET_MS: dict[str, float] = {"trtllm": 90.0}
 
 #: Requests per user simulated by default (aiperf sends 20 per user; see module doc).
 DEFAULT_ROUNDS = 5
@@ -173,7 +211,32 @@ def _unsupported(row: SiliconRow) -> str | None:
     return None
 
 
-def row_config(row: SiliconRow, catalog: Catalog, *, latency_model: str) -> ServingConfig | str:
+def benchmark_engine_settings(row: SiliconRow) -> dict[str, int]:
+    """``ServingConfig`` overrides for the engine limits of ``row``'s benchmark deployment.
+
+    aiconfigurator's benchmark rules for aggregated TensorRT-LLM and vLLM workers:
+    ``max_batch_size`` (``--max-num-seqs``) = N, the benchmark's concurrency, and
+    ``max_num_tokens`` (``--max-num-batched-tokens``) = N + isl + 1500 tokens per step. For vLLM
+    the per-request chunk bound is the same budget (V1 chunks a prompt only to fit the step).
+    TensorRT-LLM keeps its preset's whole-context scheduling (chunked prefill stays off in
+    those deployments). Empty for other backends (SGLang keeps its preset; module doc).
+    """
+    if row.backend not in _SIZED_BACKENDS:
+        return {}
+    budget = row.concurrency + row.isl + _MAX_NUM_TOKENS_HEADROOM
+    settings = {"max_running_requests": row.concurrency, "max_batched_tokens": budget}
+    if row.backend == "vllm":
+        settings["chunk_tokens"] = budget
+    return settings
+
+
+def row_config(
+    row: SiliconRow,
+    catalog: Catalog,
+    *,
+    latency_model: str,
+    deployment: Deployment = "benchmark",
+) -> ServingConfig | str:
     """The deployment ``row`` measured, or the reason it cannot be expressed (module doc)."""
     problem = _unsupported(row)
     if problem:
@@ -202,6 +265,8 @@ def row_config(row: SiliconRow, catalog: Catalog, *, latency_model: str) -> Serv
         "backend": row.backend,
         "latency_model": latency_model,
     }
+    if deployment == "benchmark":
+        fields.update(benchmark_engine_settings(row))
     try:
         return validate(ServingConfig, fields, f"row {row.id}")
     except InputError as err:
@@ -221,17 +286,21 @@ def simulate_row(
     seed: int = 0,
     rounds: int = DEFAULT_ROUNDS,
     start: StartMode = "together",
+    deployment: Deployment = "benchmark",
+    ttft_offset: bool = False,
 ) -> RowResult | Skipped:
     """Simulate the benchmark of ``row`` and return its mean TTFT and TPOT (module doc).
 
     ``start`` is when the users send their first request: ``together`` at time 0 (the
     benchmark's protocol), or ``spread`` evenly over one request's duration, measured by a
-    one-round pilot run (the fully desynchronised limit; see ``START_MODES``).
+    one-round pilot run (the fully desynchronised limit; see ``START_MODES``). ``deployment``
+    chooses the engine limits (``DEPLOYMENTS``); ``ttft_offset`` adds the fitted
+    ``FITTED_TTFT_OFFSET_MS`` of the row's backend to the TTFT.
 
     An ``InputError`` from a bad ``latency_model`` spec propagates (a user mistake that would
     fail every row); a configuration that cannot run becomes ``Skipped``.
     """
-    config = row_config(row, catalog, latency_model=latency_model)
+    config = row_config(row, catalog, latency_model=latency_model, deployment=deployment)
     if isinstance(config, str):
         return Skipped(row.line, row.id, row.model, row.backend, config)
     ramp_s = 0.0
@@ -246,9 +315,10 @@ def simulate_row(
     order = np.argsort([r.index for r in result.records], kind="stable")
     arrays = result.per_request_ms()
     users, simulated = row.concurrency, rounds_for(rounds)
+    offset_ms = FITTED_TTFT_OFFSET_MS.get(row.backend, 0.0) if ttft_offset else 0.0
     return RowResult(
         row=row,
-        predicted_ttft_ms=benchmark_mean(arrays["ttft_ms"][order], users, simulated),
+        predicted_ttft_ms=benchmark_mean(arrays["ttft_ms"][order], users, simulated) + offset_ms,
         predicted_tpot_ms=benchmark_mean(arrays["tpot_ms"][order], users, simulated),
         requests=len(result.records),
     )
@@ -351,6 +421,8 @@ class FidelityReport:
     results: tuple[RowResult, ...]
     skipped: tuple[Skipped, ...]
     start: StartMode = "together"
+    deployment: Deployment = "benchmark"
+    ttft_offset: bool = False
 
     def groups(self) -> list[GroupSummary]:
         """MAPE per (model, backend), in order of first appearance."""
@@ -379,6 +451,8 @@ class FidelityReport:
             "latency_model": self.latency_model,
             "rounds": self.rounds,
             "start": self.start,
+            "deployment": self.deployment,
+            "ttft_offset": self.ttft_offset,
         }
 
     def to_dict(self) -> dict[str, Any]:
@@ -399,6 +473,8 @@ def _simulate_one(
     seed: int,
     rounds: int,
     start: StartMode,
+    deployment: Deployment,
+    ttft_offset: bool,
     quiet: bool,
 ) -> RowResult | Skipped:
     """Worker entry (module level so it pickles); the catalog is reloaded per process."""
@@ -412,6 +488,8 @@ def _simulate_one(
             seed=seed,
             rounds=rounds,
             start=start,
+            deployment=deployment,
+            ttft_offset=ttft_offset,
         )
 
 
@@ -427,6 +505,8 @@ def run_validation(
     progress: Callable[[int], None] | None = None,
     quiet: bool = False,
     start: StartMode = "together",
+    deployment: Deployment = "benchmark",
+    ttft_offset: bool = False,
 ) -> FidelityReport:
     """Simulate every row (in ``jobs`` processes) and collect the report.
 
@@ -442,6 +522,8 @@ def run_validation(
         seed=seed,
         rounds=rounds,
         start=start,
+        deployment=deployment,
+        ttft_offset=ttft_offset,
         quiet=quiet,
     )
     outcomes: list[RowResult | Skipped] = []
@@ -460,4 +542,12 @@ def run_validation(
                 progress(1)
     results = tuple(o for o in outcomes if isinstance(o, RowResult))
     more = tuple(o for o in outcomes if isinstance(o, Skipped))
-    return FidelityReport(latency_model, rounds_for(rounds), results, (*skipped, *more), start)
+    return FidelityReport(
+        latency_model,
+        rounds_for(rounds),
+        results,
+        (*skipped, *more),
+        start,
+        deployment,
+        ttft_offset,
+    )

@@ -1,0 +1,96 @@
+"""``optimizer.validate``: the engine limits of the benchmark's generated deployment."""
+
+from __future__ import annotations
+
+import pytest
+
+from hardware.catalog import shipped_catalog
+from optimizer.validate import (
+    FITTED_TTFT_OFFSET_MS,
+    RowResult,
+    SiliconRow,
+    benchmark_engine_settings,
+    row_config,
+    simulate_row,
+)
+
+
+def _row(**fields: object) -> SiliconRow:
+    base: dict[str, object] = {
+        "line": 2, "id": "r", "model": "meta-llama/Llama-3.1-8B-Instruct", "backend": "vllm",
+        "system": "h100_sxm", "isl": 1024, "osl": 4, "concurrency": 8, "tp": 1, "pp": 1,
+        "attention_dp": 1, "moe_tp": 1, "moe_ep": 1, "precision": "",
+        "measured_ttft_ms": 30.0, "measured_tpot_ms": 7.0,
+    }  # fmt: skip
+    base.update(fields)
+    return SiliconRow(**base)  # type: ignore[arg-type]
+
+
+def test_settings_follow_the_generator_rules() -> None:
+    # max_batch_size = N; max_num_tokens = N + isl + 1500 (aiconfigurator benchmark rules).
+    assert benchmark_engine_settings(_row(backend="trtllm")) == {
+        "max_running_requests": 8,
+        "max_batched_tokens": 8 + 1024 + 1500,
+    }
+    vllm = benchmark_engine_settings(_row(concurrency=64, isl=4096))
+    assert vllm == {
+        "max_running_requests": 64,
+        "max_batched_tokens": 64 + 4096 + 1500,
+        "chunk_tokens": 64 + 4096 + 1500,
+    }
+    assert benchmark_engine_settings(_row(backend="sglang", model="Qwen/Qwen3-32B")) == {}
+
+
+def test_row_config_applies_them_only_for_the_benchmark_deployment() -> None:
+    catalog = shipped_catalog()
+    sized = row_config(_row(), catalog, latency_model="roofline")
+    plain = row_config(_row(), catalog, latency_model="roofline", deployment="defaults")
+    assert not isinstance(sized, str)
+    assert not isinstance(plain, str)
+    assert (sized.max_running_requests, sized.max_batched_tokens) == (8, 2532)
+    assert (plain.max_running_requests, plain.max_batched_tokens) == (None, None)
+
+
+def _ttft(row: SiliconRow, deployment: str) -> float:
+    outcome = simulate_row(
+        row,
+        latency_model="constant:0.01",
+        catalog=shipped_catalog(),
+        rounds=1,
+        deployment=deployment,  # type: ignore[arg-type]
+    )
+    assert isinstance(outcome, RowResult)
+    return outcome.predicted_ttft_ms
+
+
+def test_smaller_step_budget_spreads_the_first_prefills() -> None:
+    # Every step takes 10 ms. The 8,192-token default prefills all eight 1k prompts in the
+    # first step; 2,532 tokens per step take about two prompts a step, so later users wait.
+    row = _row()
+    assert _ttft(row, "defaults") == pytest.approx(10.0)
+    assert _ttft(row, "benchmark") >= 20.0
+
+
+def test_trtllm_contexts_run_whole() -> None:
+    # Budget 3 + 2000 + 1500 = 3503: one 2,000-token context per step (plus the decodes), the
+    # second prompt is not split to fill the step. TTFTs 10, 20, 30 ms; chunking would give
+    # 10, 20, 20 ms.
+    row = _row(backend="trtllm", concurrency=3, isl=2000)
+    assert _ttft(row, "benchmark") == pytest.approx(20.0)
+
+
+def test_fitted_ttft_offset_is_opt_in_and_per_backend() -> None:
+    catalog = shipped_catalog()
+    for backend, offset in (("trtllm", FITTED_TTFT_OFFSET_MS["trtllm"]), ("vllm", 0.0)):
+        row = _row(backend=backend, concurrency=1, isl=64)
+        plain, shifted = (
+            simulate_row(
+                row, latency_model="constant:0.01", catalog=catalog, rounds=2, ttft_offset=on
+            )
+            for on in (False, True)
+        )
+        assert isinstance(plain, RowResult)
+        assert isinstance(shifted, RowResult)
+        assert plain.predicted_ttft_ms == pytest.approx(10.0)
+        assert shifted.predicted_ttft_ms == pytest.approx(10.0 + offset)
+        assert shifted.predicted_tpot_ms == plain.predicted_tpot_ms
