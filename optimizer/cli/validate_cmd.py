@@ -27,6 +27,7 @@ from rich.table import Table
 from optimizer.cli._output import console, err_console, print_json
 from optimizer.validate import (
     DEFAULT_ROUNDS,
+    DEPLOYMENTS,
     START_MODES,
     FidelityReport,
     read_silicon,
@@ -84,10 +85,27 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     ] = None,
     show_rows: Annotated[bool, typer.Option("--rows", help="Also print every row.")] = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
+    deployment: Annotated[
+        str,
+        typer.Option(
+            help="Engine limits: 'benchmark' (those of the benchmark's generated deployment) "
+            "or 'defaults' (the backend preset's)."
+        ),
+    ] = "benchmark",
+    ttft_offset: Annotated[
+        bool,
+        typer.Option(
+            "--ttft-offset",
+            help="Add the TTFT offset fitted to the shipped data (TRT-LLM 90 ms; a fit, not an "
+            "engine default).",
+        ),
+    ] = False,
 ) -> None:
     """Simulate measured serving benchmarks and report the error of mean TTFT and TPOT."""
     if start not in START_MODES:
         raise InputError(f"--start {start!r}: expected one of {', '.join(START_MODES)}")
+    if deployment not in DEPLOYMENTS:
+        raise InputError(f"--deployment {deployment!r}: expected one of {', '.join(DEPLOYMENTS)}")
     rows, skipped = read_silicon(silicon)
     picked = select_rows(rows, model=model, backend=backend, limit=limit)
     with _progress() as progress:
@@ -99,6 +117,8 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
             seed=seed,
             rounds=rounds,
             start=start,  # type: ignore[arg-type]  # checked above
+            deployment=deployment,  # type: ignore[arg-type]  # checked above
+            ttft_offset=ttft_offset,
             jobs=jobs,
             skipped=_filtered(skipped, model, backend),
             progress=lambda n: progress.advance(task, n),
