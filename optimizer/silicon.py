@@ -4,13 +4,13 @@ The format is aiconfigurator's ``silicon_sample.csv``: one row per benchmarked d
 (``backend``, ``model_path``, ``system``, ``mode`` agg/disagg, ``isl``, ``osl``,
 ``batch_size`` = concurrent users, ``tp_size``, optional ``pp_size``, ``attention_dp_size``,
 ``moe_tp_size``, ``moe_ep_size``, ``precision``, ``gemm_quant_mode``) with the measured means
-``silicon_ttft_ms`` and ``silicon_tpot_ms``. ``read_silicon`` returns the aggregated rows, parsed
-and checked, and the others as ``Skipped`` (with the reason); ``optimizer/validate.py``
-simulates them.
+``silicon_ttft_ms`` and ``silicon_tpot_ms``. ``read_silicon`` returns the aggregated rows
+(``SiliconRow``) and the disaggregated ones (``DisaggRow``, parsed by
+``optimizer/silicon_disagg.py`` from the per-role ``prefill_*`` / ``decode_*`` columns), checked,
+and the rest as ``Skipped`` (with the reason); ``optimizer/validate.py`` simulates them.
 
-Errors: a missing column, or a value in an aggregated row that is not the number its column
-needs, raises ``InputError`` naming the file, the line and the column. Disaggregated rows are
-not parsed beyond their names (their per-role columns are not simulated).
+Errors: a missing column, or a value in a row that is not the number its column needs,
+raises ``InputError`` naming the file, the line and the column.
 """
 
 from __future__ import annotations
@@ -20,13 +20,16 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import numpy as np
 
 from slo.inputfile import InputError
 
-__all__ = ["REQUIRED_COLUMNS", "SiliconRow", "Skipped", "read_silicon", "select_rows"]
+if TYPE_CHECKING:
+    from optimizer.silicon_disagg import DisaggRow
+
+__all__ = ["REQUIRED_COLUMNS", "Row", "SiliconRow", "Skipped", "read_silicon", "select_rows"]
 
 #: Columns every file must have.
 REQUIRED_COLUMNS = (
@@ -70,6 +73,11 @@ class SiliconRow:
     measured_ttft_ms: float
     measured_tpot_ms: float
 
+    @property
+    def mode(self) -> str:
+        """``agg`` (``DisaggRow.mode`` is ``disagg``)."""
+        return "agg"
+
     def describe(self) -> dict[str, Any]:
         """The identifying fields, JSON-ready."""
         return {
@@ -77,12 +85,17 @@ class SiliconRow:
             "line": self.line,
             "model": self.model,
             "backend": self.backend,
+            "mode": self.mode,
             "isl": self.isl,
             "osl": self.osl,
             "concurrency": self.concurrency,
             "tp": self.tp,
             "precision": self.precision or None,
         }
+
+
+#: A measured benchmark of either mode.
+Row: TypeAlias = "SiliconRow | DisaggRow"
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,12 +119,16 @@ class Skipped:
         }
 
 
-def read_silicon(path: str | Path) -> tuple[list[SiliconRow], list[Skipped]]:
-    """The aggregated rows of ``path`` and the skipped non-aggregated ones, in file order.
+def read_silicon(path: str | Path) -> tuple[list[Row], list[Skipped]]:
+    """The rows of ``path`` (aggregated and disaggregated) and the skipped ones, in file order.
 
-    Raises ``InputError`` for a missing file, a missing column, or a value in an aggregated row
-    that is not the number its column needs (naming file, line and column).
+    Skipped: rows of another mode, and disaggregated rows without per-role columns or a
+    concurrency. Raises ``InputError`` for a missing file, a missing column, or a value that is
+    not the number its column needs (naming file, line and column).
     """
+    # silicon_disagg builds on this module's number parsing, hence imported here.
+    from optimizer.silicon_disagg import parse_disagg_row  # noqa: PLC0415
+
     path = Path(path)
     try:
         with path.open(newline="", encoding="utf-8") as handle:
@@ -124,22 +141,22 @@ def read_silicon(path: str | Path) -> tuple[list[SiliconRow], list[Skipped]]:
                     f"{', '.join(missing)} (a silicon benchmark CSV needs "
                     f"{', '.join(REQUIRED_COLUMNS)})"
                 )
-            rows: list[SiliconRow] = []
+            rows: list[Row] = []
             skipped: list[Skipped] = []
             for record in reader:
                 line = reader.line_num
                 mode = (record.get("mode") or "").strip().lower()
-                if mode != "agg":
-                    skipped.append(
-                        _skip(
-                            record,
-                            line,
-                            f"mode '{mode or '(empty)'}' is not agg: "
-                            "only aggregated serving is validated",
-                        )
-                    )
-                    continue
-                rows.append(_parse_row(path, line, record))
+                if mode == "agg":
+                    rows.append(_parse_row(path, line, record))
+                elif mode == "disagg":
+                    row = parse_disagg_row(path, line, record, header)
+                    if isinstance(row, str):
+                        skipped.append(_skip(record, line, row))
+                    else:
+                        rows.append(row)
+                else:
+                    reason = f"mode '{mode or '(empty)'}' is neither agg nor disagg"
+                    skipped.append(_skip(record, line, reason))
     except FileNotFoundError:
         raise InputError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, csv.Error) as err:
@@ -211,12 +228,12 @@ def _parse_row(path: Path, line: int, record: dict[str, Any]) -> SiliconRow:
 
 
 def select_rows(
-    rows: Sequence[SiliconRow],
+    rows: Sequence[Row],
     *,
     model: str | None = None,
     backend: str | None = None,
     limit: int | None = None,
-) -> list[SiliconRow]:
+) -> list[Row]:
     """The rows of ``model`` (full id or the part after '/', case-insensitive) and ``backend``;
     with ``limit``, at most that many spread evenly over them (deterministic)."""
     picked = list(rows)

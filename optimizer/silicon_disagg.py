@@ -4,9 +4,11 @@ A disaggregated row benchmarks a prefill pool and a decode pool serving one mode
 ``batch_size`` / ``tp_size`` are empty; each role has its own columns
 ``{prefill,decode}_{batch_size, num_workers, tp_size, pp_size, attention_dp_size, moe_tp_size,
 moe_ep_size}``. The benchmark's concurrency (users of the closed loop) is the
-``silicon_concurrency=N`` entry of ``silicon_data_source``, else ``batch_size`` if filled, else
-``decode_batch_size × decode_num_workers`` (every row of the H100 file that records both agrees
-with that product).
+``silicon_concurrency=N`` entry of ``silicon_data_source``, else ``batch_size`` if filled.
+``decode_batch_size × decode_num_workers`` is NOT used as a fallback: it equals the concurrency
+in the 8 H100 rows that record both, but for rows without ``silicon_concurrency`` it can be
+impossible as a load (Qwen3-32B vLLM, line 680: 2 × 224 users of 4000 + 1000 tokens would
+read more KV per decode step than TP4 HBM delivers in the measured 8.7 ms TPOT).
 
 Reading (``parse_disagg_row``): a value that is not the number its column needs raises
 ``InputError`` naming the file, the line and the column; a row whose file has no per-role
@@ -33,7 +35,7 @@ the weight and KV precisions it derives for every row), and it runs no simulatio
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -113,8 +115,7 @@ class DisaggRow:
     concurrency: int
     """Users of the closed loop (module doc)."""
     concurrency_from: str
-    """Where ``concurrency`` was read: ``silicon_concurrency``, ``batch_size`` or
-    ``decode_batch_size × decode_num_workers``."""
+    """Where ``concurrency`` was read: ``silicon_concurrency`` or ``batch_size``."""
     precision: str
     """Weight precision as written (``gemm_quant_mode``, else ``precision``; may be empty)."""
     measured_ttft_ms: float
@@ -157,7 +158,7 @@ class DisaggRow:
 
 # ----- reading ----------------------------------------------------------------------------------
 def parse_disagg_row(
-    path: Path, line: int, record: Mapping[str, str | None], header: list[str]
+    path: Path, line: int, record: Mapping[str, str | None], header: Sequence[str]
 ) -> DisaggRow | str:
     """The checked row of ``record`` (line ``line`` of ``path``), or why it cannot be one.
 
@@ -173,7 +174,8 @@ def parse_disagg_row(
     if users is None:
         return (
             "benchmark concurrency not recorded (no silicon_concurrency=N in "
-            "silicon_data_source, and batch_size and decode_batch_size are empty)"
+            "silicon_data_source and batch_size is empty; decode_batch_size is an engine cap, "
+            "not the load)"
         )
 
     def positive(column: str, *, integer: bool) -> float:
@@ -206,26 +208,18 @@ def _concurrency(path: Path, line: int, record: Mapping[str, str | None]) -> tup
     if match:
         value = match.group(1).strip()
         try:
-            return int(_number(path, line, "silicon_data_source", value, integer=True)), (
-                "silicon_concurrency"
-            )
+            users = _number(path, line, "silicon_data_source", value, integer=True)
         except InputError:
             shown = f"'{value}'" if value else "an empty value"
             raise InputError(
                 f"{path}: line {line}: column silicon_data_source: silicon_concurrency: "
                 f"expected a positive integer, got {shown}"
             ) from None
-    if not _empty(record.get("batch_size")):
-        users = _number(path, line, "batch_size", record.get("batch_size"), integer=True)
-        return int(users), "batch_size"
-    batch, workers = record.get("decode_batch_size"), record.get("decode_num_workers")
-    if _empty(batch) or _empty(workers):
+        return int(users), "silicon_concurrency"
+    if _empty(record.get("batch_size")):
         return None
-    # Every row of the H100 file that records both has silicon_concurrency equal to this
-    # product (8 of 8: e.g. 77 × 2 = 154): the benchmark fills every decode slot.
-    per_worker = _number(path, line, "decode_batch_size", batch, integer=True)
-    count = _number(path, line, "decode_num_workers", workers, integer=True)
-    return int(per_worker * count), "decode_batch_size × decode_num_workers"
+    users = _number(path, line, "batch_size", record.get("batch_size"), integer=True)
+    return int(users), "batch_size"
 
 
 def _empty(text: str | None) -> bool:

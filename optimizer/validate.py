@@ -3,8 +3,8 @@
 Input: rows of a measured-benchmark CSV (``optimizer/silicon.py`` reads aiconfigurator's
 ``silicon_sample.csv`` format: one row = one deployment benchmarked with ``batch_size``
 concurrent users sending requests of exactly ``isl`` input and ``osl`` output tokens;
-``silicon_ttft_ms`` / ``silicon_tpot_ms`` are the measured means). Every aggregated
-(``mode == agg``) row is simulated as the benchmark ran:
+``silicon_ttft_ms`` / ``silicon_tpot_ms`` are the measured means). Every row, aggregated
+(``mode == agg``) or disaggregated (``disagg``), is simulated as the benchmark ran:
 
 - **Workload**: a closed loop of ``batch_size`` users, fixed lengths, prompts of fresh blocks
   (the benchmark's random-token prompts share no prefix), every user starting at time 0.
@@ -23,7 +23,10 @@ concurrent users sending requests of exactly ``isl`` input and ``osl`` output to
 - **Deployment**: ``tp_size`` GPUs of ``system``, the ``backend`` preset, weight precision from
   ``gemm_quant_mode`` / ``precision`` (empty: fp8 if the model name says FP8, else bf16), KV
   cache in fp8 with fp8 weights and bf16 otherwise (``_kv_precision`` gives the evidence), MoE
-  experts split ``moe_ep_size`` ways.
+  experts split ``moe_ep_size`` ways. A disaggregated row deploys its prefill and decode
+  workers as a PD deployment (``optimizer/silicon_disagg.py``) with the same precision rules;
+  its concurrency comes from ``silicon_data_source`` (module doc there). The report groups
+  its rows by (model, backend, mode).
 - **Engine limits** (``deployment="benchmark"``, the default): the rows were measured on
   deployments written by aiconfigurator's generator, whose benchmark rules
   (``generator/rule_plugin/benchmark/{trtllm,vllm}.rule``) size the engine to the benchmark
@@ -43,8 +46,9 @@ does not model. It is fitted to the measured rows, not derived from documentatio
 ``bench/README.md`` for the fit and the held-out error. Off by default.
 
 Rows that cannot be simulated are returned as ``Skipped`` with the reason, never dropped:
-disaggregated rows, models or GPUs not in the catalog, pipeline or attention-data parallelism,
-MoE layouts the simulator cannot express, and configurations that do not fit in memory.
+models or GPUs not in the catalog, pipeline or attention-data parallelism, MoE layouts the
+simulator cannot express (for disaggregated rows also multi-node TP and per-pool expert
+parallelism), and configurations that do not fit in memory.
 
 Errors: a malformed CSV raises ``InputError`` from ``read_silicon`` (file, line, column); a
 bad latency-model spec raises ``InputError`` from the first simulation.
@@ -67,7 +71,8 @@ from numpy.typing import NDArray
 
 from hardware.catalog import load_catalog
 from hardware.schema import Catalog
-from optimizer.silicon import SiliconRow, Skipped, read_silicon, select_rows
+from optimizer.silicon import Row, SiliconRow, Skipped, read_silicon, select_rows
+from optimizer.silicon_disagg import DisaggRow, disagg_config
 from optimizer.simconfig import closed_loop_workload
 from simulator.api import SimResult, simulate
 from simulator.config import ServingConfig
@@ -80,7 +85,9 @@ __all__ = [
     "DEPLOYMENTS",
     "FITTED_TTFT_OFFSET_MS",
     "START_MODES",
+    "DisaggRow",
     "FidelityReport",
+    "Row",
     "RowResult",
     "SiliconRow",
     "Skipped",
@@ -147,7 +154,7 @@ _PRECISIONS = {
 class RowResult:
     """Predicted against measured means for one simulated row."""
 
-    row: SiliconRow
+    row: Row
     predicted_ttft_ms: float
     predicted_tpot_ms: float
     requests: int
@@ -181,14 +188,14 @@ def _relative(predicted: float, measured: float) -> float:
     return (predicted - measured) / measured if measured > 0 else math.nan
 
 
-def _weight_precision(row: SiliconRow) -> str | None:
+def _weight_precision(row: Row) -> str | None:
     """The simulator's weight precision for ``row``; None when the spelling is unknown."""
     if not row.precision:
         return "fp8" if "fp8" in row.model.lower() else "bf16"
     return _PRECISIONS.get(row.precision)
 
 
-def _kv_precision(row: SiliconRow) -> str:
+def _kv_precision(row: Row) -> str:
     """KV-cache precision: fp8 with fp8 weights, else bf16 (the dataset does not record it).
 
     Evidence for fp8: Llama-3.1-70B fp8 on 2 H100s with 32 users of 1024 + 8192 tokens ran
@@ -198,14 +205,16 @@ def _kv_precision(row: SiliconRow) -> str:
     return "fp8" if _weight_precision(row) == "fp8" else "bf16"
 
 
-def _unsupported(row: SiliconRow) -> str | None:
-    """Why the settings of ``row`` (apart from catalog names) cannot be simulated, if so."""
+def _unsupported(row: Row) -> str | None:
+    """Why the settings of ``row`` (apart from catalog names and, for a disaggregated row,
+    its pools) cannot be simulated, if so."""
     if row.backend not in BACKEND_PRESETS:
         return f"backend '{row.backend}' has no preset (known: {', '.join(BACKEND_PRESETS)})"
-    if row.pp > 1:
-        return f"pipeline parallelism (pp_size={row.pp}) is not modelled"
-    if row.attention_dp > 1:
-        return f"data-parallel attention (attention_dp_size={row.attention_dp}) is not modelled"
+    if isinstance(row, SiliconRow):  # a DisaggRow's pools are checked by disagg_config
+        if row.pp > 1:
+            return f"pipeline parallelism (pp_size={row.pp}) is not modelled"
+        if row.attention_dp > 1:
+            return f"data-parallel attention (attention_dp_size={row.attention_dp}) is not modelled"
     if _weight_precision(row) is None:
         return f"unknown precision '{row.precision}'"
     return None
@@ -231,16 +240,29 @@ def benchmark_engine_settings(row: SiliconRow) -> dict[str, int]:
 
 
 def row_config(
-    row: SiliconRow,
+    row: Row,
     catalog: Catalog,
     *,
     latency_model: str,
     deployment: Deployment = "benchmark",
 ) -> ServingConfig | str:
-    """The deployment ``row`` measured, or the reason it cannot be expressed (module doc)."""
+    """The deployment ``row`` measured, or the reason it cannot be expressed (module doc).
+
+    A disaggregated row keeps its backend preset's engine limits whatever ``deployment`` says:
+    the benchmark rules size aggregated workers, and ``ServingConfig`` has one set of limits
+    for both PD pools (``optimizer/silicon_disagg.py``).
+    """
     problem = _unsupported(row)
     if problem:
         return problem
+    if isinstance(row, DisaggRow):
+        return disagg_config(
+            row,
+            catalog,
+            latency_model=latency_model,
+            weight_precision=_weight_precision(row),
+            kv_precision=_kv_precision(row),
+        )
     try:
         model = catalog.model(row.model)
         gpu = catalog.gpu(row.system)
@@ -279,7 +301,7 @@ def rounds_for(rounds: int) -> int:
 
 
 def simulate_row(
-    row: SiliconRow,
+    row: Row,
     *,
     latency_model: str,
     catalog: Catalog,
@@ -325,7 +347,7 @@ def simulate_row(
 
 
 def _run(
-    row: SiliconRow,
+    row: Row,
     config: ServingConfig,
     catalog: Catalog,
     seed: int,
@@ -387,19 +409,22 @@ def benchmark_mean(values: NDArray[np.float64], users: int, rounds: int) -> floa
 
 @dataclass(frozen=True, slots=True)
 class GroupSummary:
-    """MAPE of one (model, backend) group."""
+    """MAPE of one (model, backend, mode) group."""
 
     model: str
     backend: str
     n: int
     ttft_mape: float
     tpot_mape: float
+    mode: str = "agg"
+    """``agg`` or ``disagg``: a disaggregated deployment is a group of its own."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return {
             "model": self.model,
             "backend": self.backend,
+            "mode": self.mode,
             "n": self.n,
             "ttft_mape": self.ttft_mape,
             "tpot_mape": self.tpot_mape,
@@ -425,11 +450,14 @@ class FidelityReport:
     ttft_offset: bool = False
 
     def groups(self) -> list[GroupSummary]:
-        """MAPE per (model, backend), in order of first appearance."""
-        keys = list(dict.fromkeys((r.row.model, r.row.backend) for r in self.results))
+        """MAPE per (model, backend, mode), in order of first appearance."""
+
+        def key(result: RowResult) -> tuple[str, str, str]:
+            return result.row.model, result.row.backend, result.row.mode
+
         out = []
-        for model, backend in keys:
-            members = [r for r in self.results if (r.row.model, r.row.backend) == (model, backend)]
+        for model, backend, mode in dict.fromkeys(key(r) for r in self.results):
+            members = [r for r in self.results if key(r) == (model, backend, mode)]
             out.append(
                 GroupSummary(
                     model,
@@ -437,6 +465,7 @@ class FidelityReport:
                     len(members),
                     mape(r.ttft_error for r in members),
                     mape(r.tpot_error for r in members),
+                    mode,
                 )
             )
         return out
@@ -466,7 +495,7 @@ class FidelityReport:
 
 
 def _simulate_one(
-    row: SiliconRow,
+    row: Row,
     *,
     latency_model: str,
     catalog_path: str | None,
@@ -494,7 +523,7 @@ def _simulate_one(
 
 
 def run_validation(
-    rows: Sequence[SiliconRow],
+    rows: Sequence[Row],
     *,
     latency_model: str,
     catalog_path: str | Path | None = None,

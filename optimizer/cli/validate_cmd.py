@@ -180,7 +180,11 @@ def _groups_table(report: FidelityReport) -> Table:
         table.add_column(header, justify="right")
     for group in report.groups():
         table.add_row(
-            group.model, group.backend, str(group.n), _pct(group.ttft_mape), _pct(group.tpot_mape)
+            group.model,
+            group.backend if group.mode == "agg" else f"{group.backend} {group.mode}",
+            str(group.n),
+            _pct(group.ttft_mape),
+            _pct(group.tpot_mape),
         )
     table.add_section()
     table.add_row(

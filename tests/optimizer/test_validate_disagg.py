@@ -73,40 +73,38 @@ def test_disagg_rows_parse_into_rows_with_both_pools(tmp_path: Path) -> None:
     assert isinstance(pd, DisaggRow)
     assert (pd.line, pd.isl, pd.osl, pd.concurrency, pd.precision) == (3, 256, 8, 4, "fp8_block")
     assert pd.concurrency_from == "silicon_concurrency"
-    assert pd.prefill == _pool(batch_size=1)
-    assert pd.decode == _pool(batch_size=4)
+    assert pd.prefill == _pool(batch_size=1, moe_tp=1, moe_ep=1)
+    assert pd.decode == _pool(batch_size=4, moe_tp=1, moe_ep=1)
     assert pd.tp == "1×TP2 + 1×TP2"  # the rows table's label, not a GPU count
     adp = rows[2]
     assert isinstance(adp, DisaggRow)
     assert (adp.prefill.attention_dp, adp.decode.workers, adp.decode.moe_ep) == (16, 3, 16)
 
 
-def test_concurrency_falls_back_to_decode_slots_and_workers_default_to_one(
+def test_concurrency_falls_back_to_batch_size_and_workers_default_to_one(
     tmp_path: Path,
 ) -> None:
-    # No silicon_concurrency, empty batch_size: decode_batch_size × decode_num_workers (48 × 3).
-    slots = PD.replace("src=a; silicon_concurrency=4; measured=x", "src=b").replace(
-        ",1,4,1,2,1,1,1,1,70.0", ",1,48,3,2,1,1,1,1,70.0"
+    # No silicon_concurrency: the batch_size column, as for an aggregated row.
+    from_batch = PD.replace("src=a; silicon_concurrency=4; measured=x", "src=b").replace(
+        ",fp8_block,,,,,,,", ",fp8_block,6,,,,,,"
     )
     # Empty worker counts (as in the DeepSeek-R1 rows) mean one worker per role.
     one_each = PD.replace(",1,1,2,1,1,1,1,4,1,2,", ",,,2,1,1,1,1,,,2,")
-    rows, skipped = read_silicon(_csv(tmp_path, [slots, one_each]))
+    rows, skipped = read_silicon(_csv(tmp_path, [from_batch, one_each]))
     assert skipped == []
     first, second = rows
     assert isinstance(first, DisaggRow)
     assert isinstance(second, DisaggRow)
-    assert (first.concurrency, first.decode.workers) == (144, 3)
-    assert first.concurrency_from == "decode_batch_size × decode_num_workers"
+    assert (first.concurrency, first.concurrency_from) == (6, "batch_size")
     assert (second.prefill.workers, second.decode.workers, second.decode.batch_size) == (1, 1, None)
 
 
 def test_a_disagg_row_without_a_concurrency_is_skipped_with_the_reason(tmp_path: Path) -> None:
-    unknown = PD.replace("src=a; silicon_concurrency=4; measured=x", "src=b").replace(
-        ",1,4,1,2,1,1,1,1,70.0", ",1,,1,2,1,1,1,1,70.0"
-    )
-    rows, skipped = read_silicon(_csv(tmp_path, [unknown]))
-    assert rows == []
-    assert [(s.id, s.line) for s in skipped] == [("qwen_pd", 2)]
+    # decode_batch_size × decode_num_workers (4 × 1) is an engine cap, not taken as the load.
+    unknown = PD.replace("src=a; silicon_concurrency=4; measured=x", "src=b")
+    rows, skipped = read_silicon(_csv(tmp_path, [AGG, unknown]))
+    assert [r.id for r in rows] == ["qwen_agg"]
+    assert [(s.id, s.line) for s in skipped] == [("qwen_pd", 3)]
     assert skipped[0].reason.startswith("benchmark concurrency not recorded")
 
 
@@ -228,10 +226,11 @@ def test_a_disagg_row_is_simulated_as_a_closed_loop_on_two_pools() -> None:
     result = simulate_row(row, latency_model="constant:0.01", catalog=shipped_catalog(), rounds=2)
     assert isinstance(result, RowResult)
     assert result.requests == 8  # 4 users × 2 rounds
-    # Every step takes 10 ms: the first token needs a prefill step, every later token a decode
-    # step (the KV transfer adds to the first decode gap, never removes).
-    assert result.predicted_ttft_ms >= 10.0
-    assert result.predicted_tpot_ms >= 10.0
+    # Every step takes 10 ms. The first token is one prefill step on the prefill pool (the four
+    # prompts share it); TPOT is the decode pool's 10 ms steps plus the hand-off and KV transfer
+    # in the gap before the second token, so it exceeds the aggregated 10 ms.
+    assert result.predicted_ttft_ms == pytest.approx(10.0)
+    assert 10.0 < result.predicted_tpot_ms < 20.0
     assert result.to_dict()["mode"] == "disagg"
 
 
