@@ -19,8 +19,8 @@ empty and name only TP and EP in their ids, i.e. one worker per role (a document
 
 Deploying (``disagg_problem``, ``disagg_config``): ``pd_mode: disaggregated`` with
 ``prefill_instances`` / ``decode_instances`` workers of ``prefill_tp`` / ``decode_tp`` GPUs of
-``system``. Not expressible, so skipped with the reason: pipeline parallelism, data-parallel
-attention, tensor parallelism beyond one node (``ServingConfig`` cannot allow multi-node TP), an
+``system`` (a TP wider than one server is modelled with the all-reduce over the network).
+Not expressible, so skipped with the reason: pipeline parallelism, data-parallel attention, an
 MoE split with ``moe_tp × moe_ep ≠ tp`` (the aggregated rows' rule: 0 counts as 1), and prefill
 and decode pools with different expert parallelism (``ServingConfig`` has one ``ep``).
 Approximation: the per-role batch sizes (engine caps on running requests per worker) are
@@ -311,13 +311,9 @@ def disagg_config(
         gpu = catalog.gpu(row.system)
     except InputError as err:
         return str(err).split(";", 1)[0]  # "unknown model 'x' (did you mean ...)"
-    for role in _ROLES:
-        tp = getattr(row, role).tp
-        if tp > gpu.gpus_per_node:
-            return (
-                f"{role}_tp_size={tp} spans {-(-tp // gpu.gpus_per_node)} {gpu.name} nodes of "
-                f"{gpu.gpus_per_node} GPUs: multi-node tensor parallelism is not modelled"
-            )
+    # The benchmark ran it, so a TP wider than one server is real: model it (inter-node
+    # all-reduce) rather than refuse it.
+    multi_node = any(getattr(row, role).tp > gpu.gpus_per_node for role in _ROLES)
     ep: int | None = None
     if model.is_moe:
         layout = _expert_parallel(row)
@@ -338,6 +334,7 @@ def disagg_config(
         "decode_instances": row.decode.workers,
         "prefill_tp": row.prefill.tp,
         "decode_tp": row.decode.tp,
+        "allow_multi_node": multi_node,
     }
     try:
         return validate(ServingConfig, fields, f"row {row.id}")

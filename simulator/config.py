@@ -42,6 +42,11 @@ class ServingConfig(BaseModel):
     ep: int | None = Field(
         default=None, ge=1, description="Expert parallelism of an MoE model (None = tp)."
     )
+    allow_multi_node: bool = Field(
+        default=False,
+        description="Allow tensor parallelism beyond one server's GPUs (all-reduce over the "
+        "inter-node network); off, such a TP is an error.",
+    )
     weight_precision: Literal["bf16", "fp16", "fp8", "int8", "fp4", "int4"] = Field(
         default="bf16", description="Precision of the GEMM weights."
     )

@@ -161,6 +161,7 @@ def _engine(
             ep=config.ep,
             weight_precision=config.weight_precision,
             kv_precision=config.kv_precision,
+            allow_multi_node=config.allow_multi_node,
         )
     except InputError as err:
         return Infeasible(str(err))

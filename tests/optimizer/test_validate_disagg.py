@@ -180,13 +180,6 @@ def test_an_moe_row_gets_the_one_expert_parallelism_of_both_pools() -> None:
             "pipeline parallelism (decode_pp_size=2) is not modelled",
         ),
         (
-            "deepseek-ai/DeepSeek-R1",
-            _pool(tp=16, moe_tp=16, moe_ep=1),
-            _pool(tp=16, moe_tp=16, moe_ep=1),
-            "prefill_tp_size=16 spans 2 h100_sxm nodes of 8 GPUs: multi-node tensor "
-            "parallelism is not modelled",
-        ),
-        (
             "Qwen/Qwen3-235B-A22B-FP8",
             _pool(tp=4),
             _pool(tp=4),
@@ -209,6 +202,21 @@ def test_layouts_the_simulator_cannot_express_give_a_reason(
     )
     assert isinstance(result, str)
     assert reason in result
+
+
+def test_tensor_parallelism_across_servers_is_modelled_not_refused() -> None:
+    config = row_config(
+        _row(
+            "deepseek-ai/DeepSeek-R1",
+            prefill=_pool(tp=16, moe_tp=16, moe_ep=1),
+            decode=_pool(tp=16, moe_tp=16, moe_ep=1),
+        ),
+        shipped_catalog(),
+        latency_model="roofline",
+    )
+    assert not isinstance(config, str)
+    assert config.allow_multi_node
+    assert (config.prefill_tp, config.decode_tp) == (16, 16)
 
 
 def test_unknown_backend_and_precision_use_the_aggregated_rules() -> None:
