@@ -30,6 +30,7 @@ import optuna
 from hardware.schema import Catalog
 from optimizer.configs import to_config
 from optimizer.space import SearchSpace
+from optimizer.study import CONSTRAINTS_ATTR
 from simulator.api import SimResult, WorkloadBuilder, simulate
 from simulator.cluster.build import deployment_cost
 from simulator.cluster.capacity import capacity_search
@@ -105,7 +106,7 @@ class TrialEvaluator:
         evaluation = self.evaluate_params(params)
         trial.set_user_attr("params", {"model": self.space.model, **params})
         trial.set_user_attr("metrics", _finite(evaluation.metrics))
-        trial.set_user_attr("constraints", evaluation.constraints)
+        trial.set_user_attr(CONSTRAINTS_ATTR, evaluation.constraints)
         for name, value in zip(self.constraint_names, evaluation.constraints, strict=True):
             trial.set_constraint(name, value)  # what Optuna's samplers and best_trials read
         trial.set_user_attr("infeasible_reason", evaluation.infeasible_reason)

@@ -16,7 +16,7 @@ import contextlib
 import multiprocessing
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import optuna
@@ -27,7 +27,7 @@ from optimizer.configs import validate_space_names
 from optimizer.objective import TrialEvaluator
 from optimizer.results import TrialRecord
 from optimizer.space import default_space_path, load_space
-from optimizer.study import make_sampler, make_storage, open_study
+from optimizer.study import CONSTRAINTS_ATTR, make_sampler, make_storage, open_study
 from optimizer.workloads import describe_workload, workload_from_arg
 from slo import SloSpec, load_slo
 from slo.inputfile import InputError
@@ -203,12 +203,7 @@ def _record(trial: FrozenTrial, roles: list[str]) -> TrialRecord:
         number=trial.number,
         params=trial.user_attrs.get("params", dict(trial.params)),
         objectives=dict(zip(roles, values, strict=False)),
-        constraints=tuple(trial.user_attrs.get("constraints", (1.0,))),
+        constraints=tuple(trial.user_attrs.get(CONSTRAINTS_ATTR, (1.0,))),
         metrics=metrics,
         infeasible_reason=trial.user_attrs.get("infeasible_reason", ""),
     )
-
-
-def setup_as_dict(setup: OptimizeSetup) -> dict[str, Any]:
-    """The setup as plain data (for results.json)."""
-    return asdict(setup)

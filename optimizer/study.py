@@ -25,7 +25,6 @@ from typing import Any
 import optuna
 from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
-from optuna.trial import FrozenTrial, TrialState
 
 from slo.inputfile import InputError
 
@@ -199,8 +198,3 @@ def open_study(
     if [d.name.lower() for d in study.directions] != [d.lower() for d in directions]:
         raise InputError(f"study '{name}' exists with other objective directions")
     return study
-
-
-def finished_trials(study: optuna.Study) -> list[FrozenTrial]:
-    """Completed trials (feasible or not), in number order."""
-    return study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
