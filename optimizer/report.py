@@ -37,7 +37,7 @@ class Planning:
     tier_value: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
     """Pick label -> rows ``{"variant", "feasible", "instances", "usd_per_hour", ...}``."""
     headroom: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    """Pick label -> ``{"time_scale": x, "requests_per_s": y}`` from capacity search."""
+    """Pick label -> ``{"load_scale": k, "requests_per_s": y, ...}`` from capacity search."""
     baseline: dict[str, Any] | None = None
     """``{"params": ..., "metrics": ..., "feasible": bool}`` for the user's baseline."""
 
