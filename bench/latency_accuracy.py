@@ -74,8 +74,10 @@ def _call(kind: KernelClass) -> Callable[[KernelTimer, _Row], float]:
 
 def _errors(timer: KernelTimer, kind: KernelClass, rows: pd.DataFrame) -> np.ndarray:
     call = _call(kind)
-    predicted = np.array([call(timer, r) for r in rows.itertuples()])
-    return np.abs(predicted / rows["seconds"].to_numpy() - 1.0) * 100.0
+    predicted = np.array([call(timer, r) for r in rows.itertuples()], dtype=float)
+    measured = rows["seconds"].to_numpy(dtype=float)
+    errors: np.ndarray = np.abs(predicted / measured - 1.0) * 100.0
+    return errors
 
 
 def evaluate(holdout: float, seed: int, shapes: str) -> dict[str, Any]:

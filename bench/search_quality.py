@@ -3,7 +3,7 @@
 Usage::
 
     python bench/search_quality.py                            # nsga2, tpe, random (+ gp), 3 seeds
-    python bench/search_quality.py --samplers nsga2,tpe --seeds 0-99 --count simulations
+    python bench/search_quality.py --samplers nsga2,tpe --seeds 0-29 --count trials
     python bench/search_quality.py --cache /tmp/sq_grid.json  # simulate the grid once, reuse it
 
 Method. Every point of a space small enough to enumerate (``bench/spaces/search_quality.yaml``,
@@ -14,9 +14,10 @@ records it on the trial exactly as ``TrialEvaluator.__call__`` does (``set_const
 constraint, the same user attributes), so samplers see what they see in ``kvplan optimize``.
 A sampler's score at a budget is the hypervolume of its feasible trials within the budget
 divided by the hypervolume of the grid's feasible points. Budgets are fractions of the grid's
-size, counted (``--count``) in trials — repeats included, since ``kvplan optimize`` simulates
-every trial — or in distinct points (``simulations``: what a study that memoised repeated
-points would pay).
+size, counted (``--count``) in distinct points (``simulations``, the default: what ``kvplan
+optimize`` pays — a trial that repeats a tried configuration copies its result, and the study
+runs until it has the requested number of new ones) or in trials, repeats included (how
+kvplan counted before repeats were free).
 
 Reference point. Objectives are turned into minimisation vectors (``to_minimisation``); the
 reference is the worst feasible value of each objective over the grid pushed out by
@@ -56,9 +57,9 @@ import hardware
 import optimizer
 import simulator
 import slo
-from optimizer.objective import Evaluation, TrialEvaluator
+from optimizer.objective import REPEAT_ATTR, Evaluation, TrialEvaluator
 from optimizer.pareto import hypervolume, non_dominated, to_minimisation
-from optimizer.run import OptimizeSetup, build_evaluator
+from optimizer.run import MAX_TRIALS_PER_NEW, OptimizeSetup, build_evaluator
 from optimizer.space import Scalar, SearchSpace
 from optimizer.study import NSGA2_POPULATION, SAMPLERS, fingerprint, make_sampler
 from optimizer.workloads import describe_workload
@@ -155,6 +156,9 @@ class CachedObjective:
         """Suggest a point, record its cached evaluation on ``trial``, return its objectives."""
         params = self.evaluator.space.suggest(trial)
         evaluation = self.table.evaluations[point_key(params)]
+        earlier = self.evaluator.earlier_evaluation(trial)
+        if earlier is not None:  # marked like kvplan's free repeats
+            trial.set_user_attr(REPEAT_ATTR, earlier[0])
         trial.set_user_attr("params", {"model": self.evaluator.space.model, **params})
         trial.set_user_attr("metrics", _finite(evaluation.metrics))
         trial.set_user_attr("constraints", evaluation.constraints)
@@ -181,13 +185,11 @@ def reference_point(grid_points: np.ndarray[Any, Any], margin: float) -> list[fl
     return [float(v) for v in worst + margin * span]
 
 
-#: How a budget is counted: every trial (repeats pay a simulation, as ``kvplan optimize`` does
-#: today), or distinct points only (as if the objective memoised repeated points).
-Count = Literal["trials", "simulations"]
+#: How a budget is counted: distinct points (``simulations``: what ``kvplan optimize`` pays,
+#: since a trial repeating a configuration copies the earlier result), or every trial
+#: (``trials``: how kvplan counted before repeats were free).
+Count = Literal["simulations", "trials"]
 COUNTS: tuple[Count, ...] = get_args(Count)
-#: A ``simulations`` run gives up after this many trials per grid point (a converged sampler
-#: may repeat points for ever).
-MAX_TRIALS_PER_POINT = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,13 +236,13 @@ def run_sampler(
     """The points a fresh study with ``sampler`` evaluates, in trial order.
 
     Stops after ``n`` trials, or (``count='simulations'``) once ``n`` distinct points were seen
-    or ``MAX_TRIALS_PER_POINT`` × grid size trials ran.
+    or ``MAX_TRIALS_PER_NEW`` × ``n`` trials ran (``optimize_until``'s limit).
     """
     directions = [optuna.study.StudyDirection[d.upper()] for d in objective.table.directions]
     study = optuna.create_study(directions=directions, sampler=sampler)
     keys: list[PointKey] = []
     distinct: set[PointKey] = set()
-    cap = MAX_TRIALS_PER_POINT * len(objective.table.evaluations)
+    cap = MAX_TRIALS_PER_NEW * n
 
     def stop_when_done(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         keys.append(_trial_key(trial))
@@ -508,7 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--margin", type=float, default=DEFAULT_MARGIN, help="reference margin")
     parser.add_argument("--cache", type=Path, default=None, help="grid cache file (JSON)")
     parser.add_argument(
-        "--count", choices=COUNTS, default="trials", help="what a budget counts (see docstring)"
+        "--count", choices=COUNTS, default="simulations", help="what a budget counts (docstring)"
     )
     parser.add_argument("--json", type=Path, default=None, help="write scores here")
     args = parser.parse_args(argv)

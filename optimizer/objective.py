@@ -9,6 +9,12 @@ Every trial stores, as user attributes, what a report needs without re-simulatin
 goodput), ``constraints`` (≤ 0 feasible, Optuna's convention: ``[fit, *slo violations]``) and
 ``infeasible_reason`` ('' when the configuration ran).
 
+Repeats are free: a trial whose parameters equal an earlier completed trial's (samplers
+re-propose configurations on small categorical spaces — TPE a fifth of its first 43 trials in
+``bench/search_quality.py``) copies that trial's stored result instead of simulating, and is
+marked ``repeat_of`` (``is_repeat``). The sampler still learns from it; ``optimizer.run`` does
+not count it toward the requested trials, and the results skip it.
+
 Infeasible points — an invalid combination, over the budget, or not fitting in memory — are
 recorded as violated constraints so the samplers learn the boundary; the ones decidable from
 the configuration alone (invalid, over budget) never reach the simulator. Their objective
@@ -26,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import optuna
+from optuna.trial import FrozenTrial, TrialState
 
 from hardware.schema import Catalog
 from optimizer.configs import to_config
@@ -37,7 +44,10 @@ from simulator.cluster.capacity import capacity_search
 from simulator.config import ServingConfig
 from slo import SloSpec, attainment, evaluate, slo_met_mask
 
-__all__ = ["INFEASIBLE_LATENCY", "Evaluation", "TrialEvaluator"]
+__all__ = ["INFEASIBLE_LATENCY", "REPEAT_ATTR", "Evaluation", "TrialEvaluator", "is_repeat"]
+
+#: User attribute of a trial that repeated an earlier trial's configuration: that trial's number.
+REPEAT_ATTR = "repeat_of"
 
 #: Latency objective value (ms) recorded for a configuration that could not run.
 INFEASIBLE_LATENCY = 1e9
@@ -57,6 +67,11 @@ class Evaluation:
 def _finite(metrics: Mapping[str, float]) -> dict[str, float | None]:
     """JSON-safe copy for storage: non-finite values become None."""
     return {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
+
+
+def is_repeat(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` repeated an earlier trial's configuration (it cost no simulation)."""
+    return REPEAT_ATTR in trial.user_attrs
 
 
 class TrialEvaluator:
@@ -103,7 +118,15 @@ class TrialEvaluator:
 
     def __call__(self, trial: optuna.Trial) -> tuple[float, ...]:
         params = self.space.suggest(trial)
-        evaluation = self.evaluate_params(params)
+        earlier = self.earlier_evaluation(trial)
+        if earlier is not None:
+            # A configuration the study already holds: the simulation is deterministic, so
+            # the earlier result is this trial's too. The sampler still sees the repeat (TPE
+            # weighs a configuration it keeps choosing), the study does not pay for it.
+            number, evaluation = earlier
+            trial.set_user_attr(REPEAT_ATTR, number)
+        else:
+            evaluation = self.evaluate_params(params)
         trial.set_user_attr("params", {"model": self.space.model, **params})
         trial.set_user_attr("metrics", _finite(evaluation.metrics))
         trial.set_user_attr(CONSTRAINTS_ATTR, evaluation.constraints)
@@ -111,6 +134,27 @@ class TrialEvaluator:
             trial.set_constraint(name, value)  # what Optuna's samplers and best_trials read
         trial.set_user_attr("infeasible_reason", evaluation.infeasible_reason)
         return tuple(evaluation.values[role] for role in self.roles)
+
+    def earlier_evaluation(self, trial: optuna.Trial) -> tuple[int, Evaluation] | None:
+        """The first completed, non-repeat trial of ``trial``'s study with the same parameters.
+
+        Returns its number and its ``Evaluation`` as stored (objective values, constraints,
+        metrics, reason), or None. It reads the storage, so a configuration simulated by
+        another worker, or before an interruption, counts too.
+        """
+        params = trial.params
+        for done in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+            if done.params != params or is_repeat(done) or done.values is None:
+                continue
+            attrs = done.user_attrs
+            metrics = {k: math.nan if v is None else float(v) for k, v in attrs["metrics"].items()}
+            return done.number, Evaluation(
+                values=dict(zip(self.roles, done.values, strict=True)),
+                constraints=[float(c) for c in attrs[CONSTRAINTS_ATTR]],
+                metrics=metrics,
+                infeasible_reason=str(attrs.get("infeasible_reason", "")),
+            )
+        return None
 
     def config_for(self, params: Mapping[str, Any]) -> ServingConfig:
         """The ``ServingConfig`` of a parameter point (``ValueError`` if invalid)."""

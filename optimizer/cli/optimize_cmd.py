@@ -22,6 +22,7 @@ from optimizer.run import (
     OptimizeSetup,
     build_evaluator,
     count_complete,
+    count_simulated,
     records_of,
     run_workers,
 )
@@ -210,7 +211,12 @@ WorkloadOpt = Annotated[
     str | None,
     typer.Option(help="Trace file or workload file; default: bundled Mooncake slice."),
 ]
-TrialsOpt = Annotated[int, typer.Option(min=1, help="Completed trials the study holds.")]
+TrialsOpt = Annotated[
+    int,
+    typer.Option(
+        min=1, help="Configurations the study simulates (repeats of one are free and not counted)."
+    ),
+]
 SamplerOpt = Annotated[str, typer.Option(help=f"One of: {', '.join(SAMPLERS)}.")]
 SeedOpt = Annotated[int, typer.Option(help="Seed of the sampler and the simulations.")]
 StorageOpt = Annotated[
@@ -321,13 +327,18 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
     if as_json:
         print_json(data)
         return
-    _print_summary(result, count_complete(result_study), elapsed, out)
+    simulated = count_simulated(result_study)
+    repeats = count_complete(result_study) - simulated
+    _print_summary(result, simulated, elapsed, out, repeats=repeats)
 
 
-def _print_summary(result: StudyResult, n_complete: int, elapsed: float, out: Path | None) -> None:
+def _print_summary(
+    result: StudyResult, n_complete: int, elapsed: float, out: Path | None, *, repeats: int = 0
+) -> None:
+    repeated = f" (+{repeats} repeats of tried configurations, not simulated)" if repeats else ""
     console.print(
-        f"{n_complete} trials, {result.n_feasible} feasible, {len(result.front)} on the front "
-        f"({elapsed:.0f} s)"
+        f"{n_complete} trials{repeated}, {result.n_feasible} feasible, {len(result.front)} on "
+        f"the front ({elapsed:.0f} s)"
     )
     if not result.front:
         console.print(

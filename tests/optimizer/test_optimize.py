@@ -18,7 +18,16 @@ from typer.testing import CliRunner
 
 import optimizer.objective as objective_module
 from optimizer.cli.main import app
-from optimizer.run import OptimizeSetup, build_evaluator, count_complete, records_of, run_workers
+from optimizer.objective import REPEAT_ATTR, is_repeat
+from optimizer.run import (
+    MAX_TRIALS_PER_NEW,
+    OptimizeSetup,
+    build_evaluator,
+    count_complete,
+    count_simulated,
+    records_of,
+    run_workers,
+)
 from optimizer.study import make_storage
 
 DATA = Path(__file__).parent / "data"
@@ -91,9 +100,10 @@ def test_two_workers_on_sqlite_finish_exact_count(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'study.db'}"
     setup = _setup(storage=url, n_trials=6, study_name="sq")
     study = run_workers(setup, workers=2)
-    assert count_complete(study) == 6
+    assert count_simulated(study) == 6
     reloaded = optuna.load_study(study_name="sq", storage=make_storage(url))
-    assert len(reloaded.trials) == 6
+    assert all(t.state.is_finished() for t in reloaded.trials)
+    assert len([t for t in reloaded.trials if not is_repeat(t)]) == 6
 
 
 @pytest.mark.postgres
@@ -101,9 +111,51 @@ def test_two_workers_on_postgresql_finish_exact_count(postgres_url: str) -> None
     name = f"pg-{os.getpid()}-{time.monotonic_ns()}"
     setup = _setup(storage=postgres_url, n_trials=6, study_name=name)
     study = run_workers(setup, workers=2)
-    assert count_complete(study) == 6
+    assert count_simulated(study) == 6
     reloaded = optuna.load_study(study_name=name, storage=make_storage(postgres_url))
-    assert len([t for t in reloaded.trials if t.state.is_finished()]) == 6
+    assert all(t.state.is_finished() for t in reloaded.trials)
+    assert len([t for t in reloaded.trials if not is_repeat(t)]) == 6
+
+
+def test_repeats_are_free_and_an_exhausted_space_stops(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two configurations, five asked for: each is simulated once, the sampler's repeats copy
+    the stored result, and the study stops after MAX_TRIALS_PER_NEW trials per new one asked."""
+    space = tmp_path / "two.yaml"
+    space.write_text(
+        "model: Qwen/Qwen3-8B\n"
+        "dimensions:\n  gpu: {choices: [h100_sxm, l40s]}\n"
+        "fixed: {backend: vllm, instances: 1}\n"
+    )
+    simulated: list[Any] = []
+    real = objective_module.simulate
+
+    def spy(config: Any, *args: Any, **kwargs: Any) -> Any:
+        simulated.append(config.gpu)
+        return real(config, *args, **kwargs)
+
+    monkeypatch.setattr(objective_module, "simulate", spy)
+    url = f"sqlite:///{tmp_path / 'two.db'}"
+    study = run_workers(
+        _setup(space_path=str(space), storage=url, n_trials=5, sampler="tpe"), workers=1
+    )
+    assert sorted(simulated) == ["h100_sxm", "l40s"]
+    assert count_simulated(study) == 2
+    assert count_complete(study) == 5 * MAX_TRIALS_PER_NEW
+    originals = {t.number: t for t in study.trials if not is_repeat(t)}
+    for trial in study.trials:
+        if is_repeat(trial):
+            source = originals[trial.user_attrs[REPEAT_ATTR]]
+            assert trial.params == source.params
+            assert trial.values == source.values
+            assert trial.user_attrs["metrics"] == source.user_attrs["metrics"]
+            assert trial.constraints == source.constraints
+    assert len(records_of(study)) == 2
+    # Resuming finds the stored results: nothing is simulated again.
+    simulated.clear()
+    run_workers(_setup(space_path=str(space), storage=url, n_trials=5, sampler="tpe"), workers=1)
+    assert simulated == []
 
 
 def _cli(*args: str) -> list[str]:
@@ -160,7 +212,7 @@ def test_resume_after_kill_keeps_every_finished_trial(tmp_path: Path) -> None:
     assert rerun.returncode == 0, rerun.stderr
     study = optuna.load_study(study_name="kvplan", storage=make_storage(url))
     complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert len(complete) == 12
+    assert len([t for t in complete if not is_repeat(t)]) == 12
     after = {t.number: dict(t.params) for t in complete}
     for number, params in before.items():
         assert after[number] == params  # kept, unchanged, not re-run
