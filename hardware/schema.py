@@ -126,7 +126,11 @@ class StorageTierSpec(_Frozen):
     default_capacity_gib: float = Field(gt=0, description="Capacity used when none is given, GiB.")
     usd_per_gib_month: float = Field(ge=0, description="Price per GiB-month in USD (assumption).")
     shared: bool = Field(
-        default=False, description="Whether all instances of a pool share one store."
+        default=False,
+        description=(
+            "Whether the whole deployment shares one store (a remote pool); otherwise an L3 "
+            "tier is a local drive of each GPU server, shared by the instances on it."
+        ),
     )
 
     @model_validator(mode="after")

@@ -14,9 +14,12 @@ block (``block_tokens``, 512 for Mooncake). L1 holds ``kv_tokens // block_tokens
 L2→L1 loads move each GPU's shard over its own PCIe link in parallel (per-GPU bytes); L3→L2
 reads move the whole block over the host's path to the tier.
 
-L3 bandwidth: the store's *content* is shared by every instance. A ``remote_pool`` tier's read
-bandwidth is one resource shared fairly by all instances (``engine/pool_channel.py``); any other
-tier (a server's NVMe) gives each instance its own FIFO channel at the tier's rate.
+L3 placement: a ``shared`` tier (a remote pool) is one store for the whole deployment, its read
+bandwidth one resource shared fairly by all instances (``engine/pool_channel.py``), paid once.
+Any other tier is a server's local drive: instances are packed onto servers of
+``gpus_per_node`` GPUs (``place_on_nodes``), each server has its own store of the tier's
+capacity, reached by its instances through one first-come-first-served channel at the tier's
+rate, and the tier is paid per server (an instance spanning several servers pays for each).
 
 PD disaggregation (``pd_mode: disaggregated``): two pools, each with its own GPU, TP, memory
 fit and latency model, wired by ``cluster/pd.py``; instances are numbered prefill first.
@@ -31,7 +34,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from hardware.schema import Catalog, GpuSpec, ModelSpec, StorageTierSpec
-from simulator.cluster.pd import EntryRouter, PDCoordinator, PoolSpec, TransferTimes
+from simulator.cluster.pd import (
+    EntryRouter,
+    PDCoordinator,
+    PoolSpec,
+    TransferTimes,
+    place_on_nodes,
+)
 from simulator.cluster.router import Router, make_router
 from simulator.config import ServingConfig
 from simulator.core import Kernel
@@ -39,7 +48,7 @@ from simulator.engine.analytic import parse_analytic
 from simulator.engine.instance import EngineInstance
 from simulator.engine.kvmanager import KVManager
 from simulator.engine.params import EngineParams
-from simulator.engine.pool_channel import SharedPoolChannel
+from simulator.engine.pool_channel import PoolPort, SharedPoolChannel
 from simulator.engine.steps import StepTimer
 from simulator.engine.tiers import CacheTier
 from simulator.engine.transfer import Channel, LoadLink, PrefetchChannel, TransferTime
@@ -125,8 +134,35 @@ def deployment_cost(config: ServingConfig, catalog: Catalog) -> Cost:
     gpu_usd = sum(p.instances * p.tp * p.gpu.usd_per_gpu_hour for p in pools)
     n_instances = sum(p.instances for p in pools)
     dram = hw.dram.usd_per_hour(config.l2_dram_gib) * n_instances if hw.dram else 0.0
-    l3 = hw.l3.usd_per_hour(hw.l3_gib) if hw.l3 else 0.0
+    l3 = hw.l3.usd_per_hour(hw.l3_gib) * l3_stores(pools, hw.l3).servers if hw.l3 else 0.0
     return Cost(gpus, gpu_usd, dram, l3)
+
+
+@dataclass(frozen=True, slots=True)
+class L3Stores:
+    """Where the L3 content lives (module docstring, "L3 placement")."""
+
+    store_of: tuple[int, ...]
+    """Store of every instance, pools in order (all 0 for a shared tier)."""
+    servers: int
+    """Servers whose copy of the tier is paid for (1 for a shared tier)."""
+
+
+def l3_stores(pools: list[PoolSpec], tier: StorageTierSpec) -> L3Stores:
+    """One store for a shared tier; one per server for a local drive."""
+    n_instances = sum(p.instances for p in pools)
+    if tier.shared:
+        return L3Stores((0,) * n_instances, 1)
+    nodes = place_on_nodes(pools)
+    index: dict[tuple[str, int], int] = {}
+    spans: list[int] = []
+    tps = [p.tp for p in pools for _ in range(p.instances)]
+    gpus_per_node = [p.gpu.gpus_per_node for p in pools for _ in range(p.instances)]
+    for node, tp, per_node in zip(nodes, tps, gpus_per_node, strict=True):
+        if node not in index:
+            index[node] = len(index)
+            spans.append(-(-tp // per_node))  # an instance wider than a server spans several
+    return L3Stores(tuple(index[node] for node in nodes), sum(spans))
 
 
 def _seconds(link: Link) -> TransferTime:
@@ -227,6 +263,8 @@ class _Builder:
         kernel: Kernel,
         recorder: Recorder,
         seeds: Iterator[np.random.SeedSequence],
+        extra_seeds: Iterator[np.random.SeedSequence],
+        pools: list[PoolSpec],
         check_invariants: bool,
     ) -> None:
         self.config, self.kernel, self.recorder = config, kernel, recorder
@@ -236,18 +274,16 @@ class _Builder:
         self.block_bytes = kv_bytes(hw.model, block_tokens, config.kv_precision)
         self.l2_blocks = int(config.l2_dram_gib * _GIB // self.block_bytes) if hw.dram else 0
         self.l3_blocks = int(hw.l3_gib * _GIB // self.block_bytes) if hw.l3 else 0
-        self.l3 = self.tier("L3", config.l3_policy, self.l3_blocks) if self.l3_blocks else None
-        self.l3_link = storage_link(hw.l3, "read") if hw.l3 and self.l3 is not None else None
-        self.shared = (
-            SharedPoolChannel(
-                kernel,
-                bytes_per_s=self.l3_link.bytes_per_s,
-                latency_s=self.l3_link.latency_s,
-                bytes_per_block=self.block_bytes,
-            )
-            if self.l3_link is not None and hw.l3 is not None and hw.l3.kind == "remote_pool"
-            else None
-        )
+        self.l3_placement = l3_stores(pools, hw.l3) if hw.l3 and self.l3_blocks else None
+        # The first store takes the seed a single L3 always took; more stores draw theirs
+        # from ``extra_seeds`` so that adding servers leaves every other stream unchanged.
+        self._extra_seeds = extra_seeds
+        first = self.tier("L3", config.l3_policy, self.l3_blocks) if self.l3_placement else None
+        self.l3_link = storage_link(hw.l3, "read") if hw.l3 and first is not None else None
+        self._stores: list[tuple[CacheTier, Channel | None]] = []
+        if first is not None:
+            self._stores.append((first, self._new_channel(hw)))
+        self._hw = hw
 
     def tier(self, name: str, policy: str, capacity: int) -> CacheTier:
         rng = np.random.default_rng(next(self.seeds))
@@ -257,12 +293,32 @@ class _Builder:
         spec = _trees_sized_to_cache(spec, l1_blocks)
         return make_router(spec, n_instances, np.random.default_rng(next(self.seeds)))
 
-    def _channel(self) -> Channel | None:
-        if self.shared is not None:
-            return self.shared.port()
-        if self.l3_link is None:
+    def _new_channel(self, hw: _Hardware) -> Channel | SharedPoolChannel | None:
+        """The read channel of one store: fair-shared for a remote pool, FIFO for a drive."""
+        link = self.l3_link
+        if link is None or hw.l3 is None:
             return None
-        return PrefetchChannel(self.kernel, _seconds(self.l3_link), self.block_bytes)
+        if hw.l3.kind == "remote_pool":
+            return SharedPoolChannel(
+                self.kernel,
+                bytes_per_s=link.bytes_per_s,
+                latency_s=link.latency_s,
+                bytes_per_block=self.block_bytes,
+            )
+        return PrefetchChannel(self.kernel, _seconds(link), self.block_bytes)
+
+    def l3_of(self, index: int) -> tuple[CacheTier | None, Channel | None]:
+        """Instance ``index``'s L3 store and its own port on the store's channel."""
+        if self.l3_placement is None:
+            return None, None
+        store = self.l3_placement.store_of[index]
+        while len(self._stores) <= store:
+            rng = np.random.default_rng(next(self._extra_seeds))
+            policy = POLICIES[self.config.l3_policy](self.l3_blocks, rng=rng)
+            tier = CacheTier(f"L3[server {len(self._stores)}]", policy)
+            self._stores.append((tier, self._new_channel(self._hw)))
+        tier, channel = self._stores[store]
+        return tier, (PoolPort(channel) if channel is not None else None)
 
     def instances(self, engine: _Engine, first: int, count: int) -> list[EngineInstance]:
         """``count`` instances of ``engine`` numbered from ``first``."""
@@ -275,10 +331,11 @@ class _Builder:
                 if self.l2_blocks > 0
                 else None
             )
+            l3, channel = self.l3_of(index)
             kv = KVManager(
                 l1,
                 l2,
-                self.l3,
+                l3,
                 block_tokens=self.block_tokens,
                 write_through=config.write_policy == "write_through",
             )
@@ -295,7 +352,7 @@ class _Builder:
                     timer=engine.timer,
                     kv=kv,
                     load_link=link,
-                    prefetch=self._channel(),
+                    prefetch=channel,
                     recorder=self.recorder,
                     check_invariants=self.check_invariants,
                 )
@@ -334,6 +391,8 @@ def build_pool(
         kernel=kernel,
         recorder=recorder,
         seeds=seeds,
+        extra_seeds=iter(seed.spawn(n_instances)),  # at most one L3 store per instance
+        pools=pools,
         check_invariants=check_invariants,
     )
     if len(pools) == 1:

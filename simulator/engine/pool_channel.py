@@ -6,8 +6,9 @@ the tier's stated ``read_gb_per_s``. The reads in flight share it equally (proce
 as concurrent RDMA flows share a link): with ``n`` reads active each moves at ``rate / n``, so
 two reads of the same size started together both finish after about twice the time of one.
 Each read first waits the tier's fixed latency (lookup, first byte) without using bandwidth.
-A per-server NVMe tier is not shared this way: each instance keeps its own FIFO channel
-(``transfer.PrefetchChannel``), since the catalog states NVMe rates per server.
+A server's local NVMe tier is not shared this way: its reads queue first come, first served
+on one ``transfer.PrefetchChannel`` per server, which the instances on that server reach
+through their own ``PoolPort`` (the catalog states NVMe rates per server).
 
 Within one read, blocks arrive in prefix order in proportion to the bytes moved, so a read cut
 at time ``t`` has delivered ``floor(n_blocks × moved / total)`` blocks.
@@ -25,7 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from simulator.core import Kernel
-from simulator.engine.transfer import Transfer
+from simulator.engine.transfer import Channel, Transfer
 
 __all__ = ["PoolPort", "SharedPoolChannel"]
 
@@ -160,12 +161,13 @@ class SharedPoolChannel:
 
 
 class PoolPort:
-    """One instance's view of a ``SharedPoolChannel``: the ``Channel`` verbs plus its own
-    count of delivered blocks (so that summing over instances counts each block once)."""
+    """One instance's view of a channel it shares (a ``SharedPoolChannel``, or a server's
+    ``PrefetchChannel``): the ``Channel`` verbs plus its own count of delivered blocks (so that
+    summing over instances counts each block once)."""
 
     __slots__ = ("channel", "n_blocks_moved")
 
-    def __init__(self, channel: SharedPoolChannel) -> None:
+    def __init__(self, channel: SharedPoolChannel | Channel) -> None:
         self.channel = channel
         self.n_blocks_moved = 0
 

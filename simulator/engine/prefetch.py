@@ -2,7 +2,7 @@
 
 At arrival the request's prefix is matched L1 → L2 → L3 (stopping at the first miss). When the
 L3-only blocks of that prefix hold at least ``prefetch_threshold_tokens`` tokens they are read
-into L2 on the instance's channel (its own FIFO, or its port on a shared pool) and pinned
+into L2 on the instance's port of a channel (its server's drive FIFO, or a shared pool) and pinned
 there for the request. The policy then decides when the request may be admitted:
 
 - ``best_effort``: at once (it joins the waiting queue); when the scheduler admits it, the read

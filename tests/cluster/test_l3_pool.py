@@ -10,7 +10,7 @@ import pytest
 
 from hardware.catalog import shipped_catalog
 from simulator.api import SimResult, simulate
-from simulator.cluster.build import Pool, build_pool
+from simulator.cluster.build import Pool, build_pool, deployment_cost
 from simulator.cluster.source import OpenLoopSource
 from simulator.config import ServingConfig
 from simulator.core import Kernel
@@ -151,12 +151,24 @@ def test_pool_bandwidth_is_shared_two_prefetches_take_twice_as_long() -> None:
     assert both.diagnostics["l3_to_l2_blocks"] == 2 * PREFIX_BLOCKS
 
 
-def test_per_server_nvme_keeps_one_channel_per_instance() -> None:
+def test_nvme_reads_of_one_server_queue_behind_each_other() -> None:
+    """Both instances (TP1) sit on one 8-GPU server: one drive, one FIFO, one store."""
     config = _config("nvme_4tib")
     solo = _prefetch_s(_run(config, _workload([2])), 2)
     both = _run(config, _workload([2, 3]))
-    assert _prefetch_s(both, 2) == pytest.approx(solo, rel=1e-12)
-    assert _prefetch_s(both, 3) == pytest.approx(solo, rel=1e-12)
+    assert sorted((_prefetch_s(both, 2), _prefetch_s(both, 3))) == pytest.approx(
+        [solo, 2 * solo], rel=1e-9
+    )
+
+
+def test_nvme_of_another_server_holds_nothing_of_this_one() -> None:
+    """TP8 instances fill a server each: a prefix one wrote is not on the other's drive."""
+    result = _run(_config("nvme_4tib", tp=8), _workload([2]))
+    reader = next(r for r in result.records if r.index == 2)
+    assert reader.instance == 0
+    assert reader.cached_l3_tokens == 0
+    shared = _run(_config("pool_16tib", tp=8), _workload([2]))
+    assert next(r for r in shared.records if r.index == 2).cached_l3_tokens == PREFIX_BLOCKS * BT
 
 
 def _pool(config: ServingConfig) -> Pool:
@@ -185,11 +197,16 @@ def test_one_l3_store_with_the_chosen_policy_for_every_instance(policy: str) -> 
     assert len({id(port.channel) for port in ports if isinstance(port, PoolPort)}) == 1
 
 
-def test_nvme_channels_are_per_instance_and_pd_pools_share_the_store() -> None:
-    pool = _pool(_config("nvme_4tib"))
-    channels = [inst.prefetcher.channel if inst.prefetcher else None for inst in pool.instances]
-    assert all(isinstance(c, PrefetchChannel) for c in channels)
-    assert channels[0] is not channels[1]
+def test_nvme_stores_and_channels_are_per_server_and_pd_pools_share_the_pool() -> None:
+    one_server = _pool(_config("nvme_4tib", instances=2))
+    assert len({id(inst.kv.l3) for inst in one_server.instances}) == 1
+    ports = [inst.prefetcher.channel if inst.prefetcher else None for inst in one_server.instances]
+    assert all(isinstance(p, PoolPort) and isinstance(p.channel, PrefetchChannel) for p in ports)
+    assert len({id(p.channel) for p in ports if isinstance(p, PoolPort)}) == 1
+    # 3 instances of TP4 on 8-GPU servers: two on the first server, one on the second.
+    two_servers = _pool(_config("nvme_4tib", instances=3, tp=4))
+    stores = [id(inst.kv.l3) for inst in two_servers.instances]
+    assert stores[0] == stores[1] != stores[2]
     pd = _pool(
         _config(
             "pool_16tib",
@@ -200,3 +217,25 @@ def test_nvme_channels_are_per_instance_and_pd_pools_share_the_store() -> None:
         )
     )
     assert len({id(inst.kv.l3) for inst in pd.instances}) == 1
+
+
+@pytest.mark.parametrize(
+    ("tier", "instances", "tp", "servers"),
+    [
+        ("nvme_4tib", 2, 1, 1),  # both on one 8-GPU server
+        ("nvme_4tib", 3, 4, 2),
+        ("nvme_4tib", 4, 8, 4),
+        ("nvme_4tib", 2, 16, 4),  # an instance across two servers pays both drives
+        ("pool_16tib", 4, 8, 1),  # one pool for the deployment
+    ],
+)
+def test_l3_is_paid_per_server_unless_shared(
+    tier: str, instances: int, tp: int, servers: int
+) -> None:
+    catalog = shipped_catalog()
+    config = _config(tier, instances=instances, tp=tp, allow_multi_node=tp > 8)
+    cost = deployment_cost(config, catalog)
+    spec = catalog.storage_tier(tier)
+    assert cost.l3_usd_per_hour == pytest.approx(
+        spec.usd_per_hour(spec.default_capacity_gib) * servers
+    )
