@@ -187,6 +187,8 @@ def simulate(
                 if inst.prefetcher is not None
             )
         ),
+        "l3_blocks_written": float(sum(w.n_written for w in pool.l3_writers)),
+        "l3_writes_dropped": float(sum(w.n_dropped for w in pool.l3_writers)),
         "out_of_order_arrivals": float(cluster.n_out_of_order),
         "in_system_request_seconds": recorder.in_system_area(end),
     }

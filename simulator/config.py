@@ -135,6 +135,12 @@ class ServingConfig(BaseModel):
     l3_prefetch_threshold_tokens: int = Field(
         default=256, ge=0, description="Smallest L3 hit worth prefetching, tokens (SGLang: 256)."
     )
+    l3_write_backlog_s: float = Field(
+        default=1.0,
+        ge=0,
+        description="Seconds of queued L3 writes beyond which new copies are dropped (an "
+        "assumption: a store that falls behind skips copies rather than stall).",
+    )
     # ----- PD disaggregation --------------------------------------------------------------------
     pd_mode: Literal["aggregated", "disaggregated"] = Field(
         default="aggregated",

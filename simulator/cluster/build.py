@@ -20,6 +20,8 @@ Any other tier is a server's local drive: instances are packed onto servers of
 ``gpus_per_node`` GPUs (``place_on_nodes``), each server has its own store of the tier's
 capacity, reached by its instances through one first-come-first-served channel at the tier's
 rate, and the tier is paid per server (an instance spanning several servers pays for each).
+Each store has one write queue at the tier's write rate (``engine/store_writer.py``): a copy
+is matchable once it has landed, and dropped when the queue is ``l3_write_backlog_s`` behind.
 
 PD disaggregation (``pd_mode: disaggregated``): two pools, each with its own GPU, TP, memory
 fit and latency model, wired by ``cluster/pd.py``; instances are numbered prefill first.
@@ -50,6 +52,7 @@ from simulator.engine.kvmanager import KVManager
 from simulator.engine.params import EngineParams
 from simulator.engine.pool_channel import PoolPort, SharedPoolChannel
 from simulator.engine.steps import StepTimer
+from simulator.engine.store_writer import StoreWriter
 from simulator.engine.tiers import CacheTier
 from simulator.engine.transfer import Channel, LoadLink, PrefetchChannel, TransferTime
 from simulator.kvcache.policies import POLICIES
@@ -100,6 +103,8 @@ class Pool:
     memory: str
     """The memory-fit sentence (or the override that replaced it); one per pool under PD."""
     coordinator: PDCoordinator | None = None
+    l3_writers: tuple[StoreWriter, ...] = ()
+    """The write queue of every L3 store (one per server for a drive, one for a pool)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -280,10 +285,10 @@ class _Builder:
         self._extra_seeds = extra_seeds
         first = self.tier("L3", config.l3_policy, self.l3_blocks) if self.l3_placement else None
         self.l3_link = storage_link(hw.l3, "read") if hw.l3 and first is not None else None
-        self._stores: list[tuple[CacheTier, Channel | None]] = []
-        if first is not None:
-            self._stores.append((first, self._new_channel(hw)))
         self._hw = hw
+        self._stores: list[tuple[CacheTier, Channel | None, StoreWriter]] = []
+        if first is not None:
+            self._add_store(first)
 
     def tier(self, name: str, policy: str, capacity: int) -> CacheTier:
         rng = np.random.default_rng(next(self.seeds))
@@ -307,18 +312,35 @@ class _Builder:
             )
         return PrefetchChannel(self.kernel, _seconds(link), self.block_bytes)
 
-    def l3_of(self, index: int) -> tuple[CacheTier | None, Channel | None]:
-        """Instance ``index``'s L3 store and its own port on the store's channel."""
+    def l3_of(self, index: int) -> tuple[CacheTier | None, Channel | None, StoreWriter | None]:
+        """Instance ``index``'s L3 store, its own port on the store's read channel, and the
+        store's writer."""
         if self.l3_placement is None:
-            return None, None
+            return None, None, None
         store = self.l3_placement.store_of[index]
         while len(self._stores) <= store:
             rng = np.random.default_rng(next(self._extra_seeds))
             policy = POLICIES[self.config.l3_policy](self.l3_blocks, rng=rng)
-            tier = CacheTier(f"L3[server {len(self._stores)}]", policy)
-            self._stores.append((tier, self._new_channel(self._hw)))
-        tier, channel = self._stores[store]
-        return tier, (PoolPort(channel) if channel is not None else None)
+            self._add_store(CacheTier(f"L3[server {len(self._stores)}]", policy))
+        tier, channel, writer = self._stores[store]
+        return tier, (PoolPort(channel) if channel is not None else None), writer
+
+    def _add_store(self, tier: CacheTier) -> None:
+        hw = self._hw
+        assert hw.l3 is not None
+        writer = StoreWriter(
+            self.kernel,
+            tier,
+            _seconds(storage_link(hw.l3, "write")),
+            self.block_bytes,
+            self.config.l3_write_backlog_s,
+        )
+        self._stores.append((tier, self._new_channel(hw), writer))
+
+    @property
+    def writers(self) -> tuple[StoreWriter, ...]:
+        """The write queue of every L3 store built so far."""
+        return tuple(writer for _, _, writer in self._stores)
 
     def instances(self, engine: _Engine, first: int, count: int) -> list[EngineInstance]:
         """``count`` instances of ``engine`` numbered from ``first``."""
@@ -331,13 +353,14 @@ class _Builder:
                 if self.l2_blocks > 0
                 else None
             )
-            l3, channel = self.l3_of(index)
+            l3, channel, writer = self.l3_of(index)
             kv = KVManager(
                 l1,
                 l2,
                 l3,
                 block_tokens=self.block_tokens,
                 write_through=config.write_policy == "write_through",
+                l3_write=writer.write if writer is not None else None,
             )
             link = (
                 LoadLink(_seconds(engine.load_link), engine.gpu_block_bytes)
@@ -407,6 +430,7 @@ def build_pool(
             builder.l2_blocks,
             builder.l3_blocks,
             engines[0].memory,
+            l3_writers=builder.writers,
         )
     return _pd_pool(config, hw, pools, engines, builder)
 
@@ -447,6 +471,7 @@ def _pd_pool(
         builder.l3_blocks,
         memory,
         coordinator,
+        builder.writers,
     )
 
 

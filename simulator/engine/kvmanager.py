@@ -7,7 +7,9 @@ operation needs (``*_need``) and compare it with ``available()`` of the tier, as
 Write policies (which copies exist below L1):
 
 - ``write_through``: a prompt block is copied to L2 and L3 as soon as its last token is computed
-  (HiCache write-through; copies are asynchronous and never delay compute);
+  (HiCache write-through; copies are asynchronous and never delay compute; an L3 copy goes
+  through the store's writer, ``engine/store_writer.py``, when one is given, and is matchable
+  only once it has landed);
 - ``write_back``: a block is copied one tier down only when it is evicted (L1→L2, L2→L3; with no
   L2, L1→L3).
 
@@ -32,7 +34,7 @@ __all__ = ["KVManager"]
 class KVManager:
     """The KV tiers of one instance and the request-level verbs the scheduler needs."""
 
-    __slots__ = ("block_tokens", "l1", "l2", "l3", "write_through")
+    __slots__ = ("_to_l3", "block_tokens", "l1", "l2", "l3", "write_through")
 
     def __init__(
         self,
@@ -42,16 +44,22 @@ class KVManager:
         *,
         block_tokens: int,
         write_through: bool,
+        l3_write: EvictSink | None = None,
     ) -> None:
+        """``l3_write(blocks)`` copies into L3 (a ``StoreWriter``); None = at once, for free."""
         self.l1, self.l2, self.l3 = l1, l2, l3
         self.block_tokens = block_tokens
         self.write_through = write_through
+        self._to_l3: EvictSink | None = None
+        if l3 is not None:
+            self._to_l3 = l3_write if l3_write is not None else _copy_down(l3)
         if not write_through:
-            lower = l2 if l2 is not None else l3
-            if lower is not None:
-                l1.on_evict = _copy_down(lower)
-            if l2 is not None and l3 is not None:
-                l2.on_evict = _copy_down(l3)
+            if l2 is not None:
+                l1.on_evict = _copy_down(l2)
+                if self._to_l3 is not None:
+                    l2.on_evict = self._to_l3
+            elif self._to_l3 is not None:
+                l1.on_evict = self._to_l3
 
     # ----- matching -----------------------------------------------------------------------------
     def match_l12(self, blocks: Sequence[int]) -> list[int]:
@@ -160,10 +168,12 @@ class KVManager:
         lo, hi = self.complete_blocks(req, before), self.complete_blocks(req, after)
         if hi <= lo:
             return
-        for tier in (self.l2, self.l3):
-            if tier is not None:
-                for block in req.blocks[lo:hi]:
-                    tier.insert(block)
+        done = list(req.blocks[lo:hi])
+        if self.l2 is not None:
+            for block in done:
+                self.l2.insert(block)
+        if self._to_l3 is not None:
+            self._to_l3(done)
 
     # ----- release, swap ------------------------------------------------------------------------
     def release(self, req: EngineRequest) -> None:

@@ -15,8 +15,8 @@ at time ``t`` has delivered ``floor(n_blocks × moved / total)`` blocks.
 
 ``SharedPoolChannel`` is the resource; ``port()`` gives each instance a ``PoolPort`` with the
 ``Channel`` interface that counts that instance's delivered blocks. What this module is not: it
-does not model the pool's write bandwidth (write-through and write-back copies are
-asynchronous and free, as for every tier) nor any limit of the reading server's own NIC.
+does not model writes (``engine/store_writer.py`` queues them separately at the tier's write
+rate) nor any limit of the reading server's own NIC.
 """
 
 from __future__ import annotations

@@ -239,3 +239,43 @@ def test_l3_is_paid_per_server_unless_shared(
     assert cost.l3_usd_per_hour == pytest.approx(
         spec.usd_per_hour(spec.default_capacity_gib) * servers
     )
+
+
+# ----- L3 writes (engine/store_writer.py) ---------------------------------------------------
+def _write_seconds() -> float:
+    catalog = shipped_catalog()
+    tier = catalog.storage_tier("nvme_4tib")
+    block_bytes = catalog.model("Qwen/Qwen3-8B").kv_bytes_per_token("bf16") * BT
+    return tier.latency_us * 1e-6 + PREFIX_BLOCKS * block_bytes / (tier.write_gb_per_s * 1e9)
+
+
+def _reader_l3_tokens(reader_at_s: float, **extra: Any) -> tuple[int, dict[str, float]]:
+    """A writer of a 250-block prefix on instance 0 at 0 s; a reader of it (instance 1, same
+    server, so only the L3 drive can serve it) at ``reader_at_s``."""
+    prefix = _prefix(1)
+    requests = [
+        TraceRequest(0, 0.0, PREFIX_BLOCKS * BT, 2, prefix),
+        TraceRequest(1, reader_at_s, (PREFIX_BLOCKS + 1) * BT, 2, (*prefix, 9_000_001)),
+    ]
+    result = _run(_config("nvme_4tib", **extra), requests)
+    reader = next(r for r in result.records if r.index == 1)
+    assert reader.instance == 1
+    return reader.cached_l3_tokens, result.diagnostics
+
+
+def test_a_prefix_is_read_from_l3_only_after_its_write_landed() -> None:
+    write_s = _write_seconds()
+    assert write_s > 0.1  # 250 blocks of 16 Qwen3-8B tokens at the drive's 3.5 GB/s
+    # The writer's prompt is computed in one 10 ms step, then the copy takes write_s.
+    early, _ = _reader_l3_tokens(0.01 + 0.5 * write_s)
+    late, diagnostics = _reader_l3_tokens(0.01 + 1.5 * write_s)
+    assert early == 0
+    assert late == PREFIX_BLOCKS * BT
+    assert diagnostics["l3_blocks_written"] >= PREFIX_BLOCKS
+    assert diagnostics["l3_writes_dropped"] == 0
+
+
+def test_with_no_backlog_allowed_copies_behind_a_busy_queue_are_dropped() -> None:
+    _, diagnostics = _reader_l3_tokens(0.005, l3_write_backlog_s=0.0)
+    # The reader's own new block arrives while the writer's copy is still queued.
+    assert diagnostics["l3_writes_dropped"] >= 1

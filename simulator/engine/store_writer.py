@@ -1,0 +1,90 @@
+"""Copies into an L3 store at the store's write bandwidth; a block is readable once it landed.
+
+Write model (documented choice): every store (a server's drive, or the remote pool) has one
+writer. Copies (write-through of freshly computed prompt blocks, or write-back of blocks evicted
+from the tier above) queue first come, first served at the tier's ``write_gb_per_s``; a batch of
+blocks handed over together lands as a whole after the tier's latency plus its bytes at that
+rate, and only then can a request match it in L3. Copies never delay compute (the engine does
+not wait for them), but the store can fall behind: when the queue already holds more than
+``max_backlog_s`` seconds of writes, a new batch is dropped (not cached), as a cache that
+cannot keep up skips copies rather than stall. A block already in the store, or already queued,
+is not written again.
+
+What this is not: reads and writes are separate queues (an NVMe drive's sequential read and
+write rates are specified separately; a remote pool's RDMA reads and writes use the two
+directions of the link), so writes do not slow prefetch reads down.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from simulator.core import Kernel
+from simulator.engine.tiers import CacheTier
+from simulator.engine.transfer import TransferTime
+
+__all__ = ["StoreWriter"]
+
+
+class StoreWriter:
+    """The write queue of one L3 store (module docstring)."""
+
+    __slots__ = (
+        "_free_at",
+        "_pending",
+        "bytes_per_block",
+        "kernel",
+        "max_backlog_s",
+        "n_dropped",
+        "n_written",
+        "seconds_for",
+        "tier",
+    )
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        tier: CacheTier,
+        seconds_for: TransferTime,
+        bytes_per_block: float,
+        max_backlog_s: float,
+    ) -> None:
+        if max_backlog_s < 0:
+            raise ValueError("max_backlog_s must be >= 0")
+        self.kernel = kernel
+        self.tier = tier
+        self.seconds_for = seconds_for
+        self.bytes_per_block = bytes_per_block
+        self.max_backlog_s = max_backlog_s
+        self._free_at = 0.0
+        self._pending: set[int] = set()
+        self.n_written = 0
+        """Blocks that landed in the store (whether or not it had room to keep them)."""
+        self.n_dropped = 0
+        """Blocks not written because the queue was over ``max_backlog_s``."""
+
+    def backlog_s(self) -> float:
+        """Seconds of writes queued ahead of a batch handed over now."""
+        return max(0.0, self._free_at - self.kernel.now)
+
+    def write(self, blocks: Sequence[int]) -> None:
+        """Queue a copy of ``blocks`` (those not stored or queued already)."""
+        has, pending = self.tier.has, self._pending
+        todo = [b for b in blocks if not has(b) and b not in pending]
+        if not todo:
+            return
+        now = self.kernel.now
+        if self._free_at - now > self.max_backlog_s:
+            self.n_dropped += len(todo)
+            return
+        done_s = max(now, self._free_at) + self.seconds_for(len(todo) * self.bytes_per_block)
+        self._free_at = done_s
+        pending.update(todo)
+        self.kernel.at(done_s, lambda: self._land(todo))
+
+    def _land(self, blocks: list[int]) -> None:
+        insert, pending = self.tier.insert, self._pending
+        for block in blocks:
+            pending.discard(block)
+            insert(block)
+        self.n_written += len(blocks)
