@@ -19,7 +19,9 @@ Life of a request (``pd_mode: disaggregated``):
    per-GPU bandwidth)`` with ``bytes`` the model's KV of the moved blocks, ``lanes = min(prefill
    TP, decode TP)`` GPU pairs in parallel, NVLink when the two instances share a node (same GPU
    type, packed onto nodes in order: prefill instances, then decode), else the NIC (the slower
-   of the two GPUs'). A prefill instance sends one transfer at a time (its link serialises).
+   of the two GPUs'). A prefill instance sends one transfer at a time and a decode instance
+   receives one at a time (each side's link serialises; two prefill instances sending to the
+   same decode instance queue behind each other).
    ``pd_transfer_overlap``:
 
    - ``none`` (default; vLLM NIXL / SGLang Mooncake connectors pull the KV after the prefill):
@@ -170,6 +172,8 @@ class PDCoordinator:
         self.max_blocks = min(inst.kv.l1.capacity for inst in self.decode)
         self.link_free_s = [0.0] * len(self.prefill)
         """When each prefill instance's sending link is next free."""
+        self.recv_free_s = [0.0] * len(self.decode)
+        """When each decode instance's receiving link is next free."""
         self.n_transfers = 0
         self.blocks_moved = 0
         self.transfer_s = 0.0
@@ -189,7 +193,7 @@ class PDCoordinator:
         source = remote.source
         slot = source.index  # prefill instances are 0..P-1
         seconds = self.times.seconds(slot, remote.decode, n_blocks)
-        free = self.link_free_s[slot]
+        free = max(self.link_free_s[slot], self.recv_free_s[remote.decode])
         if n_blocks <= 0:  # the decode instance already holds the whole prompt
             end = now
         elif self.overlap == "layerwise" and not remote.was_blocked:
@@ -199,6 +203,7 @@ class PDCoordinator:
             end = max(now, free) + seconds
         if n_blocks > 0:
             self.link_free_s[slot] = end
+            self.recv_free_s[remote.decode] = end
             self.n_transfers += 1
             self.blocks_moved += n_blocks
             self.transfer_s += seconds

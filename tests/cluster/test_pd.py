@@ -79,6 +79,27 @@ def test_blocks_the_decode_instance_already_caches_are_not_moved() -> None:
     assert records[1].tpot_s == pytest.approx(one_block + STEP_S, rel=1e-9)
 
 
+def test_two_prefill_instances_sending_to_one_decode_instance_queue_on_its_link() -> None:
+    """Both prompts finish prefill at STEP_S on their own prefill instance; the one decode
+    instance receives one transfer at a time, so the second lands a transfer later and misses
+    the decode step the first one started."""
+    requests = [_request(0, 0.0, 1024, 2), _request(1, 0.0, 1024, 2)]
+    link = gpu_gpu_link(shipped_catalog().gpu("h100_sxm"), same_node=True)
+    transfer = link.latency_s + _kv_bytes(1024) / link.bytes_per_s
+    assert transfer < STEP_S
+    shared = _records(_run(_config(prefill_instances=2, router="round_robin"), requests))
+    assert [r.ttft_s for r in shared.values()] == [pytest.approx(STEP_S, abs=1e-12)] * 2
+    assert sorted(r.tpot_s for r in shared.values()) == [
+        pytest.approx(transfer + STEP_S, rel=1e-9),
+        pytest.approx(transfer + 2 * STEP_S, rel=1e-9),
+    ]
+    # Two decode instances: one transfer each, in parallel, no wait.
+    apart = _records(
+        _run(_config(prefill_instances=2, decode_instances=2, router="round_robin"), requests)
+    )
+    assert [r.tpot_s for r in apart.values()] == [pytest.approx(transfer + STEP_S, rel=1e-9)] * 2
+
+
 def test_layerwise_overlap_exposes_only_the_last_layers_share() -> None:
     result = _run(_config(pd_transfer_overlap="layerwise"), [_request(0, 0.0, 1024, 2)])
     record = _records(result)[0]
