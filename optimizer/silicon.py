@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -29,7 +29,16 @@ from slo.inputfile import InputError
 if TYPE_CHECKING:
     from optimizer.silicon_disagg import DisaggRow
 
-__all__ = ["REQUIRED_COLUMNS", "Row", "SiliconRow", "Skipped", "read_silicon", "select_rows"]
+__all__ = [
+    "REQUIRED_COLUMNS",
+    "MeasuredRow",
+    "Row",
+    "SiliconRow",
+    "Skipped",
+    "identity_fields",
+    "read_silicon",
+    "select_rows",
+]
 
 #: Columns every file must have.
 REQUIRED_COLUMNS = (
@@ -51,8 +60,8 @@ _OPTIONAL_INTS = {"pp_size": 1, "attention_dp_size": 1, "moe_tp_size": 0, "moe_e
 
 
 @dataclass(frozen=True, slots=True)
-class SiliconRow:
-    """One measured benchmark (an aggregated row; numbers parsed and checked)."""
+class MeasuredRow:
+    """What every measured benchmark has, whatever its mode (``SiliconRow``, ``DisaggRow``)."""
 
     line: int
     """Line of the CSV file (the header is line 1)."""
@@ -63,15 +72,39 @@ class SiliconRow:
     isl: int
     osl: int
     concurrency: int
+    """Users of the closed loop."""
+    precision: str
+    """Weight precision as written (``gemm_quant_mode``, else ``precision``; may be empty)."""
+    measured_ttft_ms: float
+    measured_tpot_ms: float
+
+
+def identity_fields(line: int, record: Mapping[str, str | None]) -> dict[str, Any]:
+    """The text fields of a ``MeasuredRow`` from a CSV record (``id`` defaults to the line)."""
+
+    def text(column: str) -> str:
+        return (record.get(column) or "").strip()
+
+    precision = (text("gemm_quant_mode") or text("precision")).lower()
+    return {
+        "line": line,
+        "id": text("id") or f"line {line}",
+        "model": text("model_path"),
+        "backend": text("backend").lower(),
+        "system": text("system"),
+        "precision": precision if precision != "nan" else "",
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class SiliconRow(MeasuredRow):
+    """One measured aggregated benchmark (numbers parsed and checked)."""
+
     tp: int
     pp: int
     attention_dp: int
     moe_tp: int
     moe_ep: int
-    precision: str
-    """Weight precision as written (``gemm_quant_mode``, else ``precision``; may be empty)."""
-    measured_ttft_ms: float
-    measured_tpot_ms: float
 
     @property
     def mode(self) -> str:
@@ -201,15 +234,8 @@ def _parse_row(path: Path, line: int, record: dict[str, Any]) -> SiliconRow:
             optional[column] = 0
         else:
             optional[column] = int(_number(path, line, column, text, integer=True))
-    precision = (record.get("gemm_quant_mode") or "").strip() or (
-        record.get("precision") or ""
-    ).strip()
     return SiliconRow(
-        line=line,
-        id=(record.get("id") or "").strip() or f"line {line}",
-        model=(record.get("model_path") or "").strip(),
-        backend=(record.get("backend") or "").strip().lower(),
-        system=(record.get("system") or "").strip(),
+        **identity_fields(line, record),
         isl=ints["isl"],
         osl=ints["osl"],
         concurrency=ints["batch_size"],
@@ -218,7 +244,6 @@ def _parse_row(path: Path, line: int, record: dict[str, Any]) -> SiliconRow:
         attention_dp=optional["attention_dp_size"],
         moe_tp=optional["moe_tp_size"],
         moe_ep=optional["moe_ep_size"],
-        precision=precision.lower() if precision.lower() != "nan" else "",
         measured_ttft_ms=floats["silicon_ttft_ms"],
         measured_tpot_ms=floats["silicon_tpot_ms"],
     )

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hardware.schema import Catalog
-from optimizer.silicon import _number
+from optimizer.silicon import MeasuredRow, _number, identity_fields
 from simulator.config import ServingConfig
 from slo.inputfile import InputError, validate
 
@@ -101,25 +101,12 @@ class PoolLayout:
 
 
 @dataclass(frozen=True, slots=True)
-class DisaggRow:
-    """One measured disaggregated benchmark (numbers parsed and checked)."""
+class DisaggRow(MeasuredRow):
+    """One measured disaggregated benchmark (numbers parsed and checked); ``concurrency`` is
+    read as the module docstring says."""
 
-    line: int
-    """Line of the CSV file (the header is line 1)."""
-    id: str
-    model: str
-    backend: str
-    system: str
-    isl: int
-    osl: int
-    concurrency: int
-    """Users of the closed loop (module doc)."""
     concurrency_from: str
     """Where ``concurrency`` was read: ``silicon_concurrency`` or ``batch_size``."""
-    precision: str
-    """Weight precision as written (``gemm_quant_mode``, else ``precision``; may be empty)."""
-    measured_ttft_ms: float
-    measured_tpot_ms: float
     prefill: PoolLayout
     decode: PoolLayout
 
@@ -181,20 +168,12 @@ def parse_disagg_row(
     def positive(column: str, *, integer: bool) -> float:
         return _number(path, line, column, record.get(column), integer=integer)
 
-    precision = (record.get("gemm_quant_mode") or "").strip() or (
-        record.get("precision") or ""
-    ).strip()
     return DisaggRow(
-        line=line,
-        id=(record.get("id") or "").strip() or f"line {line}",
-        model=(record.get("model_path") or "").strip(),
-        backend=(record.get("backend") or "").strip().lower(),
-        system=(record.get("system") or "").strip(),
+        **identity_fields(line, record),
         isl=int(positive("isl", integer=True)),
         osl=int(positive("osl", integer=True)),
         concurrency=users[0],
         concurrency_from=users[1],
-        precision=precision.lower() if precision.lower() != "nan" else "",
         measured_ttft_ms=positive("silicon_ttft_ms", integer=False),
         measured_tpot_ms=positive("silicon_tpot_ms", integer=False),
         prefill=_pool(path, line, record, "prefill"),
