@@ -78,6 +78,25 @@ class MeasuredRow:
     measured_ttft_ms: float
     measured_tpot_ms: float
 
+    @property
+    def mode(self) -> str:
+        """``agg`` or ``disagg`` (each subclass says)."""
+        raise NotImplementedError
+
+    def describe(self) -> dict[str, Any]:
+        """The identifying fields, JSON-ready (subclasses add theirs)."""
+        return {
+            "id": self.id,
+            "line": self.line,
+            "model": self.model,
+            "backend": self.backend,
+            "mode": self.mode,
+            "isl": self.isl,
+            "osl": self.osl,
+            "concurrency": self.concurrency,
+            "precision": self.precision or None,
+        }
+
 
 def identity_fields(line: int, record: Mapping[str, str | None]) -> dict[str, Any]:
     """The text fields of a ``MeasuredRow`` from a CSV record (``id`` defaults to the line)."""
@@ -113,18 +132,7 @@ class SiliconRow(MeasuredRow):
 
     def describe(self) -> dict[str, Any]:
         """The identifying fields, JSON-ready."""
-        return {
-            "id": self.id,
-            "line": self.line,
-            "model": self.model,
-            "backend": self.backend,
-            "mode": self.mode,
-            "isl": self.isl,
-            "osl": self.osl,
-            "concurrency": self.concurrency,
-            "tp": self.tp,
-            "precision": self.precision or None,
-        }
+        return {**MeasuredRow.describe(self), "tp": self.tp}
 
 
 #: A measured benchmark of either mode.

@@ -127,17 +127,9 @@ class DisaggRow(MeasuredRow):
         """The identifying fields, JSON-ready (the keys of ``SiliconRow.describe`` plus the
         pools; ``tp`` is None because each pool has its own)."""
         return {
-            "id": self.id,
-            "line": self.line,
-            "model": self.model,
-            "backend": self.backend,
-            "mode": self.mode,
-            "isl": self.isl,
-            "osl": self.osl,
-            "concurrency": self.concurrency,
+            **MeasuredRow.describe(self),
             "concurrency_from": self.concurrency_from,
             "tp": None,
-            "precision": self.precision or None,
             "prefill": self.prefill.to_dict(),
             "decode": self.decode.to_dict(),
         }
