@@ -87,15 +87,16 @@ def closed_loop_workload(
     output_tokens: int,
     block_tokens: int = 16,
     ramp_s: float = 0.0,
+    turnaround_s: float = 0.0,
     source: str = "command line",
 ) -> WorkloadSpec:
     """``users`` concurrent users, ``requests`` in all, fixed lengths, no shared prefixes.
 
-    Every request is a one-turn session with no system prompt and no think time, so its prompt
-    blocks are fresh ids (a benchmark's random-token prompts share nothing) and a user sends
-    its next request the moment the last one finishes. User k sends its first request at
-    ``k × ramp_s`` (0: all at once, as a benchmark starts). Raises
-    ``InputError`` naming ``source`` for non-positive counts or lengths.
+    Every request is a one-turn session with no system prompt, so its prompt blocks are fresh
+    ids (a benchmark's random-token prompts share nothing), and a user's next request reaches
+    the engine ``turnaround_s`` after the last one finished (the client's own time; 0 = at
+    once). User k sends its first request at ``k × ramp_s`` (0: all at once, as a benchmark
+    starts). Raises ``InputError`` naming ``source`` for non-positive counts or lengths.
     """
     for name, value in (
         ("concurrency", users),
@@ -111,9 +112,9 @@ def closed_loop_workload(
         "requests": requests,
         "input_tokens": input_tokens,
         "output_tokens": output_tokens,
-        # One-turn sessions without think time: independent back-to-back requests.
+        # One-turn sessions: independent back-to-back requests, the turnaround apart.
         "turns": 1,
-        "think_time_s": 0,
+        "think_time_s": turnaround_s,
         "block_tokens": block_tokens,
         "ramp_s": ramp_s,
     }

@@ -132,6 +132,11 @@ class ServingConfig(BaseModel):
         description="'timeout' policy: extra seconds per 1024 prefetched tokens (SGLang's "
         "per-ki-token allowance).",
     )
+    overlap_scheduling: bool | None = Field(
+        default=None,
+        description="Schedule step k+1 while step k runs (TensorRT-LLM overlap scheduler, "
+        "SGLang overlap schedule); None = the backend preset's default.",
+    )
     l3_prefetch_threshold_tokens: int = Field(
         default=256, ge=0, description="Smallest L3 hit worth prefetching, tokens (SGLang: 256)."
     )

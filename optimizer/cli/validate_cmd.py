@@ -96,7 +96,7 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         bool,
         typer.Option(
             "--ttft-offset",
-            help="Add the TTFT offset fitted to the shipped data (TRT-LLM 90 ms; a fit, not an "
+            help="Add the TTFT offset fitted to the shipped data (TRT-LLM 55 ms; a fit, not an "
             "engine default).",
         ),
     ] = False,

@@ -222,6 +222,11 @@ def _engine(
         prefetch_timeout_per_1k_tokens_s=config.prefetch_timeout_per_1k_tokens_s,
         prefetch_threshold_tokens=config.l3_prefetch_threshold_tokens,
         max_context_tokens=hw.model.max_context_tokens,
+        overlap_scheduling=(
+            preset.overlap_scheduling
+            if config.overlap_scheduling is None
+            else config.overlap_scheduling
+        ),
     )
     if config.kv_capacity_tokens is not None:
         kv_tokens, memory = config.kv_capacity_tokens, "KV capacity set by kv_capacity_tokens"

@@ -29,6 +29,12 @@ PD disaggregation (``remote.py``): with a ``handoff`` this is a prefill instance
 leaves after its first token and holds its L1 blocks (``sending``) until ``release_sent``;
 a decode instance takes handed-off requests through ``accept`` into its waiting queue.
 
+Overlap scheduling (``EngineParams.overlap_scheduling``; TensorRT-LLM's overlap scheduler and
+SGLang's overlap schedule, on by default there): the engine loop schedules step k+1 while step
+k runs on the GPU, so a request queued after step k started is first admitted in step k+2 — at
+the boundary after k it is not seen yet, unless nothing else could run (an idle loop admits at
+once). A preempted request re-queued during scheduling waits the same extra step.
+
 Decode runs: when a step is pure decode and nothing can change until a request finishes, L1
 runs out or an event arrives, the instance plans ``K`` steps at once and handles them in one
 event; an event arriving meanwhile cuts the run at the end of the step in progress. Evictions
@@ -132,6 +138,9 @@ class EngineInstance:
         self.sending: dict[int, EngineRequest] = {}
         """PD prefill side: prefilled requests whose KV is held here until sent, by index."""
         self.preempted_in_step = False
+        self.admit_cutoff_s: float | None = None
+        """Overlap scheduling: waiting requests queued after this time are not yet visible to
+        the admission of the step being scheduled (set at a busy step boundary only)."""
         # The step or decode run in progress: batch, absolute step end times, steps planned.
         self._batch: Batch | None = None
         self._ends: NDArray[np.float64] = np.empty(0)
@@ -388,7 +397,15 @@ class EngineInstance:
             return
         now = self.kernel.now
         self.preempted_in_step = False
+        cutoff = self.admit_cutoff_s if self.running else None  # an idle engine takes all
+        self.admit_cutoff_s = cutoff
         batch = self.scheduler.schedule(self)
+        self.admit_cutoff_s = None
+        unseen = cutoff is not None and self._queued_after(cutoff)
+        if unseen and not batch:
+            # Nothing else could run: the engine loop is idle and admits them now.
+            batch = self.scheduler.schedule(self)
+            unseen = False
         self._kv_mark(now)
         if not batch:
             if self.preempted_in_step:
@@ -396,7 +413,8 @@ class EngineInstance:
             else:
                 self._sleep()
             return
-        k = self._run_length(batch)
+        # Requests not yet seen must get their turn at the next boundary, not after a run.
+        k = 1 if unseen else self._run_length(batch)
         if k == 1:
             pairs = [(req.processed, n) for req, n in batch.items()]
             ends = np.array([now + self.timer.step_seconds(pairs)])
@@ -424,12 +442,21 @@ class EngineInstance:
             return 1
         return memory_bound(batch, k, self.block_tokens, self.kv.l1.available())
 
+    def _queued_after(self, time_s: float) -> bool:
+        """Whether a waiting request was queued after ``time_s`` (FIFO: check both ends, a
+        preempted request re-enters at the front)."""
+        waiting = self.waiting
+        return bool(waiting) and (waiting[-1].enqueue_s > time_s or waiting[0].enqueue_s > time_s)
+
     def _end_run(self) -> None:
         batch, k = self._batch, self._k
         assert batch is not None
         self._batch = None
         self.n_events += 1
         ends = self._ends[:k]
+        if self.params.overlap_scheduling:
+            # The next step was scheduled when the last one started (module docstring).
+            self.admit_cutoff_s = float(ends[k - 2]) if k > 1 else self._start_s
         if k == 1:
             self._commit_step(batch, float(ends[0]))
         else:

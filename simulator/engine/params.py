@@ -38,6 +38,10 @@ class EngineParams:
     """Smallest L3 hit (tokens) worth prefetching; smaller hits are recomputed."""
     max_context_tokens: int = 2**31
     """Longest prompt + output the model accepts; longer requests are rejected."""
+    overlap_scheduling: bool = False
+    """The engine schedules step k+1 while step k runs (TensorRT-LLM's overlap scheduler,
+    SGLang's overlap schedule): a request that reaches a busy instance after step k started is
+    first admitted in step k+2 (``instance.py``)."""
 
     def __post_init__(self) -> None:
         if self.block_tokens < 1 or self.max_batched_tokens < 1 or self.chunk_tokens < 1:

@@ -49,6 +49,9 @@ class SchedulerHost(Protocol):
     chunk_tokens: int
     preempted_in_step: bool
     """Whether a preemption happened while building the current batch."""
+    admit_cutoff_s: float | None
+    """Overlap scheduling: waiting requests queued after this time are not visible to this
+    step's admission (None = all are)."""
 
     def ready(self, req: EngineRequest) -> bool:
         """Whether a running request's L2→L1 load is done (it may be scheduled)."""
@@ -77,12 +80,16 @@ class Scheduler(ABC):
 
     @staticmethod
     def _admit(host: SchedulerHost, batch: Batch, budget: int, cap: int, *, whole: bool) -> int:
-        """Admit from the swapped queue, then (only when it is empty) the waiting queue."""
+        """Admit from the swapped queue, then (only when it is empty) the waiting queue, whose
+        requests queued after ``host.admit_cutoff_s`` are not seen yet."""
         if host.preempted_in_step:
             return budget
+        cutoff = host.admit_cutoff_s
         for queue in (host.swapped, host.waiting):
             while queue and budget > 0 and len(host.running) < host.max_running:
                 req = queue[0]
+                if cutoff is not None and queue is host.waiting and req.enqueue_s > cutoff:
+                    return budget
                 got = host.admit(req, min(cap, budget), whole=whole and bool(batch))
                 if got < 0:
                     return budget

@@ -75,6 +75,11 @@ class BackendPreset(BaseModel):
     framework_reserve_gib: float = Field(
         ge=0, description="Per-GPU memory for CUDA graphs, NCCL and workspaces, GiB."
     )
+    overlap_scheduling: bool = Field(
+        default=False,
+        description="Whether the engine schedules the next step while the current one runs "
+        "(new requests then join a busy engine one step later).",
+    )
     step_overhead_us: float = Field(
         ge=0, description="CPU time per engine step not hidden behind GPU work, µs."
     )

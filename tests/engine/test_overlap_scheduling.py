@@ -1,0 +1,79 @@
+"""Overlap scheduling: a request reaching a busy engine after a step started joins a step later."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from engine_helpers import make_rig, request
+
+from hardware.catalog import shipped_catalog
+from simulator.cluster.build import Pool, build_pool
+from simulator.config import ServingConfig
+from simulator.core import Kernel
+from simulator.engine import LinearLatency
+from simulator.metrics import Recorder, RequestRecord
+from simulator.workload.request import TraceRequest
+
+STEP_S = 0.01  # every step takes 10 ms whatever it holds
+
+
+def _run(
+    overlap: bool, *requests_: TraceRequest, scheduler: str = "decode_first"
+) -> dict[int, RequestRecord]:
+    rig = make_rig(
+        LinearLatency(STEP_S, 0.0), l1=256, scheduler=scheduler, overlap_scheduling=overlap
+    )
+    rig.arrive(*requests_)
+    return rig.run()
+
+
+@pytest.mark.parametrize("scheduler", ["decode_first", "chunked", "prefill_first"])
+def test_a_request_arriving_mid_step_waits_one_more_step(scheduler: str) -> None:
+    # Request 0 decodes from 0 s on; request 1 arrives at 15 ms, inside the step [10, 20) ms.
+    reqs = (request(0, 0.0, 32, 20), request(1, 0.015, 32, 3))
+    plain = _run(False, *reqs, scheduler=scheduler)
+    overlapped = _run(True, *reqs, scheduler=scheduler)
+    # Without overlap it is admitted at 20 ms (first token at 30 ms); with it, the step from
+    # 20 ms was already scheduled when it arrived, so it is admitted at 30 ms.
+    assert plain[1].ttft_s == pytest.approx(0.015)
+    assert overlapped[1].ttft_s == pytest.approx(0.025)
+    # The request that was already running is not delayed.
+    assert overlapped[0].ttft_s == plain[0].ttft_s == pytest.approx(STEP_S)
+
+
+def test_an_idle_engine_admits_at_once() -> None:
+    # Request 0 finishes at 30 ms; request 1 arrives at 45 ms to an idle engine.
+    reqs = (request(0, 0.0, 32, 3), request(1, 0.045, 32, 3))
+    overlapped = _run(True, *reqs)
+    assert overlapped[1].ttft_s == pytest.approx(STEP_S)
+
+
+def test_a_request_arriving_during_a_decode_run_waits_one_step_not_the_run() -> None:
+    # Request 0 decodes 200 tokens (planned as long decode runs); request 1 arrives at 105 ms.
+    reqs = (request(0, 0.0, 32, 200), request(1, 0.105, 32, 3))
+    plain = _run(False, *reqs)
+    overlapped = _run(True, *reqs)
+    assert plain[1].ttft_s == pytest.approx(0.015)
+    assert overlapped[1].ttft_s == pytest.approx(0.025)
+
+
+def test_overlap_comes_from_the_preset_and_a_config_overrides_it() -> None:
+
+    def overlap(**fields: object) -> bool:
+        config = ServingConfig(model="Qwen/Qwen3-8B", gpu="h100_sxm", **fields)  # type: ignore[arg-type]
+        pool = build_pool(
+            config,
+            shipped_catalog(),
+            block_tokens=16,
+            kernel=Kernel(),
+            recorder=Recorder(),
+            seed=np.random.SeedSequence(0),
+        )
+        assert isinstance(pool, Pool)
+        return pool.params.overlap_scheduling
+
+    assert overlap(backend="trtllm") is True
+    assert overlap(backend="sglang") is True
+    assert overlap(backend="vllm") is False
+    assert overlap(backend="trtllm", overlap_scheduling=False) is False
+    assert overlap(backend="vllm", overlap_scheduling=True) is True
