@@ -303,12 +303,12 @@ class _Builder:
         spec = _trees_sized_to_cache(spec, l1_blocks)
         return make_router(spec, n_instances, np.random.default_rng(next(self.seeds)))
 
-    def _new_channel(self, hw: _Hardware) -> Channel | SharedPoolChannel | None:
+    def _new_channel(self) -> Channel | SharedPoolChannel | None:
         """The read channel of one store: fair-shared for a remote pool, FIFO for a drive."""
-        link = self.l3_link
-        if link is None or hw.l3 is None:
+        link, tier = self.l3_link, self._hw.l3
+        if link is None or tier is None:
             return None
-        if hw.l3.kind == "remote_pool":
+        if tier.kind == "remote_pool":
             return SharedPoolChannel(
                 self.kernel,
                 bytes_per_s=link.bytes_per_s,
@@ -340,7 +340,7 @@ class _Builder:
             self.block_bytes,
             self.config.l3_write_backlog_s,
         )
-        self._stores.append((tier, self._new_channel(hw), writer))
+        self._stores.append((tier, self._new_channel(), writer))
 
     @property
     def writers(self) -> tuple[StoreWriter, ...]:
