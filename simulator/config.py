@@ -73,6 +73,11 @@ class ServingConfig(BaseModel):
     max_running_requests: int | None = Field(
         default=None, ge=1, description="Most requests admitted at once (None = preset)."
     )
+    overlap_scheduling: bool | None = Field(
+        default=None,
+        description="Schedule step k+1 while step k runs (TensorRT-LLM overlap scheduler, "
+        "SGLang overlap schedule); None = the backend preset's default.",
+    )
     hbm_utilization: float | None = Field(
         default=None, gt=0, le=1, description="Fraction of HBM the engine may use (None = preset)."
     )
@@ -131,11 +136,6 @@ class ServingConfig(BaseModel):
         ge=0,
         description="'timeout' policy: extra seconds per 1024 prefetched tokens (SGLang's "
         "per-ki-token allowance).",
-    )
-    overlap_scheduling: bool | None = Field(
-        default=None,
-        description="Schedule step k+1 while step k runs (TensorRT-LLM overlap scheduler, "
-        "SGLang overlap schedule); None = the backend preset's default.",
     )
     l3_prefetch_threshold_tokens: int = Field(
         default=256, ge=0, description="Smallest L3 hit worth prefetching, tokens (SGLang: 256)."
