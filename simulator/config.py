@@ -23,6 +23,7 @@ from typing import Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from simulator.cluster.router import ROUTERS, parse_router_spec
+from simulator.engine.admission import KvAdmission
 from simulator.engine.scheduler import SCHEDULERS
 from simulator.kvcache.policies import POLICIES
 from slo.inputfile import load_input_file
@@ -77,6 +78,11 @@ class ServingConfig(BaseModel):
         default=None,
         description="Schedule step k+1 while step k runs (TensorRT-LLM overlap scheduler, "
         "SGLang overlap schedule); None = the backend preset's default.",
+    )
+    kv_admission: KvAdmission | None = Field(
+        default=None,
+        description="Future KV growth set aside before admitting a request: on_demand, "
+        "reserve_full or reserve_estimate (None = the backend preset's).",
     )
     hbm_utilization: float | None = Field(
         default=None, gt=0, le=1, description="Fraction of HBM the engine may use (None = preset)."

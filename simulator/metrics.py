@@ -342,6 +342,8 @@ class Summary:
     docstring); the worse pool's under PD disaggregation."""
     extra: dict[str, float] = field(default_factory=dict)
     """Diagnostics (events, steps, blocks moved, …)."""
+    rejections: dict[str, int] = field(default_factory=dict)
+    """Rejected requests by reason (they sum to ``n_rejected``)."""
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready nested dict (NaN/inf become None)."""
@@ -444,6 +446,7 @@ def summarize(
     return Summary(
         n_requests=len(records),
         n_rejected=recorder.n_rejected,
+        rejections=dict(recorder.rejections),
         duration_s=duration,
         ttft_ms=Stats.of(arrays["ttft_ms"]),
         tpot_ms=Stats.of(arrays["tpot_ms"]),

@@ -105,6 +105,7 @@ def simulation_summary(result: SimResult) -> dict[str, Any]:
     data["requests"] = {
         "finished": summary.n_requests if summary else 0,
         "rejected": summary.n_rejected if summary else 0,
+        "rejections": dict(summary.rejections) if summary else {},
         "preemptions": summary.preemptions if summary else 0,
         "duration_s": summary.duration_s if summary else 0.0,
     }
@@ -407,6 +408,13 @@ def _print_tables(result: SimResult, workload: dict[str, Any]) -> None:
     )
     console.print(f"workload: {_describe(workload)}", markup=False, highlight=False)
     console.print(f"memory: {result.reason}", markup=False, highlight=False)
+    if result.summary is not None and result.summary.rejections:
+        reasons = "; ".join(f"{n} {why}" for why, n in result.summary.rejections.items())
+        console.print(
+            f"rejected {result.summary.n_rejected} requests: {reasons}",
+            markup=False,
+            highlight=False,
+        )
     latency = Table(title="Latency (ms)", title_justify="left")
     latency.add_column("metric")
     for stat in SUMMARY_STATS:

@@ -227,6 +227,7 @@ def _engine(
             if config.overlap_scheduling is None
             else config.overlap_scheduling
         ),
+        kv_admission=config.kv_admission or preset.kv_admission,
     )
     if config.kv_capacity_tokens is not None:
         kv_tokens, memory = config.kv_capacity_tokens, "KV capacity set by kv_capacity_tokens"

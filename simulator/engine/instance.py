@@ -5,7 +5,8 @@ Queues (HiSim): ``prefetching`` (L3→L2 copy in flight, policies ``wait_complet
 
 Life of a request:
 
-1. **Arrival** — rejected if prompt + output exceed the model's context or L1 as a whole. Its
+1. **Arrival** — rejected if prompt + output exceed the model's context or L1 as a whole, or
+   the prompt exceeds the step budget of a scheduler that does not chunk prompts. Its
    prefix is matched L1 → L2 → L3, stopping at the first miss; when the L3-only blocks of that
    prefix hold at least ``prefetch_threshold_tokens`` tokens, they are read L3→L2 on the
    instance's prefetch channel. ``best_effort``: the request waits as usual and, when admitted,
@@ -15,7 +16,10 @@ Life of a request:
    ``best_effort``.
 2. **Admission** (by the scheduler, at a step boundary) — the prefix is matched again L1 → L2
    (stop at the first miss; if every prompt token hits, the last one is still computed, as in
-   vLLM), the matched blocks are pinned in L1 and the L2 ones copied up over PCIe. Exact load
+   vLLM), the matched blocks are pinned in L1 and the L2 ones copied up over PCIe; L1 must
+   hold its first step plus what the KV admission policy sets aside for future decodes
+   (``admission.py``: nothing for vLLM, every running request's remaining output for
+   TensorRT-LLM, a decaying share of it for SGLang). Exact load
    rule: the copy starts at the step boundary of admission, serialised on the instance's
    host-to-device link, and overlaps the step that starts then; the request gets no tokens in
    any step that starts before the copy is complete.
@@ -51,6 +55,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simulator.core import Kernel
+from simulator.engine.admission import AdmissionControl
 from simulator.engine.invariants import check_instance
 from simulator.engine.kvmanager import KVManager
 from simulator.engine.params import EngineParams
@@ -124,6 +129,7 @@ class EngineInstance:
         self.handoff = handoff
         self.check_invariants_each_step = check_invariants
         self.scheduler = SCHEDULERS[params.scheduler]()
+        self.admission = AdmissionControl(params.kv_admission, params.block_tokens)
         self.max_batched_tokens = params.max_batched_tokens
         self.max_running = params.max_running
         self.chunk_tokens = params.chunk_tokens
@@ -199,6 +205,12 @@ class EngineInstance:
         total = req.prompt_len + req.output_len
         if total > self.params.max_context_tokens:
             self.recorder.rejected("longer than the model context")
+            return
+        if not self.scheduler.chunks_prompts and req.prompt_len > self.max_batched_tokens:
+            self.recorder.rejected(
+                "prompt longer than the step budget of an engine that does not chunk prefills "
+                "(raise max_batched_tokens or use the chunked scheduler)"
+            )
             return
         # Its KV peaks at prompt + output - 1 tokens (the last token is never processed); a PD
         # prefill instance holds the prompt only and the decode side the rest.
@@ -320,11 +332,18 @@ class EngineInstance:
         # While loading it runs nothing this step; its first chunk is still counted so the
         # admission never depends on how fast the load is.
         n = min(remaining, max_tokens)
-        kv = self.kv
-        need = kv.admission_need(req.blocks, tiers) + max(0, -(-(cached + n) // bt) - len(tiers))
-        if need > kv.l1.available():
+        need = self._immediate_need(req, tiers, cached + n)
+        need += self.admission.extra_blocks(self.running, req, cached + n)
+        if need > self.kv.l1.available():
             return None
         return cached, n
+
+    def _immediate_need(self, req: EngineRequest, tiers: list[int], tokens_after: int) -> int:
+        """L1 blocks admitting ``req`` with ``tiers`` takes now (pins plus its first step)."""
+        bt = self.block_tokens
+        return self.kv.admission_need(req.blocks, tiers) + max(
+            0, -(-tokens_after // bt) - len(tiers)
+        )
 
     def _swap_in(self, req: EngineRequest, max_tokens: int, *, whole: bool) -> int:
         kv = self.kv
@@ -333,6 +352,7 @@ class EngineInstance:
             return -1
         bt = self.block_tokens
         extra = -(-(req.processed + n) // bt) - -(-req.processed // bt)
+        extra += self.admission.extra_blocks(self.running, req, req.processed + n)
         if kv.swap_in_need(req) + extra > kv.l1.available():
             return -1
         now = self.kernel.now
@@ -350,6 +370,7 @@ class EngineInstance:
     def _preempt(self, victim: EngineRequest) -> None:
         now = self.kernel.now
         self.running.remove(victim)
+        self.admission.on_preempt(self.running)
         victim.preemptions += 1
         self.n_preemptions += 1
         self.preempted_in_step = True
@@ -411,6 +432,8 @@ class EngineInstance:
             if self.preempted_in_step:
                 self._poke()  # preemption freed L1 but blocked admissions for this step
             else:
+                if not self.running:
+                    self.admission.on_idle()
                 self._sleep()
             return
         # Requests not yet seen must get their turn at the next boundary, not after a run.
@@ -440,7 +463,27 @@ class EngineInstance:
         k = min(MAX_RUN_STEPS, *(req.stop_at - req.generated for req in batch))
         if k <= 1:
             return 1
-        return memory_bound(batch, k, self.block_tokens, self.kv.l1.available())
+        k = memory_bound(batch, k, self.block_tokens, self.kv.l1.available())
+        if k > 1 and self.admission.policy == "reserve_estimate":
+            k = self._admission_bound(k)
+        return k
+
+    def _admission_bound(self, k: int) -> int:
+        """``reserve_estimate``: the decode run ends at the first step boundary where the
+        decaying ratio lets the waiting head in (no event marks that moment)."""
+        waiting = self.waiting
+        if not waiting or len(self.running) >= self.max_running or waiting[0].state != WAITING:
+            return k
+        head = waiting[0]
+        tiers = self.kv.match_l12(head.blocks)
+        bt = self.block_tokens
+        target = head.prompt_len + head.generated
+        cached = min(len(tiers) * bt, head.prompt_len, target - 1)
+        tokens_after = cached + min(target - cached, self.chunk_tokens, self.max_batched_tokens)
+        need = self._immediate_need(head, tiers, tokens_after)
+        return self.admission.first_fit_step(
+            self.running, head, tokens_after, need=need, available=self.kv.l1.available(), k=k
+        )
 
     def _queued_after(self, time_s: float) -> bool:
         """Whether a waiting request was queued after ``time_s`` (FIFO: check both ends, a
@@ -468,6 +511,8 @@ class EngineInstance:
     # ----- commits ------------------------------------------------------------------------------
     def _account(self, progress: Progress, end_s: float) -> None:
         self.busy_s += end_s - self._start_s
+        if progress.decode_tokens:
+            self.admission.on_decode_steps(progress.steps)
         self.n_steps += progress.steps
         self.prefill_tokens += progress.prefill_tokens
         self.decode_tokens += progress.decode_tokens

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from simulator.engine.admission import KvAdmission
+
 __all__ = ["EngineParams"]
 
 
@@ -42,6 +44,8 @@ class EngineParams:
     """The engine schedules step k+1 while step k runs (TensorRT-LLM's overlap scheduler,
     SGLang's overlap schedule): a request that reaches a busy instance after step k started is
     first admitted in step k+2 (``instance.py``)."""
+    kv_admission: KvAdmission = "on_demand"
+    """Future KV growth set aside before admitting a request (``admission.py``)."""
 
     def __post_init__(self) -> None:
         if self.block_tokens < 1 or self.max_batched_tokens < 1 or self.chunk_tokens < 1:

@@ -15,8 +15,11 @@ Policies (``SCHEDULERS``):
   ``chunk_tokens`` (a long prefill is split across steps and mixed with decodes), then new
   requests, each a chunk of up to ``chunk_tokens`` within the remaining token budget.
 - ``decode_first``: every decode first, then ongoing prefills, then new requests whose *whole*
-  remaining prompt fits in the remaining budget (a prompt is split only when it is alone in the
-  step and longer than the budget).
+  remaining prompt fits in the remaining budget. It does not chunk prompts
+  (``chunks_prompts``): the instance rejects on arrival a prompt longer than the step budget,
+  as TensorRT-LLM cannot serve a context above ``max_num_tokens`` without chunked prefill
+  (only a request preempted for recompute, whose prompt and output so far exceed the budget,
+  is split, when it is alone in the step).
 - ``prefill_first`` (SGLang's default, vLLM v0 without chunking): if any prefill work can run
   (an unfinished prefill or an admissible new request), the step is prefill-only; otherwise it
   decodes every running request.
@@ -73,6 +76,8 @@ class Scheduler(ABC):
     """Base class: subclasses set ``name`` and implement ``schedule``."""
 
     name: ClassVar[str]
+    chunks_prompts: ClassVar[bool] = True
+    """Whether a prompt longer than the step budget can run, over several steps."""
 
     @abstractmethod
     def schedule(self, host: SchedulerHost) -> Batch:
@@ -141,6 +146,7 @@ class DecodeFirstScheduler(Scheduler):
     """Decodes, then ongoing prefills, then whole new prompts that fit."""
 
     name: ClassVar[str] = "decode_first"
+    chunks_prompts: ClassVar[bool] = False
 
     def schedule(self, host: SchedulerHost) -> Batch:
         batch: Batch = {}

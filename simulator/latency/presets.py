@@ -20,6 +20,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from simulator.engine.admission import KvAdmission
 from simulator.latency.compose import ComposeParams
 from simulator.latency.memory import MemoryAccounting, MemoryParams
 from slo.inputfile import InputError, load_mapping, validate
@@ -79,6 +80,12 @@ class BackendPreset(BaseModel):
         default=False,
         description="Whether the engine schedules the next step while the current one runs "
         "(new requests then join a busy engine one step later).",
+    )
+    kv_admission: KvAdmission = Field(
+        default="on_demand",
+        description="Future KV growth set aside before admitting a request: on_demand (vLLM), "
+        "reserve_full (TensorRT-LLM GUARANTEED_NO_EVICT), reserve_estimate (SGLang's "
+        "new-token ratio); see simulator/engine/admission.py.",
     )
     step_overhead_us: float = Field(
         ge=0, description="CPU time per engine step not hidden behind GPU work, µs."

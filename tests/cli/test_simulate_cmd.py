@@ -101,6 +101,25 @@ def test_table_output_names_the_figures() -> None:
         assert label in result.stdout
 
 
+def test_rejections_are_counted_by_reason_in_json_and_table(tmp_path: Path) -> None:
+    # TensorRT-LLM without chunked prefill cannot run a 256-token context in a 128-token step.
+    path = tmp_path / "trtllm.yaml"
+    path.write_text("max_batched_tokens: 128\n")
+    args = [*SMALL, "--backend", "trtllm", *LOOP]
+    config = ["--config", str(path)]
+    data = _json(*args, *config)
+    reason = (
+        "prompt longer than the step budget of an engine that does not chunk prefills "
+        "(raise max_batched_tokens or use the chunked scheduler)"
+    )
+    assert data["requests"]["rejected"] == 12
+    assert data["requests"]["rejections"] == {reason: 12}
+    table = runner.invoke(app, ["simulate", *args, *config])
+    assert "rejected 12 requests: 12 prompt longer than the step budget" in " ".join(
+        table.stdout.split()
+    )
+
+
 def test_out_writes_one_row_per_request(tmp_path: Path) -> None:
     out = tmp_path / "run"
     data = _json(*SMALL, *LOOP, "--out", str(out))

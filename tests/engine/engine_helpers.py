@@ -9,7 +9,10 @@ from typing import Any
 
 import numpy as np
 
+from hardware.catalog import shipped_catalog
 from hardware.schema import Catalog, GpuSpec, ModelSpec, StorageTierSpec
+from simulator.cluster.build import Pool, build_pool
+from simulator.config import ServingConfig
 from simulator.core import Kernel
 from simulator.engine import (
     CacheTier,
@@ -178,3 +181,19 @@ def make_rig(
         check_invariants=check,
     )
     return Rig(kernel, recorder, instance)
+
+
+def built_params(**fields: Any) -> EngineParams:
+    """The engine parameters ``build_pool`` resolves for a Qwen3-8B H100 ``ServingConfig``
+    with ``fields`` (presets applied)."""
+    config = ServingConfig(model="Qwen/Qwen3-8B", gpu="h100_sxm", **fields)
+    pool = build_pool(
+        config,
+        shipped_catalog(),
+        block_tokens=16,
+        kernel=Kernel(),
+        recorder=Recorder(),
+        seed=np.random.SeedSequence(0),
+    )
+    assert isinstance(pool, Pool)
+    return pool.params

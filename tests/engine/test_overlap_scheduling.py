@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
-from engine_helpers import make_rig, request
+from engine_helpers import built_params, make_rig, request
 
-from hardware.catalog import shipped_catalog
-from simulator.cluster.build import Pool, build_pool
-from simulator.config import ServingConfig
-from simulator.core import Kernel
 from simulator.engine import LinearLatency
-from simulator.metrics import Recorder, RequestRecord
+from simulator.metrics import RequestRecord
 from simulator.workload.request import TraceRequest
 
 STEP_S = 0.01  # every step takes 10 ms whatever it holds
@@ -58,19 +53,8 @@ def test_a_request_arriving_during_a_decode_run_waits_one_step_not_the_run() -> 
 
 
 def test_overlap_comes_from_the_preset_and_a_config_overrides_it() -> None:
-
     def overlap(**fields: object) -> bool:
-        config = ServingConfig(model="Qwen/Qwen3-8B", gpu="h100_sxm", **fields)  # type: ignore[arg-type]
-        pool = build_pool(
-            config,
-            shipped_catalog(),
-            block_tokens=16,
-            kernel=Kernel(),
-            recorder=Recorder(),
-            seed=np.random.SeedSequence(0),
-        )
-        assert isinstance(pool, Pool)
-        return pool.params.overlap_scheduling
+        return built_params(**fields).overlap_scheduling
 
     assert overlap(backend="trtllm") is True
     assert overlap(backend="sglang") is True

@@ -1,0 +1,141 @@
+"""KV admission control: what an engine sets aside for future decodes before it admits a request."""
+
+from __future__ import annotations
+
+import pytest
+from engine_helpers import BT, built_params, make_rig, request
+
+import simulator.engine.admission as admission_module
+import simulator.engine.instance as instance_module
+from simulator.config import ServingConfig
+from simulator.engine import EngineRequest, LinearLatency
+from simulator.engine.admission import (
+    CLIP_OUTPUT_TOKENS,
+    INIT_RATIO,
+    MIN_RATIO,
+    AdmissionControl,
+)
+from simulator.metrics import RequestRecord
+from simulator.workload.request import TraceRequest
+
+STEP_S = 0.01  # every step takes 10 ms whatever it holds
+
+
+def _run(policy: str, *requests_: TraceRequest, l1: int) -> dict[int, RequestRecord]:
+    rig = make_rig(LinearLatency(STEP_S, 0.0), l1=l1, scheduler="decode_first", kv_admission=policy)
+    rig.arrive(*requests_)
+    return rig.run()
+
+
+def _engine_request(prompt: int, output: int, *, processed: int = 0) -> EngineRequest:
+    req = EngineRequest(request(0, 0.0, prompt, output), BT, 0, 0.0)
+    req.processed = processed
+    req.generated = max(0, processed - prompt + 1)
+    return req
+
+
+def test_reserve_full_admits_only_what_can_finish_and_never_preempts() -> None:
+    # Each request peaks at 64 + 119 tokens = 12 blocks; L1 has 20, so both fit at first but
+    # not to the end.
+    reqs = (request(0, 0.0, 64, 120), request(1, 0.001, 64, 120))
+    on_demand = _run("on_demand", *reqs, l1=20)
+    reserved = _run("reserve_full", *reqs, l1=20)
+    # vLLM-like: both start at once and the younger one is preempted when L1 runs out.
+    assert on_demand[1].ttft_s < 0.05
+    assert on_demand[0].preemptions + on_demand[1].preemptions > 0
+    # GUARANTEED_NO_EVICT: the second waits until the first has finished and frees its blocks.
+    assert reserved[1].arrival_s + reserved[1].ttft_s > reserved[0].finish_s
+    assert reserved[0].preemptions == reserved[1].preemptions == 0
+
+
+def test_reserve_full_admits_side_by_side_when_everything_fits() -> None:
+    reqs = (request(0, 0.0, 64, 120), request(1, 0.001, 64, 120))
+    reserved = _run("reserve_full", *reqs, l1=24)
+    assert reserved[1].ttft_s < 0.05
+
+
+def test_reserve_estimate_counts_the_new_request_in_full_and_running_ones_at_the_ratio() -> None:
+    control = AdmissionControl("reserve_estimate", block_tokens=1)
+    running = [_engine_request(100, 1000, processed=300)]  # 201 generated, 799 to go
+    new = _engine_request(50, 10_000)
+    # New: 20 prompt tokens after its first step of 30, plus its output clipped at 4096.
+    expected = 20 + CLIP_OUTPUT_TOKENS + round(INIT_RATIO * 799)
+    assert control.extra_blocks(running, new, 30) == expected
+    # Ten decode steps later: the ratio and the remaining output both shrank.
+    later = 20 + CLIP_OUTPUT_TOKENS + round(control._ratio_after(10) * 789)
+    assert control.extra_blocks(running, new, 30, after_steps=10) == later
+
+
+def test_reserve_estimate_ratio_decays_resets_when_idle_and_rises_after_a_preemption() -> None:
+    control = AdmissionControl("reserve_estimate", block_tokens=16)
+    control.on_decode_steps(300)
+    assert control.ratio == pytest.approx((INIT_RATIO + MIN_RATIO) / 2)
+    control.on_decode_steps(10_000)
+    assert control.ratio == pytest.approx(MIN_RATIO)
+    control.on_idle()
+    assert control.ratio == INIT_RATIO
+    # SGLang's retraction: (decoded + 20 per request) / (total output + 1) over those left.
+    left = [_engine_request(10, 100, processed=59), _engine_request(10, 300, processed=9)]
+    control.on_preempt(left)
+    assert control.ratio == pytest.approx((50 + 0 + 40) / (400 + 1))
+
+
+def test_on_demand_and_reserve_full_ignore_the_ratio_hooks() -> None:
+    for policy in ("on_demand", "reserve_full"):
+        control = AdmissionControl(policy, block_tokens=16)  # type: ignore[arg-type]
+        control.on_decode_steps(1000)
+        control.on_preempt([_engine_request(10, 100, processed=59)])
+        assert control.ratio == INIT_RATIO
+    assert AdmissionControl("on_demand", 16).extra_blocks([], _engine_request(64, 500), 64) == 0
+    with pytest.raises(ValueError, match="unknown KV admission"):
+        AdmissionControl("greedy", 16)  # type: ignore[arg-type]
+
+
+def test_reserve_estimate_admits_when_the_ratio_has_decayed_even_inside_a_decode_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Request 1 is blocked at first (its 700 output tokens plus 0.7 of request 0's 1200 do not
+    # fit in 100 blocks) and fits once the ratio has decayed for about 95 decode steps. No
+    # event marks that moment: the decode run must end there, exactly as step by step.
+    reqs = (request(0, 0.0, 64, 1200), request(1, 0.001, 64, 700))
+    runs = _run("reserve_estimate", *reqs, l1=100)
+    monkeypatch.setattr(instance_module, "MAX_RUN_STEPS", 1)
+    steps = _run("reserve_estimate", *reqs, l1=100)
+    first_token = runs[1].arrival_s + runs[1].ttft_s
+    assert 0.5 < first_token < runs[0].finish_s
+    assert first_token == pytest.approx(steps[1].arrival_s + steps[1].ttft_s)
+    assert [runs[i].finish_s for i in (0, 1)] == pytest.approx([steps[i].finish_s for i in (0, 1)])
+
+
+def test_admission_comes_from_the_preset_and_a_config_overrides_it() -> None:
+    def admission(**fields: object) -> str:
+        return built_params(**fields).kv_admission
+
+    assert admission(backend="trtllm") == "reserve_full"
+    assert admission(backend="sglang") == "reserve_estimate"
+    assert admission(backend="vllm") == "on_demand"
+    assert admission(backend="trtllm", kv_admission="on_demand") == "on_demand"
+    with pytest.raises(ValueError, match="kv_admission"):
+        ServingConfig(model="m", gpu="g", kv_admission="greedy")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("grid_cells", [200_000, 50])
+def test_first_fit_step_agrees_with_step_by_step_reasoning(
+    grid_cells: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(admission_module, "_GRID_CELLS", grid_cells)  # 50 forces a stride
+    control = AdmissionControl("reserve_estimate", block_tokens=BT)
+    running = [_engine_request(64, 1200, processed=70), _engine_request(30, 900, processed=95)]
+    head = _engine_request(64, 700)
+    need, available, k = 4, 130, 800
+
+    firsts = [(-r.processed) % BT or BT for r in running]
+
+    def fits(j: int) -> bool:
+        grown = sum(-(-(j - f) // BT) for f in firsts if j > f)
+        return need + control.extra_blocks(running, head, 64, after_steps=j) <= available - grown
+
+    expected = next((j for j in range(1, k) if fits(j)), k)
+    assert 1 < expected < k
+    found = control.first_fit_step(running, head, 64, need=need, available=available, k=k)
+    assert found == expected
