@@ -43,6 +43,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--l2-gib", type=float, default=256.0)
     parser.add_argument("--latency-model", default="roofline")
     parser.add_argument("--scheduler", default=None)
+    parser.add_argument("--backend", default="vllm", help="preset: vllm, sglang, trtllm")
     parser.add_argument("--router", default="round_robin")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="top N entries")
@@ -66,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
         latency_model=args.latency_model,
         scheduler=args.scheduler,
         router=args.router,
+        backend=args.backend,
     )
     workload = WorkloadSpec.model_validate(
         {
