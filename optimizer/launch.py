@@ -1,16 +1,20 @@
-"""Engine launch command lines for a recommended configuration (vLLM and SGLang).
+"""Engine launch command lines for a recommended configuration (vLLM, SGLang, TensorRT-LLM).
 
 The flags are the engines' documented CLI options (vLLM ``vllm serve``, SGLang
-``python -m sglang.launch_server``); values come from the configuration the optimizer picked.
+``python -m sglang.launch_server``, TensorRT-LLM ``trtllm-serve`` with its
+``--extra_llm_api_options`` YAML); values come from the configuration the optimizer picked.
 This is a starting point a user pastes and adjusts — it does not claim every simulator knob has
 an engine equivalent; where one has none (e.g. an eviction policy other than LRU) the line
-carries a ``#`` note instead of a made-up flag.
+carries a note instead of a made-up flag. The engine the study simulated (the ``backend``
+parameter, vLLM by default) comes first; the others carry a note that their numbers were not
+simulated.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 __all__ = ["launch_commands"]
@@ -73,18 +77,89 @@ def _sglang(p: Mapping[str, Any]) -> tuple[str, list[str]]:
     return shlex.join(args), notes
 
 
-def launch_commands(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    """``{"vllm": {"command": str, "notes": [...]}, "sglang": {...}}`` for one configuration.
+#: ``kv_admission`` → TensorRT-LLM ``scheduler_config.capacity_scheduler_policy``.
+_CAPACITY_POLICY = {"on_demand": "MAX_UTILIZATION", "reserve_full": "GUARANTEED_NO_EVICT"}
 
-    ``params`` uses the optimizer's parameter names (model, tp, precision, kv_precision,
-    hbm_utilisation, max_batched_tokens, max_running_requests, scheduler, chunk_tokens,
-    l2_dram_gib, l3, eviction, router); missing ones are left to the engine's defaults.
+
+def _trtllm_kv_cache(p: Mapping[str, Any]) -> dict[str, Any]:
+    """TensorRT-LLM ``kv_cache_config``: prefix reuse on, fp8 KV, host (L2) cache in bytes."""
+    kv: dict[str, Any] = {"enable_block_reuse": True}
+    if p.get("kv_precision") == "fp8":
+        kv["dtype"] = "fp8"
+    l2 = float(p.get("l2_dram_gib") or 0)
+    if l2 > 0:
+        kv["host_cache_size"] = int(l2 * 2**30)
+    return kv
+
+
+def _trtllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
+    args = [
+        "trtllm-serve",
+        str(p["model"]),
+        "--backend",
+        "pytorch",
+        "--tp_size",
+        str(p.get("tp", 1)),
+    ]
+    if "hbm_utilisation" in p:
+        # The simulator applies TensorRT-LLM's meaning: a share of the memory left after the
+        # weights and activations.
+        args += ["--kv_cache_free_gpu_memory_fraction", f"{float(p['hbm_utilisation']):.2f}"]
+    budget = p.get("max_batched_tokens")
+    if p.get("scheduler") == "chunked":
+        budget = budget or p.get("chunk_tokens")
+    if budget:
+        args += ["--max_num_tokens", str(budget)]
+    if p.get("max_running_requests"):
+        args += ["--max_batch_size", str(p["max_running_requests"])]
+    options: dict[str, Any] = {}
+    notes: list[str] = []
+    if p.get("scheduler") == "chunked":
+        options["enable_chunked_prefill"] = True
+    elif p.get("scheduler") == "prefill_first":
+        notes.append(
+            "scheduler 'prefill_first' has no TensorRT-LLM equivalent (it mixes contexts in)"
+        )
+    options["kv_cache_config"] = _trtllm_kv_cache(p)
+    policy = _CAPACITY_POLICY.get(str(p.get("kv_admission")))
+    if policy:
+        options["scheduler_config"] = {"capacity_scheduler_policy": policy}
+    args += ["--extra_llm_api_options", "kvplan-trtllm.yaml"]
+    notes.insert(0, f"kvplan-trtllm.yaml: {json.dumps(options)}")
+    if p.get("precision") == "fp8":
+        notes.append("fp8 weights: serve an FP8-quantized checkpoint of the model")
+    if p.get("l3") not in (None, "none"):
+        notes.append(f"L3 tier '{p['l3']}': attach it through a KV connector")
+    if p.get("eviction") not in (None, "lru"):
+        notes.append(f"eviction '{p['eviction']}' has no TensorRT-LLM flag (block reuse is LRU)")
+    return shlex.join(args), notes
+
+
+_BUILDERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, list[str]]]] = {
+    "vllm": _vllm,
+    "sglang": _sglang,
+    "trtllm": _trtllm,
+}
+
+
+def launch_commands(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """``{engine: {"command": str, "notes": [...], "simulated": bool}}`` for one configuration,
+    the simulated engine (``params["backend"]``, default vLLM) first.
+
+    ``params`` uses the optimizer's parameter names (model, backend, tp, precision,
+    kv_precision, hbm_utilisation, max_batched_tokens, max_running_requests, scheduler,
+    chunk_tokens, kv_admission, l2_dram_gib, l3, eviction, router); missing ones are left to
+    the engine's defaults.
     """
+    simulated = str(params.get("backend") or "vllm").lower()
+    order = sorted(_BUILDERS, key=lambda engine: engine != simulated)
     out: dict[str, dict[str, Any]] = {}
-    for engine, build in (("vllm", _vllm), ("sglang", _sglang)):
-        command, notes = build(params)
+    for engine in order:
+        command, notes = _BUILDERS[engine](params)
         instances = int(params.get("instances", 1))
         if instances > 1:
             notes.insert(0, f"run {instances} instances of this command behind the router")
-        out[engine] = {"command": command, "notes": notes}
+        if engine != simulated:
+            notes.insert(0, f"not simulated: the figures above are for {simulated}")
+        out[engine] = {"command": command, "notes": notes, "simulated": engine == simulated}
     return out

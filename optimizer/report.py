@@ -156,7 +156,8 @@ def _pick_sections(result: StudyResult) -> list[str]:
             f" (USD {usd_h:,.2f}/h × {HOURS_PER_MONTH:.0f} h).\n"
         )
         for engine, cmd in launch_commands(r.params).items():
-            out.append(f"{engine}:\n\n```\n{cmd['command']}\n```\n")
+            title = f"{engine} (simulated)" if cmd["simulated"] else engine
+            out.append(f"{title}:\n\n```\n{cmd['command']}\n```\n")
             out.extend(f"- {note}\n" for note in cmd["notes"])
     return out
 

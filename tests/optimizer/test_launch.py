@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 
 from optimizer.launch import launch_commands
@@ -36,3 +37,44 @@ def test_no_offload_flags_without_l2() -> None:
     out = launch_commands({"model": "m", "tp": 1})
     assert "offloading" not in out["vllm"]["command"]
     assert "hierarchical" not in out["sglang"]["command"]
+
+
+def test_trtllm_flags_and_its_options_file() -> None:
+    params = {
+        "model": "Qwen/Qwen3-32B",
+        "backend": "trtllm",
+        "tp": 2,
+        "kv_precision": "fp8",
+        "hbm_utilisation": 0.9,
+        "scheduler": "chunked",
+        "chunk_tokens": 4096,
+        "l2_dram_gib": 64,
+        "kv_admission": "on_demand",
+    }
+    out = launch_commands(params)
+    assert next(iter(out)) == "trtllm"
+    assert out["trtllm"]["simulated"]
+    trt = shlex.split(out["trtllm"]["command"])
+    assert trt[:2] == ["trtllm-serve", "Qwen/Qwen3-32B"]
+    assert trt[trt.index("--tp_size") + 1] == "2"
+    assert trt[trt.index("--max_num_tokens") + 1] == "4096"
+    assert trt[trt.index("--kv_cache_free_gpu_memory_fraction") + 1] == "0.90"
+    options = json.loads(out["trtllm"]["notes"][0].split(": ", 1)[1])
+    assert options == {
+        "enable_chunked_prefill": True,
+        "kv_cache_config": {
+            "enable_block_reuse": True,
+            "dtype": "fp8",
+            "host_cache_size": 64 * 2**30,
+        },
+        "scheduler_config": {"capacity_scheduler_policy": "MAX_UTILIZATION"},
+    }
+
+
+def test_the_simulated_engine_comes_first_and_the_others_say_so() -> None:
+    out = launch_commands({"model": "m", "tp": 1, "backend": "sglang"})
+    assert list(out) == ["sglang", "vllm", "trtllm"]  # then the builders' order
+    assert out["sglang"]["simulated"]
+    assert not out["vllm"]["simulated"]
+    assert out["vllm"]["notes"][0] == "not simulated: the figures above are for sglang"
+    assert next(iter(launch_commands({"model": "m"}))) == "vllm"  # the default backend
