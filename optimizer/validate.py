@@ -37,7 +37,10 @@ concurrent users sending requests of exactly ``isl`` input and ``osl`` output to
   (``generator/rule_plugin/benchmark/{trtllm,vllm}.rule``) size the engine to the benchmark
   instead of leaving the engine defaults: ``max_batch_size`` / ``--max-num-seqs`` = the
   concurrency N, and ``max_num_tokens`` / ``--max-num-batched-tokens`` = N + isl + 1500 for
-  aggregated workers. ``benchmark_engine_settings`` applies them to TensorRT-LLM and vLLM rows.
+  aggregated workers; the generated TensorRT-LLM engine arguments also give the KV cache 0.80
+  of the free memory (``free_gpu_memory_fraction``; the engine default is 0.9, which matters
+  now that its ``GUARANTEED_NO_EVICT`` admission is modelled). ``benchmark_engine_settings``
+  applies them to TensorRT-LLM and vLLM rows.
   The step budget is what matters: with N + isl + 1500 tokens only one or two prompts are
   prefilled per step, not the 8,192-token default's eight 1k prompts at once. SGLang rows keep
   the preset (the rule's ``max_prefill_tokens`` = isl + 1500 goes with ``enable_mixed_chunk``,
@@ -121,6 +124,10 @@ Deployment = Literal["benchmark", "defaults"]
 _MAX_NUM_TOKENS_HEADROOM = 1500
 #: Backends whose benchmark deployment ``benchmark_engine_settings`` sizes (module doc).
 _SIZED_BACKENDS = ("trtllm", "vllm")
+#: ``kv_cache_config.free_gpu_memory_fraction`` of aiconfigurator's generated TensorRT-LLM
+#: engine arguments (the template's default, ``extra_engine_args.*.yaml.j2``; the engine's
+#: own default is 0.9). vLLM's launch template passes no ``--gpu-memory-utilization``.
+_TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.80
 
 #: Fitted (not documented) constant TTFT latency per backend, in ms, added when
 #: ``ttft_offset`` is on (module doc). TensorRT-LLM, with its overlap scheduler modelled: the
@@ -231,7 +238,7 @@ def _unsupported(row: Row) -> str | None:
     return None
 
 
-def benchmark_engine_settings(row: SiliconRow) -> dict[str, int]:
+def benchmark_engine_settings(row: SiliconRow) -> dict[str, Any]:
     """``ServingConfig`` overrides for the engine limits of ``row``'s benchmark deployment.
 
     aiconfigurator's benchmark rules for aggregated TensorRT-LLM and vLLM workers:
@@ -244,9 +251,14 @@ def benchmark_engine_settings(row: SiliconRow) -> dict[str, int]:
     if row.backend not in _SIZED_BACKENDS:
         return {}
     budget = row.concurrency + row.isl + _MAX_NUM_TOKENS_HEADROOM
-    settings = {"max_running_requests": row.concurrency, "max_batched_tokens": budget}
+    settings: dict[str, Any] = {
+        "max_running_requests": row.concurrency,
+        "max_batched_tokens": budget,
+    }
     if row.backend == "vllm":
         settings["chunk_tokens"] = budget
+    if row.backend == "trtllm":
+        settings["hbm_utilization"] = _TRTLLM_FREE_GPU_MEMORY_FRACTION
     return settings
 
 

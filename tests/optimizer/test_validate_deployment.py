@@ -27,10 +27,12 @@ def _row(**fields: object) -> SiliconRow:
 
 
 def test_settings_follow_the_generator_rules() -> None:
-    # max_batch_size = N; max_num_tokens = N + isl + 1500 (aiconfigurator benchmark rules).
+    # max_batch_size = N; max_num_tokens = N + isl + 1500 (aiconfigurator benchmark rules);
+    # TensorRT-LLM's generated engine arguments give the KV cache 0.80 of the free memory.
     assert benchmark_engine_settings(_row(backend="trtllm")) == {
         "max_running_requests": 8,
         "max_batched_tokens": 8 + 1024 + 1500,
+        "hbm_utilization": 0.80,
     }
     vllm = benchmark_engine_settings(_row(concurrency=64, isl=4096))
     assert vllm == {
