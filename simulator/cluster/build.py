@@ -54,7 +54,13 @@ from simulator.engine.pool_channel import PoolPort, SharedPoolChannel
 from simulator.engine.steps import StepTimer
 from simulator.engine.store_writer import StoreWriter
 from simulator.engine.tiers import CacheTier
-from simulator.engine.transfer import Channel, LoadLink, PrefetchChannel, TransferTime
+from simulator.engine.transfer import (
+    Channel,
+    DriveClock,
+    LoadLink,
+    PrefetchChannel,
+    TransferTime,
+)
 from simulator.kvcache.policies import POLICIES
 from simulator.latency import (
     BackendPreset,
@@ -304,8 +310,9 @@ class _Builder:
         spec = _trees_sized_to_cache(spec, l1_blocks)
         return make_router(spec, n_instances, np.random.default_rng(next(self.seeds)))
 
-    def _new_channel(self) -> Channel | SharedPoolChannel | None:
-        """The read channel of one store: fair-shared for a remote pool, FIFO for a drive."""
+    def _new_channel(self, clock: DriveClock | None) -> Channel | SharedPoolChannel | None:
+        """The read channel of one store: fair-shared for a remote pool, FIFO for a drive (on
+        the drive's ``clock``, shared with its writer)."""
         link, tier = self.l3_link, self._hw.l3
         if link is None or tier is None:
             return None
@@ -316,7 +323,7 @@ class _Builder:
                 latency_s=link.latency_s,
                 bytes_per_block=self.block_bytes,
             )
-        return PrefetchChannel(self.kernel, _seconds(link), self.block_bytes)
+        return PrefetchChannel(self.kernel, _seconds(link), self.block_bytes, clock)
 
     def l3_of(self, index: int) -> tuple[CacheTier | None, Channel | None, StoreWriter | None]:
         """Instance ``index``'s L3 store, its own port on the store's read channel, and the
@@ -334,14 +341,17 @@ class _Builder:
     def _add_store(self, tier: CacheTier) -> None:
         hw = self._hw
         assert hw.l3 is not None
+        # A drive reads and writes through one device; a pool's link has two directions.
+        clock = None if hw.l3.kind == "remote_pool" else DriveClock()
         writer = StoreWriter(
             self.kernel,
             tier,
             _seconds(storage_link(hw.l3, "write")),
             self.block_bytes,
             self.config.l3_write_backlog_s,
+            clock=clock,
         )
-        self._stores.append((tier, self._new_channel(), writer))
+        self._stores.append((tier, self._new_channel(clock), writer))
 
     @property
     def writers(self) -> tuple[StoreWriter, ...]:

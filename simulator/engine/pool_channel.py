@@ -8,7 +8,8 @@ two reads of the same size started together both finish after about twice the ti
 Each read first waits the tier's fixed latency (lookup, first byte) without using bandwidth.
 A server's local NVMe tier is not shared this way: its reads queue first come, first served
 on one ``transfer.PrefetchChannel`` per server, which the instances on that server reach
-through their own ``PoolPort`` (the catalog states NVMe rates per server).
+through their own ``PoolPort`` (the catalog states NVMe rates per server), and share the
+drive's device time with its writes (``transfer.DriveClock``).
 
 Within one read, blocks arrive in prefix order in proportion to the bytes moved, so a read cut
 at time ``t`` has delivered ``floor(n_blocks × moved / total)`` blocks.

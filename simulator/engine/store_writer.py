@@ -10,9 +10,11 @@ not wait for them), but the store can fall behind: when the queue already holds 
 cannot keep up skips copies rather than stall. A block already in the store, or already queued,
 is not written again.
 
-What this is not: reads and writes are separate queues (an NVMe drive's sequential read and
-write rates are specified separately; a remote pool's RDMA reads and writes use the two
-directions of the link), so writes do not slow prefetch reads down.
+On a local drive the writer shares the drive with the store's read channel
+(``transfer.DriveClock``): copies and prefetch reads queue in device time in the order they are
+handed over, so a burst of writes delays the reads behind it and the other way round, and the
+backlog that drops copies counts the reads ahead too. A remote pool's RDMA reads and writes use
+the two directions of the link: its writer has no clock and writes do not slow its reads.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Sequence
 
 from simulator.core import Kernel
 from simulator.engine.tiers import CacheTier
-from simulator.engine.transfer import TransferTime
+from simulator.engine.transfer import DriveClock, TransferTime
 
 __all__ = ["StoreWriter"]
 
@@ -30,9 +32,9 @@ class StoreWriter:
     """The write queue of one L3 store (module docstring)."""
 
     __slots__ = (
-        "_free_at",
         "_pending",
         "bytes_per_block",
+        "clock",
         "kernel",
         "max_backlog_s",
         "n_dropped",
@@ -48,7 +50,11 @@ class StoreWriter:
         seconds_for: TransferTime,
         bytes_per_block: float,
         max_backlog_s: float,
+        *,
+        clock: DriveClock | None = None,
     ) -> None:
+        """``clock``: the drive's device time, shared with its read channel (a local drive);
+        None gives the writer a device of its own (a remote pool's write direction)."""
         if max_backlog_s < 0:
             raise ValueError("max_backlog_s must be >= 0")
         self.kernel = kernel
@@ -56,7 +62,7 @@ class StoreWriter:
         self.seconds_for = seconds_for
         self.bytes_per_block = bytes_per_block
         self.max_backlog_s = max_backlog_s
-        self._free_at = 0.0
+        self.clock = clock if clock is not None else DriveClock()
         self._pending: set[int] = set()
         self.n_written = 0
         """Blocks that landed in the store (whether or not it had room to keep them)."""
@@ -64,8 +70,9 @@ class StoreWriter:
         """Blocks not written because the queue was over ``max_backlog_s``."""
 
     def backlog_s(self) -> float:
-        """Seconds of writes queued ahead of a batch handed over now."""
-        return max(0.0, self._free_at - self.kernel.now)
+        """Seconds of device work (writes, and reads on a shared drive) queued ahead of a
+        batch handed over now."""
+        return max(0.0, self.clock.free_at - self.kernel.now)
 
     def write(self, blocks: Sequence[int]) -> None:
         """Queue a copy of ``blocks`` (those not stored or queued already)."""
@@ -74,11 +81,10 @@ class StoreWriter:
         if not todo:
             return
         now = self.kernel.now
-        if self._free_at - now > self.max_backlog_s:
+        if self.clock.free_at - now > self.max_backlog_s:
             self.n_dropped += len(todo)
             return
-        done_s = max(now, self._free_at) + self.seconds_for(len(todo) * self.bytes_per_block)
-        self._free_at = done_s
+        _, done_s = self.clock.reserve(now, self.seconds_for(len(todo) * self.bytes_per_block))
         pending.update(todo)
         self.kernel.at(done_s, lambda: self._land(todo))
 

@@ -14,6 +14,12 @@ A remote pool shared by all instances is the exception: its bandwidth is one res
 fairly among the reads in flight (``pool_channel.SharedPoolChannel``); ``Channel`` is what the
 prefetcher needs from either.
 
+A local drive reads and writes through one device (``DriveClock``): a read channel and the
+store's writer (``store_writer.StoreWriter``) that share a clock take turns in the order they
+hand work over, each operation holding the drive for its bytes at its own rate (read or write),
+so a read queued behind a write waits for it. A read cancelled early gives the drive back only
+if nothing was queued after it (what was queued keeps its planned times).
+
 What this module is not: it does not touch cache contents; the caller inserts the delivered
 blocks into L2 (``on_done``) or pins the loaded ones in L1.
 """
@@ -26,10 +32,31 @@ from typing import Any, Protocol
 
 from simulator.core import Kernel
 
-__all__ = ["Channel", "LoadLink", "PrefetchChannel", "Transfer", "TransferTime"]
+__all__ = ["Channel", "DriveClock", "LoadLink", "PrefetchChannel", "Transfer", "TransferTime"]
 
 TransferTime = Callable[[float], float]
 """Seconds to move a number of bytes over a link, per-transfer latency included."""
+
+
+class DriveClock:
+    """When one drive is next free: the reads and writes that share it queue in device time."""
+
+    __slots__ = ("free_at",)
+
+    def __init__(self) -> None:
+        self.free_at = 0.0
+
+    def reserve(self, now: float, seconds: float) -> tuple[float, float]:
+        """Hold the drive for ``seconds`` from when it is next free; (start, end)."""
+        start = max(now, self.free_at)
+        self.free_at = start + seconds
+        return start, self.free_at
+
+    def release(self, end_s: float, now: float) -> None:
+        """An operation planned to end at ``end_s`` stopped at ``now``: if it was the last one
+        planned, the drive is free from ``now``."""
+        if self.free_at == end_s:
+            self.free_at = now
 
 
 class Transfer:
@@ -81,14 +108,22 @@ class Channel(Protocol):
 
 
 class PrefetchChannel:
-    """FIFO-serialised L3→L2 reads of one instance (module docstring)."""
+    """FIFO-serialised L3→L2 reads of one instance or drive (module docstring); with a
+    ``clock`` the reads also queue in device time with the drive's writes."""
 
-    __slots__ = ("_queue", "bytes_per_block", "kernel", "n_blocks_moved", "seconds_for")
+    __slots__ = ("_queue", "bytes_per_block", "clock", "kernel", "n_blocks_moved", "seconds_for")
 
-    def __init__(self, kernel: Kernel, seconds_for: TransferTime, bytes_per_block: float) -> None:
+    def __init__(
+        self,
+        kernel: Kernel,
+        seconds_for: TransferTime,
+        bytes_per_block: float,
+        clock: DriveClock | None = None,
+    ) -> None:
         self.kernel = kernel
         self.seconds_for = seconds_for
         self.bytes_per_block = bytes_per_block
+        self.clock = clock
         self._queue: deque[Transfer] = deque()
         self.n_blocks_moved = 0
         """Blocks delivered so far (completed and truncated transfers)."""
@@ -115,16 +150,19 @@ class PrefetchChannel:
             if queued.start_s >= 0:
                 ready = queued.end_s
             else:
-                ready = max(ready, now) + self.seconds(len(queued.blocks))
+                # Writes handed over later are unknown; those already queued are counted.
+                free = self.clock.free_at if self.clock is not None else now
+                ready = max(ready, now, free) + self.seconds(len(queued.blocks))
             if queued is transfer:
                 return ready
         raise ValueError("transfer is not on this channel")
 
     def arrived(self, transfer: Transfer) -> int:
         """Blocks of ``transfer`` delivered by now (prefix order)."""
-        if transfer.start_s < 0:
+        now = self.kernel.now
+        if transfer.start_s < 0 or now <= transfer.start_s:
             return 0
-        now, n = self.kernel.now, len(transfer.blocks)
+        n = len(transfer.blocks)
         if now >= transfer.end_s:
             return n
         span = transfer.end_s - transfer.start_s
@@ -137,6 +175,8 @@ class PrefetchChannel:
         self._queue.remove(transfer)
         if head:
             self.kernel.cancel(transfer.token)
+            if self.clock is not None:
+                self.clock.release(transfer.end_s, self.kernel.now)
             if self._queue:
                 self._start(self._queue[0])
         self.n_blocks_moved += got
@@ -144,8 +184,11 @@ class PrefetchChannel:
 
     def _start(self, transfer: Transfer) -> None:
         kernel = self.kernel
-        transfer.start_s = kernel.now
-        transfer.end_s = kernel.now + self.seconds(len(transfer.blocks))
+        seconds = self.seconds(len(transfer.blocks))
+        if self.clock is None:
+            transfer.start_s, transfer.end_s = kernel.now, kernel.now + seconds
+        else:
+            transfer.start_s, transfer.end_s = self.clock.reserve(kernel.now, seconds)
         transfer.token = kernel.at(transfer.end_s, self._complete)
 
     def _complete(self) -> None:

@@ -183,9 +183,8 @@ def make_rig(
     return Rig(kernel, recorder, instance)
 
 
-def built_params(**fields: Any) -> EngineParams:
-    """The engine parameters ``build_pool`` resolves for a Qwen3-8B H100 ``ServingConfig``
-    with ``fields`` (presets applied)."""
+def built_pool(**fields: Any) -> Pool:
+    """``build_pool`` of a Qwen3-8B H100 ``ServingConfig`` with ``fields`` (presets applied)."""
     config = ServingConfig(model="Qwen/Qwen3-8B", gpu="h100_sxm", **fields)
     pool = build_pool(
         config,
@@ -196,4 +195,9 @@ def built_params(**fields: Any) -> EngineParams:
         seed=np.random.SeedSequence(0),
     )
     assert isinstance(pool, Pool)
-    return pool.params
+    return pool
+
+
+def built_params(**fields: Any) -> EngineParams:
+    """The engine parameters ``built_pool`` resolves for ``fields``."""
+    return built_pool(**fields).params
