@@ -118,7 +118,8 @@ def _trtllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
         options["enable_chunked_prefill"] = True
     elif p.get("scheduler") == "prefill_first":
         notes.append(
-            "scheduler 'prefill_first' has no TensorRT-LLM equivalent (it mixes contexts in)"
+            "scheduler 'prefill_first' has no TensorRT-LLM equivalent (its in-flight batching "
+            "runs contexts alongside generation steps)"
         )
     options["kv_cache_config"] = _trtllm_kv_cache(p)
     policy = _CAPACITY_POLICY.get(str(p.get("kv_admission")))
