@@ -62,6 +62,8 @@ def _sglang(p: Mapping[str, Any]) -> tuple[str, list[str]]:
         args += ["--chunked-prefill-size", str(p["chunk_tokens"])]
     if p.get("max_running_requests"):
         args += ["--max-running-requests", str(p["max_running_requests"])]
+    if p.get("schedule_conservativeness") not in (None, 1, 1.0):
+        args += ["--schedule-conservativeness", f"{float(p['schedule_conservativeness']):g}"]
     notes: list[str] = []
     l2 = float(p.get("l2_dram_gib") or 0)
     if l2 > 0:

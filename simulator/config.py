@@ -84,6 +84,12 @@ class ServingConfig(BaseModel):
         description="Future KV growth set aside before admitting a request: on_demand, "
         "reserve_full or reserve_estimate (None = the backend preset's).",
     )
+    schedule_conservativeness: float = Field(
+        default=1.0,
+        gt=0,
+        description="reserve_estimate (SGLang --schedule-conservativeness): scales the share "
+        "of running requests' remaining output set aside (lower admits more).",
+    )
     hbm_utilization: float | None = Field(
         default=None, gt=0, le=1, description="Fraction of HBM the engine may use (None = preset)."
     )

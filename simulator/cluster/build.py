@@ -234,6 +234,7 @@ def _engine(
             else config.overlap_scheduling
         ),
         kv_admission=config.kv_admission or preset.kv_admission,
+        kv_conservativeness=config.schedule_conservativeness,
     )
     if config.kv_capacity_tokens is not None:
         kv_tokens, memory = config.kv_capacity_tokens, "KV capacity set by kv_capacity_tokens"

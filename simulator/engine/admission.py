@@ -71,14 +71,20 @@ def _peak_tokens(req: EngineRequest) -> int:
 class AdmissionControl:
     """One instance's admission policy and, for ``reserve_estimate``, its ratio state."""
 
-    __slots__ = ("block_tokens", "policy", "ratio")
+    __slots__ = ("block_tokens", "init_ratio", "min_ratio", "policy", "ratio")
 
-    def __init__(self, policy: KvAdmission, block_tokens: int) -> None:
+    def __init__(
+        self, policy: KvAdmission, block_tokens: int, conservativeness: float = 1.0
+    ) -> None:
         if policy not in KV_ADMISSIONS:
             raise ValueError(f"unknown KV admission policy {policy!r}; known: {KV_ADMISSIONS}")
+        if conservativeness <= 0:
+            raise ValueError("conservativeness must be > 0")
         self.policy = policy
         self.block_tokens = block_tokens
-        self.ratio = INIT_RATIO
+        self.init_ratio = min(1.0, INIT_RATIO * conservativeness)
+        self.min_ratio = self.init_ratio * MIN_RATIO / INIT_RATIO
+        self.ratio = self.init_ratio
         """``reserve_estimate``: the share of a running request's remaining output set aside."""
 
     def extra_blocks(
@@ -141,13 +147,13 @@ class AdmissionControl:
         new = max(0, head.prompt_len - tokens_after) + min(
             head.stop_at - head.generated, CLIP_OUTPUT_TOKENS
         )
-        decay = (INIT_RATIO - MIN_RATIO) / DECAY_STEPS
+        decay = (self.init_ratio - self.min_ratio) / DECAY_STEPS
 
         def fits(steps: np.ndarray) -> np.ndarray:
             j = steps[:, None]
             out = np.minimum(np.maximum(rem[None, :] - j, 0), CLIP_OUTPUT_TOKENS).sum(axis=1)
             grown = (np.maximum(j - first[None, :] + bt - 1, 0) // bt).sum(axis=1)
-            ratio = np.maximum(MIN_RATIO, self.ratio - decay * steps)
+            ratio = np.maximum(self.min_ratio, self.ratio - decay * steps)
             extra = -(-(new + np.floor(ratio * out + 0.5).astype(np.int64)) // bt)
             return np.asarray(need + extra <= available - grown)
 
@@ -166,7 +172,8 @@ class AdmissionControl:
         return hi
 
     def _ratio_after(self, n_steps: int) -> float:
-        return max(MIN_RATIO, self.ratio - (INIT_RATIO - MIN_RATIO) / DECAY_STEPS * n_steps)
+        decay = (self.init_ratio - self.min_ratio) / DECAY_STEPS
+        return max(self.min_ratio, self.ratio - decay * n_steps)
 
     def on_decode_steps(self, n_steps: int) -> None:
         """``n_steps`` steps with decodes ran: the estimate ratio decays."""
@@ -175,7 +182,7 @@ class AdmissionControl:
 
     def on_idle(self) -> None:
         """Nothing runs: the estimate ratio starts over."""
-        self.ratio = INIT_RATIO
+        self.ratio = self.init_ratio
 
     def on_preempt(self, running: Sequence[EngineRequest]) -> None:
         """A request was preempted; ``running`` are the ones left: re-estimate the ratio."""

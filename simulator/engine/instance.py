@@ -129,7 +129,9 @@ class EngineInstance:
         self.handoff = handoff
         self.check_invariants_each_step = check_invariants
         self.scheduler = SCHEDULERS[params.scheduler]()
-        self.admission = AdmissionControl(params.kv_admission, params.block_tokens)
+        self.admission = AdmissionControl(
+            params.kv_admission, params.block_tokens, params.kv_conservativeness
+        )
         self.max_batched_tokens = params.max_batched_tokens
         self.max_running = params.max_running
         self.chunk_tokens = params.chunk_tokens

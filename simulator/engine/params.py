@@ -46,6 +46,8 @@ class EngineParams:
     first admitted in step k+2 (``instance.py``)."""
     kv_admission: KvAdmission = "on_demand"
     """Future KV growth set aside before admitting a request (``admission.py``)."""
+    kv_conservativeness: float = 1.0
+    """``reserve_estimate``: SGLang's ``--schedule-conservativeness`` (scales the ratios)."""
 
     def __post_init__(self) -> None:
         if self.block_tokens < 1 or self.max_batched_tokens < 1 or self.chunk_tokens < 1:

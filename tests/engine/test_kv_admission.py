@@ -139,3 +139,32 @@ def test_first_fit_step_agrees_with_step_by_step_reasoning(
     assert 1 < expected < k
     found = control.first_fit_step(running, head, 64, need=need, available=available, k=k)
     assert found == expected
+
+
+def test_schedule_conservativeness_scales_sglangs_ratios() -> None:
+    control = AdmissionControl("reserve_estimate", block_tokens=1, conservativeness=0.5)
+    assert control.ratio == pytest.approx(0.35)
+    control.on_decode_steps(10_000)
+    assert control.ratio == pytest.approx(0.35 * 0.14)
+    assert AdmissionControl("reserve_estimate", 1, conservativeness=2.0).ratio == 1.0
+    with pytest.raises(ValueError, match="conservativeness"):
+        AdmissionControl("reserve_estimate", 1, conservativeness=0.0)
+
+
+def test_a_less_conservative_sglang_admits_the_blocked_request_sooner() -> None:
+    reqs = (request(0, 0.0, 64, 1200), request(1, 0.001, 64, 700))
+
+    def first_token(conservativeness: float) -> float:
+        rig = make_rig(
+            LinearLatency(STEP_S, 0.0),
+            l1=100,
+            scheduler="decode_first",
+            kv_admission="reserve_estimate",
+            kv_conservativeness=conservativeness,
+        )
+        rig.arrive(*reqs)
+        record = rig.run()[1]
+        return record.arrival_s + record.ttft_s
+
+    assert first_token(0.5) < first_token(1.0)
+    assert first_token(0.1) == pytest.approx(0.02)  # fits at once: admitted in the next step

@@ -78,3 +78,10 @@ def test_the_simulated_engine_comes_first_and_the_others_say_so() -> None:
     assert not out["vllm"]["simulated"]
     assert out["vllm"]["notes"][0] == "not simulated: the figures above are for sglang"
     assert next(iter(launch_commands({"model": "m"}))) == "vllm"  # the default backend
+
+
+def test_sglang_schedule_conservativeness_flag() -> None:
+    out = launch_commands({"model": "m", "backend": "sglang", "schedule_conservativeness": 0.3})
+    sglang = shlex.split(out["sglang"]["command"])
+    assert sglang[sglang.index("--schedule-conservativeness") + 1] == "0.3"
+    assert "--schedule-conservativeness" not in launch_commands({"model": "m"})["sglang"]["command"]
