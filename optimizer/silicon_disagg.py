@@ -23,10 +23,10 @@ Deploying (``disagg_problem``, ``disagg_config``): ``pd_mode: disaggregated`` wi
 Not expressible, so skipped with the reason: pipeline parallelism, data-parallel attention, an
 MoE split with ``moe_tp × moe_ep ≠ tp`` (the aggregated rows' rule: 0 counts as 1), and prefill
 and decode pools with different expert parallelism (``ServingConfig`` has one ``ep``).
-Approximation: the per-role batch sizes (engine caps on running requests per worker) are
-recorded but not applied, as ``ServingConfig`` has one ``max_running_requests`` for both pools;
-each pool keeps its backend preset's cap. The decode caps do not bind when the concurrency is
-their product (the usual case, above); a prefill cap of 1 (serial prefills) is not modelled.
+Engine limits per pool (``role_limits``, aiconfigurator's benchmark rules): each role's
+recorded batch size caps the running requests of its workers (a prefill cap of 1 serialises
+prefills), a prefill step holds the prompt + 1,500 tokens and a decode step one token per
+running request; a role without a recorded batch size keeps its backend preset's caps.
 
 What this module is not: precision rules live in ``optimizer/validate.py`` (the caller passes
 the weight and KV precisions it derives for every row), and it runs no simulation.
@@ -52,6 +52,7 @@ __all__ = [
     "disagg_config",
     "disagg_problem",
     "parse_disagg_row",
+    "role_limits",
 ]
 
 Role = Literal["prefill", "decode"]
@@ -261,6 +262,25 @@ def _expert_parallel(row: DisaggRow) -> int | str:
     return eps[0]
 
 
+#: aiconfigurator's benchmark rules: a prefill worker's step budget is the prompt + 1,500
+#: tokens (TensorRT-LLM / vLLM ``max_num_tokens``, SGLang ``max_prefill_tokens``).
+_PREFILL_HEADROOM = 1500
+
+
+def role_limits(row: DisaggRow) -> dict[str, int]:
+    """Per-pool engine limits of ``row``'s deployment: each role's recorded batch size caps its
+    running requests; a prefill step holds the prompt + 1,500 tokens; a decode step (rule:
+    ``max_num_tokens = max_batch_size``) one token per running request."""
+    limits = {"prefill_max_batched_tokens": row.isl + _PREFILL_HEADROOM}
+    prefill, decode = row.prefill.batch_size, row.decode.batch_size
+    if prefill:
+        limits["prefill_max_running_requests"] = prefill
+    if decode:
+        limits["decode_max_running_requests"] = decode
+        limits["decode_max_batched_tokens"] = decode
+    return limits
+
+
 def disagg_config(
     row: DisaggRow,
     catalog: Catalog,
@@ -268,11 +288,13 @@ def disagg_config(
     latency_model: str,
     weight_precision: str | None,
     kv_precision: str,
+    engine_limits: bool = True,
 ) -> ServingConfig | str:
     """The PD deployment ``row`` measured, or the reason it cannot be expressed (module doc).
 
     ``weight_precision`` / ``kv_precision`` are the simulator's names, derived by the caller
-    with the aggregated rows' rules.
+    with the aggregated rows' rules; ``engine_limits`` applies ``role_limits`` (else each pool
+    keeps its backend preset's).
     """
     problem = disagg_problem(row)
     if problem:
@@ -306,6 +328,7 @@ def disagg_config(
         "prefill_tp": row.prefill.tp,
         "decode_tp": row.decode.tp,
         "allow_multi_node": multi_node,
+        **(role_limits(row) if engine_limits else {}),
     }
     try:
         return validate(ServingConfig, fields, f"row {row.id}")

@@ -271,9 +271,8 @@ def row_config(
 ) -> ServingConfig | str:
     """The deployment ``row`` measured, or the reason it cannot be expressed (module doc).
 
-    A disaggregated row keeps its backend preset's engine limits whatever ``deployment`` says:
-    the benchmark rules size aggregated workers, and ``ServingConfig`` has one set of limits
-    for both PD pools (``optimizer/silicon_disagg.py``).
+    A disaggregated row gets per-pool limits from the benchmark rules and its recorded batch
+    sizes with ``deployment="benchmark"`` (``optimizer/silicon_disagg.py``, ``role_limits``).
     """
     problem = _unsupported(row)
     if problem:
@@ -285,6 +284,7 @@ def row_config(
             latency_model=latency_model,
             weight_precision=_weight_precision(row),
             kv_precision=_kv_precision(row),
+            engine_limits=deployment == "benchmark",
         )
     try:
         model = catalog.model(row.model)

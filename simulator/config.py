@@ -182,6 +182,28 @@ class ServingConfig(BaseModel):
     decode_tp: int | None = Field(
         default=None, ge=1, description="Disaggregated: TP of a decode instance (None = tp)."
     )
+    prefill_max_running_requests: int | None = Field(
+        default=None,
+        ge=1,
+        description="Disaggregated: most requests a prefill instance admits at once "
+        "(None = max_running_requests).",
+    )
+    decode_max_running_requests: int | None = Field(
+        default=None,
+        ge=1,
+        description="Disaggregated: most requests a decode instance admits at once "
+        "(None = max_running_requests).",
+    )
+    prefill_max_batched_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Disaggregated: token budget of a prefill step (None = max_batched_tokens).",
+    )
+    decode_max_batched_tokens: int | None = Field(
+        default=None,
+        ge=1,
+        description="Disaggregated: token budget of a decode step (None = max_batched_tokens).",
+    )
     decode_router: str | None = Field(
         default=None,
         description="Disaggregated: router spec that picks the decode instance when a "
@@ -303,6 +325,10 @@ class ServingConfig(BaseModel):
             "decode_gpu",
             "prefill_tp",
             "decode_tp",
+            "prefill_max_running_requests",
+            "decode_max_running_requests",
+            "prefill_max_batched_tokens",
+            "decode_max_batched_tokens",
             "decode_router",
         )
         if self.pd_mode == "aggregated":
@@ -324,6 +350,26 @@ class ServingConfig(BaseModel):
             tp = getattr(self, f"{pool}_tp") or self.tp
             if self.ep is not None and tp % self.ep:
                 raise ValueError(f"ep ({self.ep}) must divide {pool}_tp ({tp})")
+            budget, running = self.pool_limits(pool)
+            if budget and running and budget < running:
+                raise ValueError(
+                    f"{pool}: max_batched_tokens ({budget}) must be at least "
+                    f"max_running_requests ({running}): every running request decodes one "
+                    "token per step"
+                )
+
+    def pool_limits(
+        self, pool: Literal["prefill", "decode"] | None
+    ) -> tuple[int | None, int | None]:
+        """(step token budget, most running requests) of a pool's instances (None = the
+        preset's); ``pool`` None for an aggregated deployment."""
+        budget, running = self.max_batched_tokens, self.max_running_requests
+        if pool is None:
+            return budget, running
+        return (
+            getattr(self, f"{pool}_max_batched_tokens") or budget,
+            getattr(self, f"{pool}_max_running_requests") or running,
+        )
 
     def pool_shape(self, pool: Literal["prefill", "decode"]) -> tuple[str, int, int]:
         """(GPU, TP, instances) of a disaggregated pool, defaults filled in."""

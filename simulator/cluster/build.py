@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -198,8 +199,11 @@ def _engine(
     pool: PoolSpec,
     preset: BackendPreset,
     block_tokens: int,
+    *,
+    role: Literal["prefill", "decode"] | None,
 ) -> _Engine | Infeasible:
-    """Parameters, memory fit and latency model of an instance of ``pool``."""
+    """Parameters, memory fit and latency model of an instance of ``pool`` (``role`` for a
+    PD pool: its own engine limits, when set)."""
     try:
         deployment = Deployment(
             hw.model,
@@ -212,8 +216,9 @@ def _engine(
         )
     except InputError as err:
         return Infeasible(str(err))
-    max_batched = config.max_batched_tokens or preset.max_batched_tokens
-    max_running = config.max_running_requests or preset.max_running_requests
+    budget, running = config.pool_limits(role)
+    max_batched = budget or preset.max_batched_tokens
+    max_running = running or preset.max_running_requests
     # Every running request needs one token of the step's budget.
     max_running = min(max_running, max_batched)
     params = EngineParams(
@@ -415,8 +420,11 @@ def build_pool(
     preset = load_preset(config.backend)
     pools = _pools(config, catalog)
     engines = []
-    for name, pool in zip(("prefill", "decode"), pools, strict=False):
-        engine = _engine(config, hw, pool, preset, block_tokens)
+    roles: tuple[Literal["prefill", "decode"] | None, ...] = (
+        ("prefill", "decode") if len(pools) > 1 else (None,)
+    )
+    for name, role, pool in zip(("prefill", "decode"), roles, pools, strict=False):
+        engine = _engine(config, hw, pool, preset, block_tokens, role=role)
         if isinstance(engine, Infeasible):
             prefix = f"{name} pool: " if len(pools) > 1 else ""
             return Infeasible(prefix + engine.reason)

@@ -151,6 +151,24 @@ def test_row_config_builds_the_disaggregated_deployment() -> None:
     assert (config.backend, config.latency_model) == ("sglang", "table")
 
 
+def test_each_pool_gets_its_recorded_batch_size_and_the_rules_step_budgets() -> None:
+    row = _row(prefill=_pool(batch_size=1), decode=_pool(batch_size=48))
+    config = row_config(row, shipped_catalog(), latency_model="table")
+    assert not isinstance(config, str)
+    # Prefill: prompt + 1,500 tokens a step, one request at a time; decode: 48 requests, one
+    # token each per step (aiconfigurator's benchmark rules).
+    assert config.pool_limits("prefill") == (256 + 1500, 1)
+    assert config.pool_limits("decode") == (48, 48)
+    defaults = row_config(row, shipped_catalog(), latency_model="table", deployment="defaults")
+    assert not isinstance(defaults, str)
+    assert defaults.pool_limits("prefill") == (None, None)  # the preset's
+    # A role without a recorded batch size keeps the preset's cap.
+    unknown = row_config(_row(), shipped_catalog(), latency_model="table")
+    assert not isinstance(unknown, str)
+    assert unknown.pool_limits("decode") == (None, None)
+    assert unknown.pool_limits("prefill") == (256 + 1500, None)
+
+
 def test_an_moe_row_gets_the_one_expert_parallelism_of_both_pools() -> None:
     pool = _pool(tp=4, moe_tp=1, moe_ep=4)
     config = disagg_config(
