@@ -15,7 +15,11 @@ model, and prints:
   TTFT ≤ 20%, TPOT ≤ 15% on the dense models with the shipped calibration);
 - the same split by regime (concurrency, output length, prompt share of the work) with the mean
   *signed* error, which says whether the simulator is too slow (+) or too fast (−) there;
-- the rows with the largest TTFT errors.
+- the rows with the largest TTFT errors;
+- the *prefill factor*: measured and simulated TTFT divided by the time the latency model gives
+  one prefill of the row's prompt (same model, GPU, TP, precision and backend overheads),
+  median per (model, backend, N) and prompt length. Measured, it depends on N only (bench
+  README, "Third session"); simulated, it also depends on the prompt length.
 
 Default input: ``../shared/data/silicon/silicon_h100_calibration.csv`` next to the repository.
 """
@@ -33,6 +37,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from hardware.catalog import load_catalog
+from optimizer.silicon import SiliconRow
 from optimizer.validate import (
     DEFAULT_ROUNDS,
     DEPLOYMENTS,
@@ -40,9 +46,11 @@ from optimizer.validate import (
     FidelityReport,
     RowResult,
     read_silicon,
+    row_config,
     run_validation,
     select_rows,
 )
+from simulator.latency import Batch, Deployment, load_preset, make_latency_model
 
 DEFAULT_SILICON = (
     Path(__file__).resolve().parents[2] / "shared/data/silicon/silicon_h100_calibration.csv"
@@ -146,6 +154,57 @@ def worst_table(report: FidelityReport, n: int = 12) -> Table:
     return table
 
 
+def _prefill_ms(report: FidelityReport) -> Callable[[SiliconRow], float | None]:
+    """One prefill of a row's prompt on its deployment, ms (None if it cannot be built)."""
+    catalog = load_catalog()
+    timers: dict[tuple[Any, ...], Any] = {}
+
+    def prefill(row: SiliconRow) -> float | None:
+        config = row_config(row, catalog, latency_model=report.latency_model)
+        if isinstance(config, str):
+            return None
+        key = (config.model, config.gpu, config.tp, config.weight_precision,
+               config.kv_precision, config.backend)  # fmt: skip
+        if key not in timers:
+            deployment = Deployment(
+                catalog.model(config.model), catalog.gpu(config.gpu), tp=config.tp, ep=config.ep,
+                weight_precision=config.weight_precision, kv_precision=config.kv_precision,
+            )  # fmt: skip
+            params = load_preset(config.backend).compose_params()
+            timers[key] = make_latency_model(report.latency_model, deployment, params=params)
+        return 1e3 * float(timers[key].step_seconds(Batch.of([(0, row.isl)])))
+
+    return prefill
+
+
+def prefill_factor_table(report: FidelityReport) -> Table:
+    """Median TTFT / one prefill, measured and simulated, per (model, backend, N) and prompt."""
+    prefill = _prefill_ms(report)
+    cells: dict[tuple[str, str, int], dict[int, list[tuple[float, float]]]] = {}
+    for r in report.results:
+        row = r.row
+        if not isinstance(row, SiliconRow) or (p := prefill(row)) is None or p <= 0:
+            continue
+        key = (row.model.rsplit("/", 1)[-1], row.backend, row.concurrency)
+        cells.setdefault(key, {}).setdefault(row.isl, []).append(
+            (row.measured_ttft_ms / p, r.predicted_ttft_ms / p)
+        )
+    isls = sorted({isl for by_isl in cells.values() for isl in by_isl})
+    table = Table(title=f"TTFT / one prefill, measured | simulated ({report.latency_model})")
+    for header in ("model", "backend", "N", *(f"isl {isl}" for isl in isls)):
+        table.add_column(header)
+    for key in sorted(cells):
+        by_isl = cells[key]
+        out = []
+        for isl in isls:
+            pairs = np.array(by_isl.get(isl, []))
+            out.append(
+                f"{np.median(pairs[:, 0]):.1f} | {np.median(pairs[:, 1]):.1f}" if len(pairs) else ""
+            )
+        table.add_row(key[0], key[1], str(key[2]), *out)
+    return table
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the arguments, run every latency model, print (and optionally save) the reports."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -186,6 +245,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         console.print(group_table(report, seconds))
         console.print(regime_table(report))
         console.print(worst_table(report))
+        console.print(prefill_factor_table(report))
         reports[latency] = {**report.to_dict(), "seconds": seconds}
     if args.json is not None:
         args.json.write_text(json.dumps(reports, indent=1, default=float))
