@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from engine_helpers import BT, built_params, make_rig, request
 
@@ -168,3 +169,41 @@ def test_a_less_conservative_sglang_admits_the_blocked_request_sooner() -> None:
 
     assert first_token(0.5) < first_token(1.0)
     assert first_token(0.1) == pytest.approx(0.02)  # fits at once: admitted in the next step
+
+
+@pytest.mark.parametrize("policy", ["on_demand", "reserve_full", "reserve_estimate"])
+@pytest.mark.parametrize("scheduler", ["chunked", "decode_first", "prefill_first"])
+@pytest.mark.parametrize("preemption", ["recompute", "swap"])
+def test_every_request_finishes_under_memory_pressure(
+    policy: str, scheduler: str, preemption: str
+) -> None:
+    # Random prompts sharing prefixes, outputs up to 300 tokens, an L1 of 60 blocks: admission
+    # blocks, preemptions and swaps happen; block accounting is checked at every step, and no
+    # policy may strand a request (every one finishes: none is larger than L1).
+    rng = np.random.default_rng(7)
+    reqs = []
+    for i in range(40):
+        prompt = int(rng.integers(16, 400))
+        shared = tuple(range(min(4, prompt // BT)))  # a common 4-block system prompt
+        own = tuple(10_000 * (i + 1) + k for k in range(-(-prompt // BT) - len(shared)))
+        output = int(rng.integers(1, 300))
+        reqs.append(request(i, float(rng.uniform(0, 2.0)), prompt, output, shared + own))
+    rig = make_rig(
+        LinearLatency(STEP_S, 0.0001),
+        l1=60,
+        l2=200,
+        scheduler=scheduler,
+        kv_admission=policy,
+        preemption=preemption,
+        max_batched_tokens=512,
+        chunk_tokens=512,
+    )
+    rig.arrive(*reqs)
+    records = rig.run()
+    assert rig.recorder.n_rejected + len(records) == len(reqs)
+    assert rig.recorder.n_rejected == 0
+    preemptions = sum(r.preemptions for r in records.values())
+    if policy == "on_demand":
+        assert preemptions > 0  # the workload does press on L1
+    if policy == "reserve_full":
+        assert preemptions == 0
