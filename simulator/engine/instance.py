@@ -324,10 +324,8 @@ class EngineInstance:
         self, req: EngineRequest, tiers: list[int], max_tokens: int, *, whole: bool
     ) -> tuple[int, int] | None:
         """(cached tokens, tokens this step) for admitting with ``tiers``, None if blocked."""
-        bt = self.block_tokens
-        target = req.prompt_len + req.generated
-        cached = min(len(tiers) * bt, req.prompt_len, target - 1)
-        remaining = target - cached
+        cached = self._cached_tokens(req, tiers)
+        remaining = req.prompt_len + req.generated - cached
         loading = 2 in tiers
         if whole and not loading and remaining > max_tokens:
             return None
@@ -339,6 +337,11 @@ class EngineInstance:
         if need > self.kv.l1.available():
             return None
         return cached, n
+
+    def _cached_tokens(self, req: EngineRequest, tiers: list[int]) -> int:
+        """Tokens of ``req`` the matched prefix ``tiers`` covers (the last one is recomputed)."""
+        target = req.prompt_len + req.generated
+        return min(len(tiers) * self.block_tokens, req.prompt_len, target - 1)
 
     def _immediate_need(self, req: EngineRequest, tiers: list[int], tokens_after: int) -> int:
         """L1 blocks admitting ``req`` with ``tiers`` takes now (pins plus its first step)."""
@@ -478,10 +481,9 @@ class EngineInstance:
             return k
         head = waiting[0]
         tiers = self.kv.match_l12(head.blocks)
-        bt = self.block_tokens
-        target = head.prompt_len + head.generated
-        cached = min(len(tiers) * bt, head.prompt_len, target - 1)
-        tokens_after = cached + min(target - cached, self.chunk_tokens, self.max_batched_tokens)
+        cached = self._cached_tokens(head, tiers)
+        remaining = head.prompt_len + head.generated - cached
+        tokens_after = cached + min(remaining, self.chunk_tokens, self.max_batched_tokens)
         need = self._immediate_need(head, tiers, tokens_after)
         return self.admission.first_fit_step(
             self.running, head, tokens_after, need=need, available=self.kv.l1.available(), k=k
