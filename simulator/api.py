@@ -18,7 +18,7 @@ beyond the whole L1 cache) are rejected at arrival and counted (``Summary.n_reje
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -32,6 +32,7 @@ from simulator.cluster.driver import Cluster
 from simulator.cluster.source import RequestSource
 from simulator.config import ServingConfig
 from simulator.core import Kernel
+from simulator.engine import EngineInstance
 from simulator.metrics import (
     LATENCY_METRICS,
     SUMMARY_STATS,
@@ -73,6 +74,8 @@ class SimResult:
     diagnostics: dict[str, float] = field(default_factory=dict)
     itl_s: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
     """Every inter-token gap (seconds) and its weight (requests that saw it), pooled."""
+    engine: str = ""
+    """The resolved engine settings (``EngineParams.describe``; per pool under PD)."""
 
     def metrics_for_slo(self, stats: Iterable[str] = ()) -> dict[str, float]:
         """Flat metrics for ``slo.evaluate`` (``ttft_ms.p90``, ``usd_per_hour``, …).
@@ -213,4 +216,15 @@ def simulate(
         recorder.queue_samples(sample_interval_s),
         diagnostics,
         recorder.itl_values(),
+        _describe_engines(pool.instances),
+    )
+
+
+def _describe_engines(instances: Sequence[EngineInstance]) -> str:
+    """One line per distinct engine setting, pools in order ("prefill: …; decode: …")."""
+    lines = list(dict.fromkeys(inst.params.describe() for inst in instances))
+    if len(lines) == 1:
+        return lines[0]
+    return "; ".join(
+        f"{role}: {line}" for role, line in zip(("prefill", "decode"), lines, strict=False)
     )

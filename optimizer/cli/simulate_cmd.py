@@ -115,6 +115,7 @@ def simulation_summary(result: SimResult) -> dict[str, Any]:
         "mean_queue_lengths": dict(summary.mean_queue_lengths) if summary else {},
     }
     data["load_imbalance"] = summary.load_imbalance if summary else None
+    data["engine"] = result.engine
     data["seed"] = result.seed
     data["config"] = result.config.model_dump()
     data["diagnostics"] = dict(result.diagnostics)
@@ -402,12 +403,21 @@ def _capacity_dict(found: Capacity) -> dict[str, Any]:
 def _print_tables(result: SimResult, workload: dict[str, Any]) -> None:
     data = simulation_summary(result)
     cfg = result.config
-    where = f"{cfg.model} on {cfg.instances}× {cfg.gpu} TP{cfg.tp} ({cfg.weight_precision})"
+    if cfg.pd_mode == "disaggregated":
+        pools = [cfg.pool_shape("prefill"), cfg.pool_shape("decode")]
+        shape = " + ".join(
+            f"{count}× {gpu} TP{tp} {role}"
+            for role, (gpu, tp, count) in zip(("prefill", "decode"), pools, strict=True)
+        )
+    else:
+        shape = f"{cfg.instances}× {cfg.gpu} TP{cfg.tp}"
+    where = f"{cfg.model} on {shape} ({cfg.weight_precision})"
     console.print(
         f"[bold]{where}[/bold], backend {cfg.backend}, latency {cfg.latency_model}", highlight=False
     )
     console.print(f"workload: {_describe(workload)}", markup=False, highlight=False)
     console.print(f"memory: {result.reason}", markup=False, highlight=False)
+    console.print(f"engine: {result.engine}", markup=False, highlight=False)
     if result.summary is not None and result.summary.rejections:
         reasons = "; ".join(f"{n} {why}" for why, n in result.summary.rejections.items())
         console.print(

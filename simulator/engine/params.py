@@ -49,6 +49,14 @@ class EngineParams:
     kv_conservativeness: float = 1.0
     """``reserve_estimate``: SGLang's ``--schedule-conservativeness`` (scales the ratios)."""
 
+    def describe(self) -> str:
+        """The engine knobs that shape scheduling, in one line for reports."""
+        return (
+            f"{self.scheduler} scheduler, {self.max_batched_tokens:,}-token steps, at most "
+            f"{self.max_running:,} running, overlap scheduling "
+            f"{'on' if self.overlap_scheduling else 'off'}, KV admission {self.kv_admission}"
+        )
+
     def __post_init__(self) -> None:
         if self.block_tokens < 1 or self.max_batched_tokens < 1 or self.chunk_tokens < 1:
             raise ValueError("block_tokens, max_batched_tokens and chunk_tokens must be ≥ 1")

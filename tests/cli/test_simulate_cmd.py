@@ -114,10 +114,24 @@ def test_rejections_are_counted_by_reason_in_json_and_table(tmp_path: Path) -> N
     )
     assert data["requests"]["rejected"] == 12
     assert data["requests"]["rejections"] == {reason: 12}
+    # The preset's settings as resolved, the override included.
+    assert data["engine"] == (
+        "decode_first scheduler, 128-token steps, at most 128 running, overlap scheduling on, "
+        "KV admission reserve_full"
+    )
     table = runner.invoke(app, ["simulate", *args, *config])
     assert "rejected 12 requests: 12 prompt longer than the step budget" in " ".join(
         table.stdout.split()
     )
+
+
+def test_a_pd_deployment_names_both_pools_and_their_engines() -> None:
+    args = [*SMALL, "--prefill-instances", "1", "--decode-instances", "2", *LOOP]
+    table = runner.invoke(app, ["simulate", *args])
+    assert table.exit_code == 0, table.output
+    text = " ".join(table.stdout.split())
+    assert "on 1× h100_sxm TP1 prefill + 2× h100_sxm TP1 decode" in text
+    assert "engine: chunked scheduler" in text
 
 
 def test_out_writes_one_row_per_request(tmp_path: Path) -> None:
