@@ -138,6 +138,13 @@ def _trtllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
     return shlex.join(args), notes
 
 
+#: Where each engine takes its speculative-decoding settings.
+_SPECULATIVE_FLAG = {
+    "vllm": "--speculative-config",
+    "sglang": "--speculative-algorithm and --speculative-num-steps",
+    "trtllm": "speculative_config in kvplan-trtllm.yaml",
+}
+
 _BUILDERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, list[str]]]] = {
     "vllm": _vllm,
     "sglang": _sglang,
@@ -157,8 +164,14 @@ def launch_commands(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     simulated = str(params.get("backend") or "vllm").lower()
     order = sorted(_BUILDERS, key=lambda engine: engine != simulated)
     out: dict[str, dict[str, Any]] = {}
+    spec = int(params.get("spec_tokens") or 0)
     for engine in order:
         command, notes = _BUILDERS[engine](params)
+        if spec:
+            notes.append(
+                f"speculative decoding with {spec} draft tokens: add your draft (EAGLE head or "
+                f"MTP layers) with {_SPECULATIVE_FLAG[engine]}"
+            )
         instances = int(params.get("instances", 1))
         if instances > 1:
             notes.insert(0, f"run {instances} instances of this command behind the router")

@@ -90,6 +90,25 @@ class ServingConfig(BaseModel):
         description="reserve_estimate (SGLang --schedule-conservativeness): scales the share "
         "of running requests' remaining output set aside (lower admits more).",
     )
+    spec_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="Speculative decoding: draft tokens proposed per decode step (0 = off; "
+        "EAGLE / MTP / draft model).",
+    )
+    spec_acceptance: float = Field(
+        default=0.7,
+        gt=0,
+        le=1,
+        description="Speculative decoding: probability that a draft token is accepted, given "
+        "the ones before it (an input: it depends on the draft, the model and the data).",
+    )
+    spec_draft_layers: float = Field(
+        default=1.0,
+        ge=0,
+        description="Speculative decoding: cost of one draft token in decoder layers of the "
+        "model (1 for MTP and EAGLE heads).",
+    )
     hbm_utilization: float | None = Field(
         default=None, gt=0, le=1, description="Fraction of HBM the engine may use (None = preset)."
     )

@@ -52,6 +52,7 @@ from simulator.engine.instance import EngineInstance
 from simulator.engine.kvmanager import KVManager
 from simulator.engine.params import EngineParams
 from simulator.engine.pool_channel import PoolPort, SharedPoolChannel
+from simulator.engine.speculative import SpeculativeTimer
 from simulator.engine.steps import StepTimer
 from simulator.engine.store_writer import StoreWriter
 from simulator.engine.tiers import CacheTier
@@ -264,6 +265,13 @@ def _engine(
     timer: StepTimer = parse_analytic(config.latency_model) or make_latency_model(
         config.latency_model, deployment, params=preset.compose_params()
     )
+    if config.spec_tokens:
+        timer = SpeculativeTimer(
+            timer,
+            config.spec_tokens,
+            config.spec_acceptance,
+            config.spec_draft_layers / hw.model.num_layers,
+        )
     return _Engine(
         params,
         timer,

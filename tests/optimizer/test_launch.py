@@ -85,3 +85,11 @@ def test_sglang_schedule_conservativeness_flag() -> None:
     sglang = shlex.split(out["sglang"]["command"])
     assert sglang[sglang.index("--schedule-conservativeness") + 1] == "0.3"
     assert "--schedule-conservativeness" not in launch_commands({"model": "m"})["sglang"]["command"]
+
+
+def test_speculative_decoding_is_a_note_naming_each_engines_option() -> None:
+    out = launch_commands({"model": "m", "spec_tokens": 3})
+    assert any("--speculative-config" in note for note in out["vllm"]["notes"])
+    assert any("--speculative-algorithm" in note for note in out["sglang"]["notes"])
+    assert any("speculative_config" in note for note in out["trtllm"]["notes"])
+    assert not any("speculative" in n for n in launch_commands({"model": "m"})["vllm"]["notes"])
