@@ -71,7 +71,7 @@ def _peak_tokens(req: EngineRequest) -> int:
 class AdmissionControl:
     """One instance's admission policy and, for ``reserve_estimate``, its ratio state."""
 
-    __slots__ = ("block_tokens", "init_ratio", "min_ratio", "policy", "ratio")
+    __slots__ = ("block_tokens", "decay", "init_ratio", "min_ratio", "policy", "ratio")
 
     def __init__(
         self, policy: KvAdmission, block_tokens: int, conservativeness: float = 1.0
@@ -84,6 +84,8 @@ class AdmissionControl:
         self.block_tokens = block_tokens
         self.init_ratio = min(1.0, INIT_RATIO * conservativeness)
         self.min_ratio = self.init_ratio * MIN_RATIO / INIT_RATIO
+        self.decay = (self.init_ratio - self.min_ratio) / DECAY_STEPS
+        """How much the ratio falls per decode step."""
         self.ratio = self.init_ratio
         """``reserve_estimate``: the share of a running request's remaining output set aside."""
 
@@ -147,13 +149,11 @@ class AdmissionControl:
         new = max(0, head.prompt_len - tokens_after) + min(
             head.stop_at - head.generated, CLIP_OUTPUT_TOKENS
         )
-        decay = (self.init_ratio - self.min_ratio) / DECAY_STEPS
-
         def fits(steps: np.ndarray) -> np.ndarray:
             j = steps[:, None]
             out = np.minimum(np.maximum(rem[None, :] - j, 0), CLIP_OUTPUT_TOKENS).sum(axis=1)
             grown = (np.maximum(j - first[None, :] + bt - 1, 0) // bt).sum(axis=1)
-            ratio = np.maximum(self.min_ratio, self.ratio - decay * steps)
+            ratio = np.maximum(self.min_ratio, self.ratio - self.decay * steps)
             extra = -(-(new + np.floor(ratio * out + 0.5).astype(np.int64)) // bt)
             return np.asarray(need + extra <= available - grown)
 
@@ -172,8 +172,7 @@ class AdmissionControl:
         return hi
 
     def _ratio_after(self, n_steps: int) -> float:
-        decay = (self.init_ratio - self.min_ratio) / DECAY_STEPS
-        return max(self.min_ratio, self.ratio - decay * n_steps)
+        return max(self.min_ratio, self.ratio - self.decay * n_steps)
 
     def on_decode_steps(self, n_steps: int) -> None:
         """``n_steps`` steps with decodes ran: the estimate ratio decays."""

@@ -9,20 +9,14 @@ from engine_helpers import built_pool
 
 from simulator.config import ServingConfig
 
-PD: dict[str, Any] = {
-    "model": "Qwen/Qwen3-8B",
-    "gpu": "h100_sxm",
-    "pd_mode": "disaggregated",
-    "prefill_instances": 1,
-    "decode_instances": 2,
-}
+#: One prefill and two decode instances (``built_pool`` adds the model and GPU).
+SPLIT: dict[str, Any] = {"pd_mode": "disaggregated", "prefill_instances": 1, "decode_instances": 2}
+PD: dict[str, Any] = {"model": "Qwen/Qwen3-8B", "gpu": "h100_sxm", **SPLIT}
 
 
 def test_each_pool_runs_with_its_own_limits_and_falls_back_to_the_shared_ones() -> None:
     pool = built_pool(
-        pd_mode="disaggregated",
-        prefill_instances=1,
-        decode_instances=2,
+        **SPLIT,
         max_running_requests=64,
         prefill_max_running_requests=2,
         prefill_max_batched_tokens=4096,
