@@ -52,8 +52,18 @@ BYTES_PER_ELEMENT: dict[str, float] = {
 }
 
 
+#: Plausible ranges of catalog figures: a mistyped exponent (``hbm_tb_per_s: 1e-300`` made one
+#: decode step last longer than the universe, and the simulation never ended) is refused at
+#: load. The bounds are generous — a hundred times past any shipping part either way.
+_MIN_TB_PER_S, _MAX_TB_PER_S = 0.01, 1_000.0
+_MIN_GB_PER_S, _MAX_GB_PER_S = 0.01, 100_000.0
+_MIN_TFLOPS, _MAX_TFLOPS = 0.01, 1_000_000.0
+_MAX_HBM_GIB = 16_384.0
+_MAX_USD_PER_HOUR = 10_000.0
+
+
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class GpuSpec(_Frozen):
@@ -69,23 +79,35 @@ class GpuSpec(_Frozen):
     )
     hbm_gib: float = Field(
         gt=0,
+        le=_MAX_HBM_GIB,
         description="GPU memory per GPU in GiB as the driver reports it (nvidia-smi total / 1024), "
         "not the marketing figure read as decimal GB.",
     )
-    hbm_tb_per_s: float = Field(gt=0, description="HBM bandwidth per GPU in TB/s.")
+    hbm_tb_per_s: float = Field(
+        ge=_MIN_TB_PER_S, le=_MAX_TB_PER_S, description="HBM bandwidth per GPU in TB/s."
+    )
     gpu_link: Literal["nvlink", "infinity_fabric", "pcie"] = Field(
         description="Interconnect between GPUs of one node."
     )
     gpu_link_gb_per_s: float = Field(
-        gt=0, description="GPU-to-GPU bandwidth per GPU per direction in GB/s."
+        ge=_MIN_GB_PER_S,
+        le=_MAX_GB_PER_S,
+        description="GPU-to-GPU bandwidth per GPU per direction in GB/s.",
     )
-    pcie_gb_per_s: float = Field(gt=0, description="Host PCIe bandwidth per direction in GB/s.")
+    pcie_gb_per_s: float = Field(
+        ge=_MIN_GB_PER_S,
+        le=_MAX_GB_PER_S,
+        description="Host PCIe bandwidth per direction in GB/s.",
+    )
     nic_gb_per_s: float = Field(
-        gt=0, description="Inter-node network bandwidth per GPU per direction in GB/s."
+        ge=_MIN_GB_PER_S,
+        le=_MAX_GB_PER_S,
+        description="Inter-node network bandwidth per GPU per direction in GB/s.",
     )
-    gpus_per_node: int = Field(ge=1, description="GPUs in the usual server of this chip.")
+    gpus_per_node: int = Field(ge=1, le=1024, description="GPUs in the usual server of this chip.")
     usd_per_gpu_hour: float = Field(
         ge=0,
+        le=_MAX_USD_PER_HOUR,
         description="Default price per GPU-hour in USD: an assumption (typical on-demand cloud "
         "list price); override it with --catalog.",
     )
@@ -93,8 +115,11 @@ class GpuSpec(_Frozen):
     @model_validator(mode="after")
     def _positive_tflops(self) -> Self:
         for precision, tflops in self.dense_tflops.items():
-            if not tflops > 0:
-                raise ValueError(f"dense_tflops.{precision} must be greater than 0")
+            if not _MIN_TFLOPS <= tflops <= _MAX_TFLOPS:
+                raise ValueError(
+                    f"dense_tflops.{precision} must lie in [{_MIN_TFLOPS:g}, {_MAX_TFLOPS:g}] "
+                    f"TFLOPS, got {tflops:g}"
+                )
         return self
 
     def supports(self, precision: str) -> bool:
@@ -117,9 +142,13 @@ class StorageTierSpec(_Frozen):
     )
     description: str = Field(default="", description="What the entry models.")
     read_gb_per_s: float = Field(
-        gt=0, description="Read bandwidth into the GPU server in GB/s (DRAM: per GPU)."
+        ge=_MIN_GB_PER_S,
+        le=_MAX_GB_PER_S,
+        description="Read bandwidth into the GPU server in GB/s (DRAM: per GPU).",
     )
-    write_gb_per_s: float = Field(gt=0, description="Write bandwidth in GB/s (DRAM: per GPU).")
+    write_gb_per_s: float = Field(
+        ge=_MIN_GB_PER_S, le=_MAX_GB_PER_S, description="Write bandwidth in GB/s (DRAM: per GPU)."
+    )
     latency_us: float = Field(ge=0, description="Fixed latency per transfer in microseconds.")
     capacity_gib_min: float = Field(ge=0, description="Smallest capacity offered, GiB.")
     capacity_gib_max: float = Field(gt=0, description="Largest capacity offered, GiB.")

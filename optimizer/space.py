@@ -69,7 +69,7 @@ class TrialLike(Protocol):
 class Dimension(BaseModel):
     """One searched dimension: a list of choices, or a numeric range."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     choices: list[Scalar] | None = Field(
         default=None, description="Categorical values to choose from (at least one)."
@@ -145,7 +145,7 @@ class Dimension(BaseModel):
 class SearchSpace(BaseModel):
     """A validated space file (see the module docstring for the format)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     model: str = Field(description="Model served by every candidate (catalog name).")
     dimensions: dict[str, Dimension] = Field(
@@ -188,8 +188,17 @@ class SearchSpace(BaseModel):
         return {**self.fixed, **params}
 
     def grid(self) -> dict[str, list[Scalar]]:
-        """Finite values per dimension, for Optuna's grid sampler (conditional ones included)."""
-        return {name: dim.values() for name, dim in self.dimensions.items()}
+        """Finite values per dimension, for Optuna's grid sampler (conditional ones included).
+
+        Raises ``ValueError`` naming the dimension when one is a continuous range.
+        """
+        grid: dict[str, list[Scalar]] = {}
+        for name, dim in self.dimensions.items():
+            try:
+                grid[name] = dim.values()
+            except ValueError as err:
+                raise ValueError(f"dimensions.{name}: {err}") from None
+        return grid
 
 
 def default_space_path() -> Path:

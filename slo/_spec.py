@@ -183,7 +183,9 @@ class Objective(_Frozen):
 
     In a file, a bare metric name is enough (``latency: ttft_ms.p99``); the direction follows from
     the role (latency and cost are minimized, throughput maximized). The mapping form
-    ``{metric: ..., direction: ...}`` overrides the direction, for unusual studies only.
+    ``{metric: ..., direction: ...}`` may state the direction, but only the role's own: every
+    metric a role accepts has one meaningful direction, and the opposite one (a maximized
+    latency) would search for the worst configurations.
     """
 
     metric: str = Field(description="Flat metric name, e.g. 'ttft_ms.p90' or 'usd_per_hour'.")
@@ -241,6 +243,18 @@ class Objectives(_Frozen):
             key: _objective_input(key, value) if key in _ROLE_DIRECTION else value
             for key, value in data.items()
         }
+
+    @field_validator("latency", "throughput", "cost")
+    @classmethod
+    def _role_direction(cls, value: Objective, info: ValidationInfo) -> Objective:
+        role = str(info.field_name)
+        expected = _ROLE_DIRECTION[role]
+        if value.direction != expected:
+            raise ValueError(
+                f"direction {value.direction!r} would search for the worst {role}; {role} "
+                f"objectives are {expected}d (omit direction)"
+            )
+        return value
 
     @field_validator("latency")
     @classmethod

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 import typer
 
@@ -93,6 +94,20 @@ def run() -> None:
         # typer in recent releases, a separate package in older ones — so match by shape.
         show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
         if callable(show) and isinstance(code, int):
-            show()
+            _usage_error(exc, show)
             sys.exit(code)
         raise
+
+
+def _usage_error(exc: Exception, show: Any) -> None:
+    """A usage error as one line (``error: ... (see kvplan CMD --help)``), like every other
+    bad input; click's own three-line form where the exception has no message to format."""
+    message = getattr(exc, "format_message", None)
+    if not callable(message):
+        show()
+        return
+    ctx = getattr(exc, "ctx", None)
+    command = getattr(ctx, "command_path", None) or "kvplan"
+    err_console.print(
+        f"error: {message()} (see {command} --help)", markup=False, highlight=False, soft_wrap=True
+    )

@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from optimizer.cli._output import console, err_console, print_json
+from optimizer.cli._preflight import check_out_dir, preflight_optimize
 from optimizer.report import Planning, grouped_picks, write_report
 from optimizer.results import StudyResult, TrialRecord, summarise
 from optimizer.run import (
@@ -27,7 +28,7 @@ from optimizer.run import (
     run_workers,
 )
 from optimizer.study import SAMPLERS, make_storage
-from slo.inputfile import InputError, load_mapping
+from slo.inputfile import InputError
 
 __all__ = ["register"]
 
@@ -196,15 +197,6 @@ def _progress_callback(progress: Progress, task: Any, directions: Mapping[str, s
     return update
 
 
-def _baseline_params(path: Path | None) -> dict[str, Any] | None:
-    if path is None:
-        return None
-    data = load_mapping(path)
-    if not data:
-        raise InputError(f"{path}: expected configuration settings (gpu, tp, instances, ...)")
-    return data
-
-
 SloOpt = Annotated[Path | None, typer.Option("--slo", help="SLO file; default: bundled.")]
 SpaceOpt = Annotated[Path | None, typer.Option("--space", help="Search-space file.")]
 WorkloadOpt = Annotated[
@@ -283,7 +275,17 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
     )
     if sampler not in SAMPLERS:
         raise InputError(f"unknown sampler '{sampler}'; known: {', '.join(SAMPLERS)}")
-    baseline_params = _baseline_params(baseline)
+    baseline_params = preflight_optimize(
+        space_path=setup.space_path,
+        catalog_path=setup.catalog_path,
+        sampler=sampler,
+        seed=seed,
+        storage=storage,
+        latency=latency,
+        time_scale=time_scale,
+        out=out,
+        baseline=baseline,
+    )
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     evaluator = build_evaluator(setup)
     directions = dict(evaluator.spec.objectives.directions)
@@ -362,6 +364,8 @@ def report(
     as_json: JsonOpt = False,
 ) -> None:
     """Re-render results and the planning report of a stored study (no simulation)."""
+    if out is not None:
+        check_out_dir(out)
     backend = make_storage(storage)
     try:
         loaded = optuna.load_study(study_name=study, storage=backend)

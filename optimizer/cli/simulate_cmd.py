@@ -43,6 +43,7 @@ from rich.table import Table
 
 from hardware.catalog import load_catalog
 from optimizer.cli._output import console, err_console, print_json
+from optimizer.cli._preflight import check_config_names, check_finite_flags, check_seed
 from optimizer.simconfig import closed_loop_workload, merge_config
 from optimizer.workloads import describe_workload, workload_from_arg
 from simulator.api import SimResult, WorkloadBuilder, simulate
@@ -139,7 +140,8 @@ def write_requests(result: SimResult, directory: Path) -> list[Path]:
     frame = pd.DataFrame([asdict(record) for record in result.records])
     for name, values in result.per_request_ms().items():
         if name != "itl_ms":  # per request that is the worst gap; max_itl_s already holds it
-            frame[name] = values
+            # Rejected requests trail the arrays as inf rows; they have no record to join.
+            frame[name] = values[: len(frame)]
     written = [directory / "requests.csv"]
     frame.to_csv(written[0], index=False)
     if importlib.util.find_spec("pyarrow") is not None:
@@ -262,6 +264,8 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     slo_file: Annotated[Path | None, typer.Option("--slo", help="SLO file for --capacity.")] = None,
 ) -> None:
     """Simulate one serving configuration on one workload."""
+    check_seed(seed)
+    check_finite_flags({"--l2-gib": l2_gib, "--time-scale": time_scale})
     flags = {
         "model": model, "gpu": gpu, "tp": tp, "instances": instances, "precision": precision,
         "kv_precision": kv_precision, "backend": backend, "scheduler": scheduler,
@@ -283,6 +287,7 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         workload, time_scale, max_requests, concurrency, (input_tokens, output_tokens, requests)
     )
     cat = load_catalog(catalog)
+    check_config_names(serving, cat, str(config) if config is not None else "command line")
     status = err_console.status("simulating…") if err_console.is_terminal else nullcontext()
     found: Capacity | None = None
     with status:
