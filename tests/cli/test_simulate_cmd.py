@@ -263,3 +263,23 @@ def test_models_show_fp4_on_h100_exits_2_with_one_line() -> None:
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1
     assert "fp4" in lines[0]
+
+
+def test_out_writes_the_finished_requests_when_some_are_rejected(tmp_path: Path) -> None:
+    """Issue #12: ``--out`` crashed ("Length of values (20) does not match length of index")
+    whenever a request was rejected; the CSV now holds one row per finished request."""
+    workload = tmp_path / "long.yaml"
+    workload.write_text(
+        "kind: open_loop\nrequests: 20\narrival: {process: poisson, rate_per_s: 2}\n"
+        "input_tokens: {dist: uniform, low: 1000, high: 60000}\noutput_tokens: 8\n"
+    )
+    out = tmp_path / "run"
+    data = _json(
+        "--model", "Qwen/Qwen3-32B", "--gpu", "h100_sxm", "--workload", str(workload),
+        "--out", str(out),
+    )  # fmt: skip
+    rejected = data["requests"]["rejected"]
+    assert rejected > 0  # prompts past Qwen3-32B's 40,960-token context are rejected
+    frame = pd.read_csv(out / "requests.csv")
+    assert len(frame) == data["requests"]["finished"] == 20 - rejected
+    assert frame["ttft_ms"].notna().all()

@@ -126,6 +126,10 @@ def _child(argv: tuple[str, ...], out_path: str) -> None:
     fd = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
+    # Fresh streams on the redirected descriptors: a test runner may have replaced sys.stdout
+    # and sys.stderr with capture objects that do not write to file descriptors 1 and 2.
+    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115
     code = 0
     try:
         from optimizer.cli.main import run  # noqa: PLC0415  (imported once, before forking)
