@@ -169,6 +169,13 @@ class SearchSpace(BaseModel):
                     raise ValueError(f"{name}.when: '{parent}' must be listed before '{name}'")
                 if not allowed:
                     raise ValueError(f"{name}.when.{parent} must list at least one value")
+                choices = self.dimensions[parent].choices
+                never = [v for v in allowed if choices is not None and v not in choices]
+                if never:
+                    raise ValueError(
+                        f"{name}.when.{parent}: {never[0]!r} is not one of {parent}'s choices, "
+                        f"so {name} would never be sampled for it"
+                    )
         return self
 
     def condition(self, name: str) -> dict[str, list[Scalar]]:

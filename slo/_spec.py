@@ -135,7 +135,9 @@ def _known_target(name: object) -> object:
 
 _TargetKey = Annotated[TargetMetric, BeforeValidator(_known_target)]
 _StatKey = Annotated[str, AfterValidator(canonical_stat)]
-_Milliseconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: Longest latency target, ms (a week): a bigger figure is a typo, and would be no target at all.
+MAX_TARGET_MS = 7 * 24 * 3600 * 1000.0
+_Milliseconds = Annotated[float, Field(gt=0, le=MAX_TARGET_MS, allow_inf_nan=False)]
 
 
 def _non_empty(stats: dict[str, float]) -> dict[str, float]:
@@ -158,17 +160,22 @@ class Budget(_Frozen):
     usd_per_hour: float | None = Field(
         default=None,
         gt=0,
+        le=1e9,
         allow_inf_nan=False,
         description="Most the whole deployment may cost per hour, USD (GPUs plus cache tiers).",
     )
     usd_per_month: float | None = Field(
         default=None,
         gt=0,
+        le=1e12,
         allow_inf_nan=False,
         description="Most the deployment may cost per month, USD (a month is 730 hours).",
     )
     max_gpus: int | None = Field(
-        default=None, ge=1, description="Most GPUs the deployment may use, over all instances."
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="Most GPUs the deployment may use, over all instances.",
     )
 
     def limits(self) -> dict[str, float]:

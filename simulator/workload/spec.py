@@ -143,9 +143,17 @@ class LogNormalDist(_Frozen):
 
     dist: Literal["lognormal"] = Field(description="Distribution kind.")
     median: float = Field(gt=0, description="Median.")
-    sigma: float = Field(ge=0, description="Standard deviation of the logarithm.")
+    sigma: float = Field(
+        ge=0, le=10, description="Standard deviation of the logarithm (at most 10)."
+    )
     min: float = Field(default=0.0, ge=0, description="Clip draws below this.")
     max: float | None = Field(default=None, gt=0, description="Clip draws above this.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.max is not None and not self.min <= self.median <= self.max:
+            raise ValueError(f"median ({self.median:g}) must lie within min and max")
+        return self
 
     def build(self, base: Path) -> Distribution:
         """The sampler."""
@@ -197,9 +205,14 @@ class ArrivalSpec(_Frozen):
     """An arrival process."""
 
     process: Literal["poisson", "gamma"] = Field(description="Inter-arrival distribution.")
-    rate_per_s: float = Field(gt=0, description="Mean arrivals per second.")
+    rate_per_s: float = Field(
+        ge=1e-6, le=1e7, description="Mean arrivals per second (one per 11.6 days to 10 million)."
+    )
     cv: float = Field(
-        default=1.0, gt=0, description="Coefficient of variation of the gaps (gamma only)."
+        default=1.0,
+        gt=0,
+        le=1e3,
+        description="Coefficient of variation of the gaps (gamma only).",
     )
 
     def build(self) -> PoissonArrivals | GammaArrivals:
@@ -255,7 +268,10 @@ class TraceWorkload(_Frozen):
     kind: Literal["trace"] = Field(description="Workload shape.")
     path: Path = Field(description="The trace file.")
     time_scale: float = Field(
-        default=1.0, gt=0, description="Factor on timestamps: 0.5 replays twice as fast."
+        default=1.0,
+        ge=1e-6,
+        le=1e6,
+        description="Factor on timestamps: 0.5 replays twice as fast (1e-6 to 1e6).",
     )
     max_requests: int | None = Field(default=None, ge=1, description="Stop after this many.")
     start_s: float = Field(

@@ -19,6 +19,7 @@ from hardware.catalog import load_catalog, shipped_catalog
 from optimizer.space import load_space
 from optimizer.space_check import check_space_values
 from simulator.workload.spec import MAX_REQUESTS, WorkloadSpec
+from simulator.workload.trace import open_trace
 from slo import load_slo
 from slo.inputfile import InputError, load_mapping, validate
 
@@ -212,3 +213,35 @@ def test_deep_json_nesting_is_one_line(tmp_path: Path, depth: int) -> None:
     path.write_text('{"name": ' + "[" * depth + "]" * depth + "}")
     spec = _one_line_or_ok(load_slo, path)
     assert spec is None  # a list is never a valid name, however deep
+
+
+_ids = st.lists(st.one_of(st.integers(min_value=-5, max_value=2**64), _hostile), max_size=4)
+
+
+@FUZZ
+@given(
+    records=st.lists(
+        st.fixed_dictionaries(
+            {"timestamp": _hostile, "input_length": _hostile, "output_length": _hostile},
+            optional={"hash_ids": _ids},
+        ),
+        min_size=1,
+        max_size=4,
+    ),
+    garbage=st.sampled_from(["", "not json", "[1, 2]", "{", "\x00"]),
+)
+def test_any_jsonl_trace_reads_or_is_one_line(records: list[dict[str, Any]], garbage: str) -> None:
+    """The JSONL reader: hostile fields or a garbage line are ``file:line`` errors, and every
+    request it does yield has a finite time and non-negative lengths."""
+    path = _SCRATCH / "trace.jsonl"
+    lines = [json.dumps(r) for r in records]
+    lines.insert(len(lines) // 2, garbage)
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+    def read() -> list[Any]:
+        return list(open_trace(path))
+
+    requests = _one_line_or_ok(read)
+    for request in requests or []:
+        assert math.isfinite(request.timestamp_s)
+        assert request.input_length >= 0
