@@ -16,7 +16,8 @@ A dimension with ``when`` is sampled only in trials where every named dimension 
 given values (``chunk_tokens`` only for ``chunked``); built-in conditions cover the usual cases
 (``CONDITIONS`` below), so a user need not write them. What this module is not: it does not know
 what a dimension *means* — ``optimizer.configs`` turns sampled parameters into a
-``ServingConfig`` and checks names against the catalog and the plug-in registries.
+``ServingConfig``, and ``optimizer.space_check`` checks every value against the catalog, the
+plug-in registries and the config fields at load, before any trial.
 """
 
 from __future__ import annotations

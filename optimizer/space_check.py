@@ -8,7 +8,7 @@ value is checked once, at load, against what builds the configuration:
 - catalog names (``gpu``, ``prefill_gpu``, ``decode_gpu``, ``l3``/``l3_tier``) with the catalog's
   own lookup (``Catalog.gpu``, ``Catalog.storage_tier``);
 - ``backend`` with ``load_preset`` (a shipped preset or a preset file);
-- ``latency_model`` with the latency-model registry's names;
+- ``latency_model`` with the latency-model registry's names and the analytic parser;
 - ``prefill_share`` in (0, 1);
 - every other setting with the ``ServingConfig`` field it sets — its type, bounds, ``Literal``
   choices and field validators (the scheduler, router and eviction registries) — one value at a
@@ -22,6 +22,7 @@ does not judge whether a configuration fits in memory.
 
 from __future__ import annotations
 
+import math
 import types
 from collections.abc import Iterable, Mapping
 from typing import Any, Union, get_args, get_origin
@@ -32,6 +33,7 @@ from hardware.schema import Catalog
 from optimizer.configs import ALIASES, known_names
 from optimizer.space import Dimension, Scalar, SearchSpace
 from simulator.config import ServingConfig
+from simulator.engine.analytic import ANALYTIC_MODELS, parse_analytic
 from simulator.latency import LATENCY_MODELS, load_preset
 from slo.inputfile import InputError
 
@@ -50,10 +52,20 @@ _NO_TIER = (None, "none", "off", "")
 
 
 def check_latency_spec(spec: str, source: str) -> None:
-    """``InputError`` unless ``spec`` (``NAME`` or ``NAME:ARG``) names a known latency model."""
+    """``InputError`` unless ``spec`` names a known latency model: a registry name (``NAME`` or
+    ``NAME:ARG``) or an analytic one (``constant:S``, ``linear:...``) with finite figures."""
+    try:
+        analytic = parse_analytic(str(spec))
+    except InputError as err:
+        raise InputError(f"{source}: {err}") from None
+    if analytic is not None:
+        figures = str(spec).partition(":")[2].split(",")
+        if not all(math.isfinite(float(figure)) for figure in figures):
+            raise InputError(f"{source}: latency model '{spec}': figures must be finite")
+        return
     name = str(spec).partition(":")[0].strip().lower()
     if name not in LATENCY_MODELS:
-        known = ", ".join(sorted(LATENCY_MODELS))
+        known = ", ".join([*sorted(LATENCY_MODELS), *(f"{a}:..." for a in ANALYTIC_MODELS)])
         raise InputError(f"{source}: unknown latency model '{spec}'; known: {known}")
 
 
