@@ -177,7 +177,7 @@ def format_validation_error(err: pydantic.ValidationError, source: str) -> str:
     # pydantic marks a failed dict *key* with a trailing "[key]" part; the key itself already
     # names the place, so "targets.ttft_ms.p120" reads better than "targets.ttft_ms.p120.[key]".
     parts = [str(part) for part in first["loc"] if part != "[key]"]
-    loc = ".".join(parts) or "(top level)"
+    loc = ".".join(parts)
     kind = first["type"]
     if kind == "extra_forbidden":
         message = "unknown key"
@@ -187,7 +187,9 @@ def format_validation_error(err: pydantic.ValidationError, source: str) -> str:
         message = first["msg"].removeprefix("Value error, ")
     more = len(err.errors()) - 1
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
-    return f"{source}: {loc}: {message}{suffix}"
+    # A whole-model check names its fields in its own message; "(top level)" would add nothing.
+    where = f"{loc}: " if loc else ""
+    return f"{source}: {where}{message}{suffix}"
 
 
 def validate(model_cls: type[ModelT], data: Any, source: str) -> ModelT:
