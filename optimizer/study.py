@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -140,11 +139,9 @@ def make_storage(url: str | None) -> BaseStorage:
     if url.startswith("postgresql://"):
         engine_url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
     try:
-        with warnings.catch_warnings():
-            # Heartbeats are "experimental" in Optuna 5 but are what fails trials of a killed
-            # worker (after grace_period) so a resumed study does not wait on them.
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return RDBStorage(engine_url, heartbeat_interval=30, grace_period=120)
+        # No Optuna heartbeat: kvplan's own (``optimizer.claims``) covers every storage, and
+        # it is what fails the trials of a killed worker.
+        return RDBStorage(engine_url)
     except Exception as err:  # SQLAlchemy raises many driver-specific types
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"--storage {shown}: cannot open: {first}") from None

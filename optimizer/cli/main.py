@@ -22,6 +22,7 @@ from optimizer.cli import (
     validate_cmd,
 )
 from optimizer.cli._output import err_console
+from optimizer.run import WorkerError
 from slo.inputfile import InputError
 
 __all__ = ["app", "run"]
@@ -77,14 +78,14 @@ def run() -> None:
         code = app(standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
-    except InputError as err:
+    except (InputError, WorkerError) as err:
         err_console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except typer.Abort:
         err_console.print("aborted", markup=False)
         sys.exit(130)
-    except KeyboardInterrupt:
-        err_console.print("interrupted", markup=False)
+    except KeyboardInterrupt as err:  # ``optimizer.run.Interrupted`` says what was kept
+        err_console.print(str(err) or "interrupted", markup=False, highlight=False, soft_wrap=True)
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
