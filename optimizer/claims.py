@@ -66,6 +66,8 @@ HEARTBEAT_S = 15.0
 #: A trial of another machine whose heartbeat is older than this is taken as dead (Optuna's
 #: RDB heartbeat uses a grace period of the same kind; clocks of the machines may differ a bit).
 GRACE_S = 120.0
+#: A running trial that names no worker this long after it started is taken as dead.
+UNCLAIMED_GRACE_S = 10.0
 #: Seconds between looks at the storage while waiting for another trial.
 POLL_S = 0.05
 
@@ -122,10 +124,13 @@ def _alive(trial: FrozenTrial, now: float) -> bool:
     if isinstance(worker, dict) and (worker.get("host"), worker.get("boot")) == _host():
         return _pid_alive(int(worker["pid"]), worker.get("start"))
     beat = trial.user_attrs.get(HEARTBEAT_ATTR)
-    if not isinstance(beat, int | float):
-        start = trial.datetime_start
-        beat = start.timestamp() if start is not None else now
-    return now - float(beat) < GRACE_S
+    if isinstance(beat, int | float):
+        return now - float(beat) < GRACE_S
+    # No owner recorded: a kvplan worker records itself right after creating the trial (with
+    # SIGINT/SIGTERM held off), so only a process killed in those milliseconds leaves this.
+    start = trial.datetime_start
+    age = now - start.timestamp() if start is not None else 0.0
+    return age < (UNCLAIMED_GRACE_S if worker is None else GRACE_S)
 
 
 def fail_stale(study: optuna.Study, trials: list[FrozenTrial] | None = None) -> list[int]:
@@ -193,7 +198,8 @@ def wait_for(study: optuna.Study, number: int) -> bool:
 
 
 class Heartbeat:
-    """Marks ``trial`` as this process's and keeps its heartbeat fresh while in the block."""
+    """Marks ``trial`` as this process's (``start``) and keeps its heartbeat fresh until
+    ``stop``."""
 
     def __init__(self, trial: optuna.Trial, interval_s: float = HEARTBEAT_S) -> None:
         self._trial = trial
@@ -201,15 +207,15 @@ class Heartbeat:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._beat, name="kvplan-heartbeat", daemon=True)
 
-    def __enter__(self) -> Heartbeat:
+    def start(self) -> None:
         self._trial.set_user_attr(WORKER_ATTR, worker_identity())
         self._trial.set_user_attr(HEARTBEAT_ATTR, time.time())
         self._thread.start()
-        return self
 
-    def __exit__(self, *exc: object) -> None:
+    def stop(self) -> None:
         self._stop.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
     def _beat(self) -> None:
         while not self._stop.wait(self._interval_s):

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Sequence
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from typing import Any
@@ -175,17 +177,52 @@ def run_trials(
     for _ in range(max_trials):
         if claims.claimed(study) >= n_target:
             return
-        trial = study.ask()
+        trial: optuna.Trial | None = None
+        heartbeat: claims.Heartbeat | None = None
         try:
-            with claims.Heartbeat(trial):
-                values, state = _run_trial(study, trial, evaluator, n_target)
+            # Held off until the trial names its worker, so no trial is left without one.
+            with _signals_deferred():
+                trial = study.ask()
+                heartbeat = claims.Heartbeat(trial)
+                heartbeat.start()
+            values, state = _run_trial(study, trial, evaluator, n_target)
+            frozen = study.tell(trial, values, state=state)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # another process took this worker for dead and failed the trial
         except BaseException:
-            with contextlib.suppress(Exception):
-                study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+            if trial is not None:
+                with contextlib.suppress(Exception):
+                    study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
             raise
-        frozen = study.tell(trial, values, state=state, skip_if_finished=True)
+        finally:
+            if heartbeat is not None:
+                heartbeat.stop()
         for callback in callbacks:
             callback(study, frozen)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM inside the block and deliver them at its end (main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous: dict[int, Any] = {
+        int(number): signal.signal(number, lambda n, _f: pending.append(n)) for number in held
+    }
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if pending:
+            handler = previous[pending[0]]
+            if callable(handler):
+                handler(pending[0], None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), pending[0])
 
 
 def _run_trial(

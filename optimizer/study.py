@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,12 +62,14 @@ def _nsga2(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler
 
 def _tpe(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
     del grid
-    return optuna.samplers.TPESampler(
-        seed=seed,
-        n_startup_trials=TPE_STARTUP_TRIALS,
-        multivariate=True,
-        group=True,
-    )
+    with warnings.catch_warnings():  # ``group`` is "experimental" since Optuna 2.8
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=seed,
+            n_startup_trials=TPE_STARTUP_TRIALS,
+            multivariate=True,
+            group=True,
+        )
 
 
 def _gp(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:

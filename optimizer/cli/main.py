@@ -84,8 +84,8 @@ def run() -> None:
     except typer.Abort:
         err_console.print("aborted", markup=False)
         sys.exit(130)
-    except KeyboardInterrupt as err:  # ``optimizer.run.Interrupted`` says what was kept
-        err_console.print(str(err) or "interrupted", markup=False, highlight=False, soft_wrap=True)
+    except KeyboardInterrupt:
+        err_console.print("interrupted", markup=False)
         sys.exit(130)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
