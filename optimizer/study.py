@@ -62,12 +62,14 @@ def _nsga2(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler
 
 def _tpe(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
     del grid
-    return optuna.samplers.TPESampler(
-        seed=seed,
-        n_startup_trials=TPE_STARTUP_TRIALS,
-        multivariate=True,
-        group=True,
-    )
+    with warnings.catch_warnings():  # ``group`` is "experimental" since Optuna 2.8
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=seed,
+            n_startup_trials=TPE_STARTUP_TRIALS,
+            multivariate=True,
+            group=True,
+        )
 
 
 def _gp(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
@@ -140,11 +142,9 @@ def make_storage(url: str | None) -> BaseStorage:
     if url.startswith("postgresql://"):
         engine_url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
     try:
-        with warnings.catch_warnings():
-            # Heartbeats are "experimental" in Optuna 5 but are what fails trials of a killed
-            # worker (after grace_period) so a resumed study does not wait on them.
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return RDBStorage(engine_url, heartbeat_interval=30, grace_period=120)
+        # No Optuna heartbeat: kvplan's own (``optimizer.claims``) covers every storage, and
+        # it is what fails the trials of a killed worker.
+        return RDBStorage(engine_url)
     except Exception as err:  # SQLAlchemy raises many driver-specific types
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise InputError(f"--storage {shown}: cannot open: {first}") from None

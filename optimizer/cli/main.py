@@ -23,6 +23,7 @@ from optimizer.cli import (
     validate_cmd,
 )
 from optimizer.cli._output import err_console
+from optimizer.run import WorkerError
 from slo.inputfile import InputError
 
 __all__ = ["app", "run"]
@@ -78,7 +79,7 @@ def run() -> None:
         code = app(standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
-    except InputError as err:
+    except (InputError, WorkerError) as err:
         err_console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except typer.Abort:

@@ -20,6 +20,7 @@ from optimizer.cli._preflight import check_out_dir, preflight_optimize
 from optimizer.report import Planning, grouped_picks, write_report
 from optimizer.results import StudyResult, TrialRecord, summarise
 from optimizer.run import (
+    Interrupted,
     OptimizeSetup,
     build_evaluator,
     count_complete,
@@ -300,9 +301,14 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         disable=as_json,
     ) as progress:
         task = progress.add_task("trials", total=trials)
-        result_study = run_workers(
-            setup, workers=workers, on_progress=_progress_callback(progress, task, directions)
-        )
+        try:
+            result_study = run_workers(
+                setup, workers=workers, on_progress=_progress_callback(progress, task, directions)
+            )
+        except Interrupted as err:  # typer would turn it into a silent exit 130
+            progress.stop()
+            err_console.print(str(err), markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(130) from None
     records = records_of(result_study)
     result = summarise(records, directions)
     planning = None
