@@ -101,6 +101,7 @@ def _headroom(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> dict[str,
             seed=evaluator.seed,
             catalog=evaluator.catalog,
             max_time_scale=1.0,
+            drop_overlong_requests=evaluator.drop_overlong,
         )
     except InputError as err:  # e.g. a closed-loop workload has no arrival rate to scale
         return {"load_scale": None, "requests_per_s": None, "note": str(err)}

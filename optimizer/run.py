@@ -30,6 +30,7 @@ from optimizer.results import TrialRecord
 from optimizer.space import default_space_path, load_space
 from optimizer.study import CONSTRAINTS_ATTR, make_sampler, make_storage, open_study
 from optimizer.workloads import describe_workload, workload_from_arg
+from simulator.cluster.overlong import OverlongPolicy
 from slo import SloSpec, load_slo
 from slo.inputfile import InputError
 
@@ -67,6 +68,7 @@ class OptimizeSetup:
     time_scale: float | None = None
     max_requests: int | None = None
     capacity: bool = False
+    overlong: OverlongPolicy = "drop"
 
 
 def _spec(setup: OptimizeSetup) -> SloSpec:
@@ -91,6 +93,7 @@ def build_evaluator(setup: OptimizeSetup) -> TrialEvaluator:
         seed=setup.seed,
         latency_model=setup.latency_model,
         capacity=setup.capacity,
+        overlong=setup.overlong,
     )
 
 
@@ -104,6 +107,7 @@ def _definition(setup: OptimizeSetup, evaluator: TrialEvaluator) -> dict[str, An
         "seed": setup.seed,
         "latency_model": setup.latency_model,
         "capacity": setup.capacity,
+        "overlong": setup.overlong,
     }
 
 

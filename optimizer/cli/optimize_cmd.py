@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from optimizer.cli._output import console, err_console, print_json
+from optimizer.cli._overlong import OverlongOpt, overlong_policy, overlong_scan
 from optimizer.report import Planning, grouped_picks, write_report
 from optimizer.results import StudyResult, TrialRecord, summarise
 from optimizer.run import (
@@ -27,6 +28,7 @@ from optimizer.run import (
     run_workers,
 )
 from optimizer.study import SAMPLERS, make_storage
+from optimizer.workloads import overlong_sentence
 from slo.inputfile import InputError, load_mapping
 
 __all__ = ["register"]
@@ -263,6 +265,7 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
     max_requests: MaxRequestsOpt = None,
     time_scale: TimeScaleOpt = None,
     capacity: CapacityOpt = False,
+    overlong: OverlongOpt = "drop",
     as_json: JsonOpt = False,
 ) -> None:
     """Search deployments for the Pareto front of latency, throughput and cost under an SLO."""
@@ -280,12 +283,21 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         time_scale=time_scale,
         max_requests=max_requests,
         capacity=capacity,
+        overlong=overlong_policy(overlong),
     )
     if sampler not in SAMPLERS:
         raise InputError(f"unknown sampler '{sampler}'; known: {', '.join(SAMPLERS)}")
     baseline_params = _baseline_params(baseline)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     evaluator = build_evaluator(setup)
+    tally = overlong_scan(
+        evaluator.workload,
+        evaluator.space.model,
+        evaluator.catalog,
+        seed=seed,
+        policy=overlong,
+        quiet=as_json,
+    )
     directions = dict(evaluator.spec.objectives.directions)
     started = time.perf_counter()
     with Progress(
@@ -320,6 +332,9 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         "study": study,
         "storage": storage or "in memory",
         "wall_s": round(elapsed, 1),
+        "overlong requests": f"{overlong_sentence(tally)}; policy {overlong}"
+        if tally.n_overlong
+        else "none",
     }
     data = _result_json(result, planning)
     if out is not None:
