@@ -59,6 +59,22 @@ _UNITS = (
 )
 
 
+#: Display names of metric bases (the unit is added by ``ObjectiveInfo.label``).
+_NAMES = {
+    "ttft_ms": "TTFT",
+    "tpot_ms": "TPOT",
+    "itl_ms": "ITL",
+    "e2e_ms": "E2E latency",
+    "queue_ms": "queueing",
+    "goodput_tokens_per_s": "goodput",
+    "output_tokens_per_s": "output throughput",
+    "capacity_requests_per_s": "sustainable rate",
+    "requests_per_s": "request rate",
+    "usd_per_hour": "cost",
+    "usd_per_million_output_tokens": "cost per output",
+}
+
+
 def unit_of(metric: str) -> str:
     """The unit of a flat metric name (``ttft_ms.p90`` → ``ms``; '' when it has none)."""
     base = metric.split(".", 1)[0]
@@ -82,6 +98,14 @@ class ObjectiveInfo:
     def unit(self) -> str:
         """The metric's unit for tables and sentences."""
         return unit_of(self.metric)
+
+    @property
+    def label(self) -> str:
+        """A column or axis title with the unit: ``TTFT p90 (ms)``, ``cost (USD/h)``."""
+        base, _, stat = self.metric.partition(".")
+        name = _NAMES.get(base) or base.replace("_", " ")
+        words = " ".join(w for w in (name, stat) if w)
+        return f"{words} ({self.unit})" if self.unit else words
 
     @property
     def sign(self) -> float:

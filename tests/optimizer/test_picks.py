@@ -103,3 +103,12 @@ def test_units_of_metric_names() -> None:
     assert unit_of("capacity_requests_per_s") == "req/s"
     assert unit_of("usd_per_hour") == "USD/h"
     assert unit_of("attainment") == ""
+
+
+def test_labels_carry_units() -> None:
+    assert INFOS["latency"].label == "TTFT p90 (ms)"
+    assert INFOS["throughput"].label == "goodput (tok/s)"
+    assert INFOS["cost"].label == "cost (USD/h)"
+    assert ObjectiveInfo("throughput", "capacity_requests_per_s", "maximize").label == (
+        "sustainable rate (req/s)"
+    )
