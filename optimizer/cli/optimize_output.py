@@ -124,10 +124,11 @@ def result_json(result: StudyResult, context: ReportContext, planning: Planning 
 
 
 def _csv_rows(
-    items: Sequence[TrialRecord], result: StudyResult
+    items: Sequence[TrialRecord], result: StudyResult, every: Sequence[TrialRecord]
 ) -> tuple[list[str], list[dict[str, Any]]]:
-    params = sorted({k for r in items for k in r.params})
-    metrics = sorted({k for r in items for k in r.metrics if not k.startswith("objective.")})
+    """Columns (from ``every`` record, so trials.csv and pareto.csv share one order) and rows."""
+    params = sorted({k for r in every for k in r.params})
+    metrics = sorted({k for r in every for k in r.metrics if not k.startswith("objective.")})
     objective_cols = {
         role: f"objective.{role} ({i.unit})" if i.unit else f"objective.{role}"
         for role, i in result.objectives.items()
@@ -154,10 +155,12 @@ def _csv_rows(
     return columns, rows
 
 
-def _write_csv(path: Path, items: Sequence[TrialRecord], result: StudyResult) -> None:
+def _write_csv(
+    path: Path, items: Sequence[TrialRecord], result: StudyResult, every: Sequence[TrialRecord]
+) -> None:
     import pandas as pd  # noqa: PLC0415  (only needed when writing files)
 
-    columns, rows = _csv_rows(items, result)
+    columns, rows = _csv_rows(items, result, every)
     frame = pd.DataFrame(rows, columns=columns)
     for name in ("metric.n_requests", "metric.n_rejected", "metric.gpus", "trial"):
         if name in frame and frame[name].notna().all():
@@ -183,8 +186,8 @@ class Output:
     def write(self, out: Path) -> None:
         """CSV, JSON and the report into ``out``."""
         out.mkdir(parents=True, exist_ok=True)
-        _write_csv(out / "trials.csv", self.records, self.result)
-        _write_csv(out / "pareto.csv", self.result.front, self.result)
+        _write_csv(out / "trials.csv", self.records, self.result, self.records)
+        _write_csv(out / "pareto.csv", self.result.front, self.result, self.records)
         data = result_json(self.result, self.context, self.planning)
         text = json.dumps(data, indent=2, allow_nan=False)
         (out / "results.json").write_text(text + "\n", encoding="utf-8")
