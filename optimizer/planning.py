@@ -14,11 +14,11 @@ All figures come from extra simulations on the study's own workload and seed:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from optimizer.objective import Evaluation, TrialEvaluator
-from optimizer.report import Planning
+from optimizer.report_sections import Planning
 from optimizer.results import StudyResult
 from simulator.cluster.capacity import capacity_search
 from slo.inputfile import InputError
@@ -73,8 +73,13 @@ def plan(
     *,
     baseline: Mapping[str, Any] | None = None,
     headroom: bool = True,
+    on_step: Callable[[str], None] | None = None,
 ) -> Planning:
-    """Measure tier value and headroom for each distinct pick, and compare with ``baseline``."""
+    """Measure tier value and headroom for each distinct pick, and compare with ``baseline``.
+
+    ``on_step`` is told what is being measured before each step (progress for a person).
+    """
+    say = on_step or (lambda _text: None)
     tier_value: dict[str, list[dict[str, Any]]] = {}
     headroom_rows: dict[str, dict[str, Any]] = {}
     seen: dict[int, str] = {}
@@ -84,9 +89,13 @@ def plan(
             continue
         seen[number] = pick.label
         params = dict(pick.trial.params)
+        say(f"planning {len(seen)}/{len(result.picks)}: what each cache tier buys ({pick.label})")
         tier_value[pick.label] = _tier_rows(evaluator, params)
         if headroom:
+            say(f"planning {len(seen)}/{len(result.picks)}: headroom ({pick.label})")
             headroom_rows[pick.label] = _headroom(evaluator, params)
+    if baseline is not None:
+        say("planning: your baseline")
     base_info = _baseline(evaluator, result, baseline) if baseline is not None else None
     return Planning(tier_value=tier_value, headroom=headroom_rows, baseline=base_info)
 
@@ -101,6 +110,7 @@ def _headroom(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> dict[str,
             seed=evaluator.seed,
             catalog=evaluator.catalog,
             max_time_scale=1.0,
+            drop_overlong_requests=evaluator.drop_overlong,
         )
     except InputError as err:  # e.g. a closed-loop workload has no arrival rate to scale
         return {"load_scale": None, "requests_per_s": None, "note": str(err)}
@@ -116,23 +126,33 @@ def _baseline(
     evaluator: TrialEvaluator, result: StudyResult, baseline: Mapping[str, Any]
 ) -> dict[str, Any]:
     evaluation = evaluator.evaluate_params(baseline)
+    feasible = _feasible(evaluation)
     base_cost = evaluation.metrics.get("usd_per_hour")
+    # Latency is compared only when the baseline ran: an infeasible one has no latency (its
+    # objective value is a placeholder, never a figure to print).
+    base_latency = evaluation.metrics.get("objective.latency") if feasible else None
     comparison: dict[str, str] = {}
     for pick in result.picks:
         cost = pick.trial.metrics.get("usd_per_hour")
-        if base_cost and cost is not None:
-            saving = (base_cost - cost) * 730.0
-            latency = pick.trial.objectives.get("latency")
-            base_latency = evaluation.values.get("latency")
-            comparison[pick.label] = (
-                f"saves USD {saving:,.0f}/month"
-                if saving >= 0
-                else f"costs USD {-saving:,.0f}/month more"
-            ) + f"; latency {latency:,.0f} vs baseline {base_latency:,.0f}"
+        if base_cost is None or cost is None or base_cost != base_cost:  # noqa: PLR0124  (NaN)
+            continue
+        saving = (base_cost - cost) * 730.0
+        text = (
+            f"saves USD {saving:,.0f}/month"
+            if saving >= 0
+            else f"costs USD {-saving:,.0f}/month more"
+        )
+        latency = pick.trial.objectives.get("latency")
+        if base_latency is not None and latency is not None:
+            text += f"; latency objective {latency:,.0f} vs baseline {base_latency:,.0f}"
+        comparison[pick.label] = text
+    reason = evaluation.infeasible_reason
+    if not feasible and not reason:
+        reason = "it ran but misses the SLO targets or attainment"
     return {
         "params": dict(baseline),
-        "feasible": _feasible(evaluation),
-        "reason": evaluation.infeasible_reason,
+        "feasible": feasible,
+        "reason": reason,
         "metrics": evaluation.metrics,
         "comparison": comparison,
     }

@@ -40,6 +40,7 @@ from optimizer.space import default_space_path, load_space
 from optimizer.study import CONSTRAINTS_ATTR, make_sampler, make_storage, open_study
 from optimizer.workers import Pool, die_with_parent, worker_guard
 from optimizer.workloads import describe_workload, workload_from_arg
+from simulator.cluster.overlong import OverlongPolicy
 from slo import SloSpec, load_slo
 from slo.inputfile import InputError
 
@@ -79,6 +80,7 @@ class OptimizeSetup:
     time_scale: float | None = None
     max_requests: int | None = None
     capacity: bool = False
+    overlong: OverlongPolicy = "drop"
 
 
 def _spec(setup: OptimizeSetup) -> SloSpec:
@@ -103,6 +105,7 @@ def build_evaluator(setup: OptimizeSetup) -> TrialEvaluator:
         seed=setup.seed,
         latency_model=setup.latency_model,
         capacity=setup.capacity,
+        overlong=setup.overlong,
     )
 
 
@@ -116,6 +119,7 @@ def _definition(setup: OptimizeSetup, evaluator: TrialEvaluator) -> dict[str, An
         "seed": setup.seed,
         "latency_model": setup.latency_model,
         "capacity": setup.capacity,
+        "overlong": setup.overlong,
     }
 
 

@@ -124,12 +124,14 @@ def capacity_search(
     min_time_scale: float = MIN_TIME_SCALE,
     max_time_scale: float = MAX_TIME_SCALE,
     step: float = DEFAULT_STEP,
+    drop_overlong_requests: bool = True,
 ) -> Capacity:
     """The smallest ``time_scale`` in the bracket at which ``meets(simulate(...))`` holds.
 
     ``workload`` must build an open-loop source (a ``WorkloadSpec`` of a trace, open-loop or
     sessions shape); it is rebuilt from ``seed`` for every simulation. An infeasible
     configuration (``SimResult.feasible`` False) never passes and costs one simulation.
+    ``drop_overlong_requests`` is passed to every ``simulate``.
     """
     if not 0 < min_time_scale <= max_time_scale:
         raise ValueError("need 0 < min_time_scale <= max_time_scale")
@@ -138,7 +140,13 @@ def capacity_search(
     runs: list[SimResult] = []
 
     def run(scale: float) -> tuple[bool, SimResult]:
-        result = simulate(config, TimeScaled(workload, scale), seed=seed, catalog=catalog)
+        result = simulate(
+            config,
+            TimeScaled(workload, scale),
+            seed=seed,
+            catalog=catalog,
+            drop_overlong_requests=drop_overlong_requests,
+        )
         runs.append(result)
         return result.feasible and meets(result), result
 
