@@ -15,9 +15,11 @@ Eviction round: draw ``n_sample`` resident blocks uniformly with replacement (th
 blocks, ``clock`` = this policy's access count; same units as ``random_compute``). Ties: older
 ``last``, then larger deepest block id. Then evict the node's deepest unpinned blocks:
 
-* ``eviction_mode="drain"`` (default): the whole remaining deficit (fewer if the node is
-  smaller; then a new round), so ``evict_n`` usually draws one sample per request;
-* ``eviction_mode="micro"``: at most ``micro_batch`` blocks (default 64), then re-sample.
+* ``eviction_mode="micro"`` (default, as PrefixSim): at most ``micro_batch`` blocks (default
+  64), then re-sample;
+* ``eviction_mode="drain"``: the whole remaining deficit (fewer if the node is smaller; then a
+  new round), so ``evict_n`` usually draws one sample per request (PrefixSim measured it
+  within 0.002 of micro at every size, and faster).
 
 Without ``record_request`` (a driver that does not call it) every block is its own node.
 """
@@ -50,7 +52,7 @@ class _Node:
 
 
 class PartialNodeRandomCompute(EvictionPolicy):
-    """Params: ``n_sample`` (128), ``eviction_mode`` (``"drain"`` | ``"micro"``),
+    """Params: ``n_sample`` (128), ``eviction_mode`` (``"micro"``, the default, | ``"drain"``),
     ``micro_batch`` (64, used by ``"micro"``). Honours pins (pinned blocks are never drawn
     nor taken; a node's tail is trimmed around them)."""
 
@@ -62,7 +64,7 @@ class PartialNodeRandomCompute(EvictionPolicy):
         *,
         rng: np.random.Generator,
         n_sample: int = 128,
-        eviction_mode: EvictionMode = "drain",
+        eviction_mode: EvictionMode = "micro",
         micro_batch: int = 64,
         **params: Any,
     ) -> None:
