@@ -28,14 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Container, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from simulator.kvcache.policies._common import ResidentSample, nothing_evictable
 from simulator.kvcache.policies.base import EvictionPolicy, RequestContext
 
-__all__ = ["EvictionMode", "PartialNodeRandomCompute"]
+__all__ = ["EvictionMode", "PartialNodeRandomCompute", "PartialNodeRandomFreq"]
 
 EvictionMode = Literal["drain", "micro"]
 
@@ -57,6 +57,7 @@ class PartialNodeRandomCompute(EvictionPolicy):
     nor taken; a node's tail is trimmed around them)."""
 
     name = "partial_node_random_compute"
+    clock: ClassVar[str] = "block accesses"
 
     def __init__(
         self,
@@ -164,3 +165,15 @@ class PartialNodeRandomCompute(EvictionPolicy):
         if self._node_of.pop(block, None) is not None:
             self._resident.discard(block)
             del self._cost[block]
+
+
+class PartialNodeRandomFreq(PartialNodeRandomCompute):
+    """The cost-blind sibling: ``score(node) = freq(node) / (clock - last(node) + 1)`` (the
+    hyperbolic-caching score of the node), same sampling, ties and tail trimming. Same
+    parameters; honours pins."""
+
+    name = "partial_node_random_freq"
+
+    def _rank(self, node: _Node, pinned: Collection[int]) -> tuple[float, int, int]:
+        deepest = self._deepest_unpinned(node, pinned)
+        return (node.freq / (self._clock - node.last + 1), node.last, -deepest)

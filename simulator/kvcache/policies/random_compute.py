@@ -20,15 +20,16 @@ shared with the partial-node policy.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Container, Sequence
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Collection, Container, Iterator, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
-from simulator.kvcache.policies._common import ResidentSample, nothing_evictable
+from simulator.kvcache.policies._common import ResidentSample, nothing_evictable, pop_oldest
 from simulator.kvcache.policies.base import EvictionPolicy
 
-__all__ = ["RandomCompute", "ResidentSample"]
+__all__ = ["RandomCompute", "RandomComputeSmallQueue", "ResidentSample"]
 
 
 class RandomCompute(EvictionPolicy):
@@ -36,6 +37,7 @@ class RandomCompute(EvictionPolicy):
     Honours pins (pinned draws are discarded; see ``ResidentSample.draw_unpinned``)."""
 
     name = "random_compute"
+    clock: ClassVar[str] = "block accesses"
 
     def __init__(
         self, capacity: int, *, rng: np.random.Generator, n_sample: int = 8, **params: Any
@@ -123,3 +125,106 @@ class RandomCompute(EvictionPolicy):
         if block in self._resident:
             self._resident.discard(block)
             del self._cost[block], self._last[block]
+
+
+class _Excluded:
+    """``in`` = pinned or still in the small queue (draws from the main part only)."""
+
+    __slots__ = ("_pinned", "_small")
+
+    def __init__(self, pinned: Collection[int], small: Container[int]) -> None:
+        self._pinned, self._small = pinned, small
+
+    def __contains__(self, block: object) -> bool:
+        return block in self._small or block in self._pinned
+
+    def __len__(self) -> int:  # a Collection for ResidentSample; never iterated
+        return len(self._pinned)
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._pinned)
+
+
+class RandomComputeSmallQueue(RandomCompute):
+    """RandomCompute behind an S3-FIFO-style small queue (quick demotion of one-hit blocks).
+
+    A block enters a small FIFO on insertion and leaves it for the sampled main part when it is
+    accessed again by a later request. While the small queue holds at least ``small_ratio ×
+    capacity`` blocks (at least 1), victims are its oldest unpinned blocks; otherwise the main
+    part is sampled as in ``random_compute`` (the small queue is the fallback when every main
+    block is pinned). Params: ``n_sample`` (8), ``small_ratio`` (0.1). Honours pins."""
+
+    name = "random_compute_small_queue"
+
+    def __init__(
+        self,
+        capacity: int,
+        *,
+        rng: np.random.Generator,
+        n_sample: int = 8,
+        small_ratio: float = 0.1,
+        **params: Any,
+    ) -> None:
+        super().__init__(capacity, rng=rng, n_sample=n_sample, **params)
+        if not 0.0 < small_ratio < 1.0:
+            raise ValueError(f"{self.name}: small_ratio must be in (0, 1), got {small_ratio}")
+        self.small_target = max(1, int(small_ratio * capacity))
+        self._small: OrderedDict[int, None] = OrderedDict()
+
+    def _enter(self, blocks: Sequence[int]) -> None:
+        """Before phase 3: new blocks queue in S; S blocks seen again are promoted."""
+        resident, small = self._resident, self._small
+        for block in dict.fromkeys(blocks):
+            if block not in resident:
+                small[block] = None
+            else:
+                small.pop(block, None)
+
+    def access(self, block: int, cost: float, next_access: int) -> None:
+        self._enter((block,))
+        super().access(block, cost, next_access)
+
+    def access_request(
+        self,
+        blocks: Sequence[int],
+        costs: Sequence[float],
+        next_access: Sequence[int] | None,
+        deepest_first: bool,
+    ) -> None:
+        self._enter(blocks)
+        super().access_request(blocks, costs, next_access, deepest_first)
+
+    def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
+        victims: list[int] = []
+        while len(victims) < n:
+            if len(self._small) >= self.small_target:
+                taken = pop_oldest(self._small, 1, pinned)
+                if taken:
+                    self._drop(taken[0])
+                    victims.append(taken[0])
+                    continue
+            main = self._sample_main(pinned)
+            if main is None:
+                taken = pop_oldest(self._small, 1, pinned)
+                if not taken:
+                    break
+                main = taken[0]
+            self._drop(main)
+            victims.append(main)
+        if not victims and n > 0 and len(self._resident):
+            raise nothing_evictable(self.name)
+        return victims
+
+    def _sample_main(self, pinned: Collection[int]) -> int | None:
+        if len(self._small) >= len(self._resident):
+            return None
+        excluded = _Excluded(pinned, self._small)
+        sample = self._resident.draw_unpinned(self.rng, self.n_sample, excluded)
+        return self._lowest(sample) if sample else None
+
+    def _drop(self, block: int) -> None:
+        self._small.pop(block, None)
+        RandomCompute.remove(self, block)
+
+    def remove(self, block: int) -> None:
+        self._drop(block)
