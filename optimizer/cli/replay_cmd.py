@@ -24,7 +24,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from itertools import tee
 from pathlib import Path
@@ -41,6 +41,7 @@ from simulator.kvcache.cost import COST_MODEL_NAMES, parse_cost_model
 from simulator.kvcache.holes import HoleStats, HoleWriter, dataset_name, holes_path
 from simulator.kvcache.params import PolicySpec, parse_policy_specs
 from simulator.kvcache.policies import POLICIES, make_policy
+from simulator.kvcache.policy_table import policy_table
 from simulator.kvcache.replay import (
     MATCH_MODES,
     REPLAY_ORDERS,
@@ -373,15 +374,23 @@ def _show(results: list[ReplayResult], trace: Path, cost_model: str, block_id: s
 
 def replay_command(
     trace: Annotated[
-        Path, typer.Argument(help="Trace file: Mooncake/Qwen JSONL or lcp (.zst ok).")
-    ],
+        Path | None, typer.Argument(help="Trace file: Mooncake/Qwen JSONL or lcp (.zst ok).")
+    ] = None,
     *,
     cache_size: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--cache-size", help="Capacities in blocks, comma-separated; k/m/g = ×1024 (8k)."
         ),
-    ],
+    ] = None,
+    list_policies: Annotated[
+        bool,
+        typer.Option(
+            "--list-policies",
+            help="Print every policy: pins honoured, needs future, needs request context,"
+            " clock, parameters; then exit.",
+        ),
+    ] = False,
     algo: Annotated[
         str,
         typer.Option(
@@ -436,6 +445,11 @@ def replay_command(
     ] = True,
 ) -> None:
     """Replay a trace through eviction policies at several cache sizes (PrefixSim semantics)."""
+    if list_policies:
+        _show_policies(json_out)
+        return
+    if trace is None or cache_size is None:
+        raise InputError("replay needs a TRACE and --cache-size (or --list-policies)")
     sizes = [parse_block_count(item) for item in _split(cache_size) or [""]]
     specs = parse_policy_specs(algo)
     parse_cost_model(cost_model)  # fail fast, before the trace is read
@@ -464,6 +478,37 @@ def replay_command(
     _show(results, trace, cost_model, block_id)
     if dump_holes is not None:
         _show_holes(outcomes)
+
+
+def _show_policies(json_out: bool) -> None:
+    rows = policy_table()
+    if json_out:
+        print_json([asdict(row) for row in rows])
+        return
+    table = Table(title="Eviction policies", title_justify="left")
+    table.add_column("policy", no_wrap=True)
+    for header in ("pins", "future", "context", "clock"):
+        table.add_column(header, no_wrap=True)
+    table.add_column("parameters", overflow="fold")
+    yes = {True: "yes", False: "no"}
+    for r in rows:
+        table.add_row(
+            r.name,
+            yes[r.pins_honoured],
+            yes[r.needs_future],
+            yes[r.needs_context],
+            r.clock,
+            r.params,
+        )
+    console.print(table)
+    console.print(
+        "pins = pins honoured (no self-eviction when replaying traces with pinning,"
+        " tests/kvcache/test_pin_safety.py); future = needs the trace's future (oracle);"
+        " context = needs request context (session, category, timestamp, prefix tree);"
+        " parameters: --algo name:key=value,...",
+        markup=False,
+        highlight=False,
+    )
 
 
 def _show_holes(outcomes: list[_Outcome]) -> None:

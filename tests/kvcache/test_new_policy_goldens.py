@@ -84,7 +84,9 @@ def _cases(slow_algos: set[str]) -> list[object]:
     ]
 
 
-@pytest.mark.parametrize(("algo", "name"), _cases({"partial_node_random_freq", "random_compute_small_queue"}))
+@pytest.mark.parametrize(
+    ("algo", "name"), _cases({"partial_node_random_freq", "random_compute_small_queue"})
+)
 def test_golden_implementation(algo: str, name: str) -> None:
     first, size, params, costed, expected = GOLDENS[algo]
     requests = _requests(name, first)
