@@ -12,7 +12,9 @@ import warnings
 import numpy as np
 import pytest
 from kvcache_helpers import TRACES_DIR, random_prefix_trace, read_mooncake
+from typer.testing import CliRunner
 
+from optimizer.cli.main import app
 from simulator.kvcache.policies import POLICIES, make_policy
 from simulator.kvcache.policy_table import PINS_VERIFIED, policy_table
 from simulator.kvcache.replay import replay
@@ -70,10 +72,6 @@ def test_policy_table_columns() -> None:
 
 
 def test_list_policies_cli() -> None:
-    from typer.testing import CliRunner
-
-    from optimizer.cli.main import app
-
     result = CliRunner().invoke(app, ["replay", "--list-policies", "--json"])
     assert result.exit_code == 0, result.output
     rows = json.loads(result.stdout)
