@@ -12,6 +12,7 @@ from importlib.metadata import PackageNotFoundError, version
 import typer
 
 from optimizer.cli import (
+    analyze_cmd,
     calibrate_cmd,
     catalog_cmd,
     convert_cmd,
@@ -61,6 +62,7 @@ for _module in (
     catalog_cmd,
     slo_cmd,
     replay_cmd,
+    analyze_cmd,
     calibrate_cmd,
     convert_cmd,
     optimize_cmd,
