@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from optimizer.cli import (
+    analyze_cmd,
     calibrate_cmd,
     catalog_cmd,
     convert_cmd,
@@ -63,6 +64,7 @@ for _module in (
     catalog_cmd,
     slo_cmd,
     replay_cmd,
+    analyze_cmd,
     calibrate_cmd,
     convert_cmd,
     optimize_cmd,
