@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from optimizer.silicon_disagg import DisaggRow
 
 __all__ = [
+    "KNOWN_COLUMNS",
     "REQUIRED_COLUMNS",
     "MeasuredRow",
     "Row",
@@ -50,6 +51,40 @@ REQUIRED_COLUMNS = (
     "osl",
     "batch_size",
     "tp_size",
+    "silicon_ttft_ms",
+    "silicon_tpot_ms",
+)
+#: Per-role column suffixes of a disaggregated row (``prefill_tp_size``, ``decode_tp_size``, ...).
+ROLE_SUFFIXES = (
+    "batch_size",
+    "num_workers",
+    "tp_size",
+    "pp_size",
+    "attention_dp_size",
+    "moe_tp_size",
+    "moe_ep_size",
+)
+#: Every column the format defines (aiconfigurator's silicon CSV): anything else is a typo.
+KNOWN_COLUMNS = (
+    "id",
+    "silicon_data_source",
+    "backend",
+    "backend_version",
+    "model_path",
+    "system",
+    "precision",
+    "mode",
+    "isl",
+    "osl",
+    "gemm_quant_mode",
+    "moe_quant_mode",
+    "batch_size",
+    "tp_size",
+    "pp_size",
+    "attention_dp_size",
+    "moe_tp_size",
+    "moe_ep_size",
+    *(f"{role}_{what}" for role in ("prefill", "decode") for what in ROLE_SUFFIXES),
     "silicon_ttft_ms",
     "silicon_tpot_ms",
 )
@@ -77,6 +112,11 @@ class MeasuredRow:
     """Weight precision as written (``gemm_quant_mode``, else ``precision``; may be empty)."""
     measured_ttft_ms: float
     measured_tpot_ms: float
+    source: str = field(default="", kw_only=True)
+    """``silicon_data_source`` as written: which harness produced the row
+    (``optimizer/benchmark_rules.py`` reads it)."""
+    backend_version: str = field(default="", kw_only=True)
+    """``backend_version`` as written (may be empty)."""
 
     @property
     def mode(self) -> str:
@@ -112,6 +152,8 @@ def identity_fields(line: int, record: Mapping[str, str | None]) -> dict[str, An
         "backend": text("backend").lower(),
         "system": text("system"),
         "precision": precision if precision != "nan" else "",
+        "source": text("silicon_data_source"),
+        "backend_version": text("backend_version"),
     }
 
 
@@ -175,6 +217,12 @@ def read_silicon(path: str | Path) -> tuple[list[Row], list[Skipped]]:
         with path.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             header = reader.fieldnames or []
+            unknown = [c for c in header if c not in KNOWN_COLUMNS]
+            if unknown:
+                raise InputError(
+                    f"{path}: line 1: unknown column {unknown[0]!r} (a silicon benchmark CSV "
+                    f"has {', '.join(KNOWN_COLUMNS)})"
+                )
             missing = [c for c in REQUIRED_COLUMNS if c not in header]
             if missing:
                 raise InputError(
