@@ -36,6 +36,7 @@ __all__ = [
     "Row",
     "SiliconRow",
     "Skipped",
+    "check_header",
     "identity_fields",
     "read_silicon",
     "select_rows",
@@ -217,19 +218,7 @@ def read_silicon(path: str | Path) -> tuple[list[Row], list[Skipped]]:
         with path.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             header = reader.fieldnames or []
-            unknown = [c for c in header if c not in KNOWN_COLUMNS]
-            if unknown:
-                raise InputError(
-                    f"{path}: line 1: unknown column {unknown[0]!r} (a silicon benchmark CSV "
-                    f"has {', '.join(KNOWN_COLUMNS)})"
-                )
-            missing = [c for c in REQUIRED_COLUMNS if c not in header]
-            if missing:
-                raise InputError(
-                    f"{path}: line 1: missing column{'s' if len(missing) > 1 else ''} "
-                    f"{', '.join(missing)} (a silicon benchmark CSV needs "
-                    f"{', '.join(REQUIRED_COLUMNS)})"
-                )
+            check_header(path, header, KNOWN_COLUMNS, REQUIRED_COLUMNS, "a silicon benchmark CSV")
             rows: list[Row] = []
             skipped: list[Skipped] = []
             for record in reader:
@@ -251,6 +240,24 @@ def read_silicon(path: str | Path) -> tuple[list[Row], list[Skipped]]:
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise InputError(f"{path}: cannot read as CSV: {err}") from None
     return rows, skipped
+
+
+def check_header(
+    path: Path, header: Sequence[str], known: Sequence[str], required: Sequence[str], what: str
+) -> None:
+    """``InputError`` naming ``path``, line 1 and the column when ``header`` has a column not
+    in ``known`` or lacks one of ``required`` (``what`` names the format in the message)."""
+    unknown = [c for c in header if c not in known]
+    if unknown:
+        raise InputError(
+            f"{path}: line 1: unknown column {unknown[0]!r} ({what} has {', '.join(known)})"
+        )
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise InputError(
+            f"{path}: line 1: missing column{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)} ({what} needs {', '.join(required)})"
+        )
 
 
 def _skip(record: dict[str, Any], line: int, reason: str) -> Skipped:

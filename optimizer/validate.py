@@ -63,7 +63,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -84,6 +84,7 @@ from optimizer.benchmark_rules import (
 from optimizer.silicon import Row, SiliconRow, Skipped, read_silicon, select_rows
 from optimizer.silicon_disagg import DisaggRow, disagg_config
 from optimizer.simconfig import closed_loop_workload
+from optimizer.validate_report import FidelityReport, mape
 from simulator.api import SimResult, simulate
 from simulator.config import ServingConfig
 from simulator.latency.presets import BACKEND_PRESETS
@@ -103,6 +104,7 @@ __all__ = [
     "Skipped",
     "benchmark_engine_settings",
     "benchmark_mean",
+    "mape",
     "read_silicon",
     "run_validation",
     "select_rows",
@@ -363,93 +365,6 @@ def benchmark_mean(values: NDArray[np.float64], users: int, rounds: int) -> floa
     weights = np.ones(rounds)
     weights[-2] += BENCHMARK_ROUNDS - rounds
     return float(np.dot(means, weights) / weights.sum())
-
-
-@dataclass(frozen=True, slots=True)
-class GroupSummary:
-    """MAPE of one (model, backend, mode) group."""
-
-    model: str
-    backend: str
-    n: int
-    ttft_mape: float
-    tpot_mape: float
-    mode: str = "agg"
-    """``agg`` or ``disagg``: a disaggregated deployment is a group of its own."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return {
-            "model": self.model,
-            "backend": self.backend,
-            "mode": self.mode,
-            "n": self.n,
-            "ttft_mape": self.ttft_mape,
-            "tpot_mape": self.tpot_mape,
-        }
-
-
-def mape(errors: Iterable[float]) -> float:
-    """Mean absolute relative error (a fraction) over the finite ``errors``; NaN when none."""
-    values = [abs(e) for e in errors if math.isfinite(e)]
-    return float(np.mean(values)) if values else math.nan
-
-
-@dataclass(frozen=True, slots=True)
-class FidelityReport:
-    """Every simulated and skipped row of one validation run."""
-
-    latency_model: str
-    rounds: int
-    results: tuple[RowResult, ...]
-    skipped: tuple[Skipped, ...]
-    start: StartMode = "together"
-    deployment: Deployment = "benchmark"
-    ttft_offset: bool = False
-
-    def groups(self) -> list[GroupSummary]:
-        """MAPE per (model, backend, mode), in order of first appearance."""
-
-        def key(result: RowResult) -> tuple[str, str, str]:
-            return result.row.model, result.row.backend, result.row.mode
-
-        out = []
-        for model, backend, mode in dict.fromkeys(key(r) for r in self.results):
-            members = [r for r in self.results if key(r) == (model, backend, mode)]
-            out.append(
-                GroupSummary(
-                    model,
-                    backend,
-                    len(members),
-                    mape(r.ttft_error for r in members),
-                    mape(r.tpot_error for r in members),
-                    mode,
-                )
-            )
-        return out
-
-    def summary(self) -> dict[str, Any]:
-        """Overall MAPE (fractions) over every simulated row, and the counts."""
-        return {
-            "ttft_mape": mape(r.ttft_error for r in self.results),
-            "tpot_mape": mape(r.tpot_error for r in self.results),
-            "n": len(self.results),
-            "n_skipped": len(self.skipped),
-            "latency_model": self.latency_model,
-            "rounds": self.rounds,
-            "start": self.start,
-            "deployment": self.deployment,
-            "ttft_offset": self.ttft_offset,
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"rows", "summary", "groups", "skipped"}`` (what ``kvplan validate --json`` prints)."""
-        return {
-            "rows": [r.to_dict() for r in self.results],
-            "summary": self.summary(),
-            "groups": [g.to_dict() for g in self.groups()],
-            "skipped": [s.to_dict() for s in self.skipped],
-        }
 
 
 def _simulate_one(

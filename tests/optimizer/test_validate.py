@@ -242,3 +242,13 @@ def test_spread_start_runs_a_pilot_and_staggers_the_users(backend: str, steps_wa
     assert 10.0 < spread.predicted_ttft_ms < 10.0 * (1 + steps_waited)
     if steps_waited > 1:
         assert spread.predicted_ttft_ms > 20.0
+
+
+def test_unknown_column_names_the_file_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "typo.csv"
+    path.write_text(
+        "id,backend,model_path,system,mode,isl,osl,batch_size,tp_size,silicon_ttft_ms,"
+        "silicon_tpot_ms,silicon_tpot_msx\n"
+    )
+    with pytest.raises(InputError, match=r"typo\.csv: line 1: unknown column 'silicon_tpot_msx'"):
+        read_silicon(path)

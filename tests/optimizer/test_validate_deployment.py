@@ -15,7 +15,6 @@ from optimizer.validate import (
     simulate_row,
 )
 
-
 #: A row from aiconfigurator's gap analysis (the generator's rules apply to it).
 AIC_SOURCE = "source_file=/x/aic-auto-gap-analysis/data/h100_sxm/vllm/0.12.0/m.csv"
 
