@@ -32,6 +32,7 @@ from hardware.schema import Catalog
 from optimizer.configs import ALIASES, known_names
 from optimizer.space import Dimension, Scalar, SearchSpace
 from simulator.config import ServingConfig
+from simulator.engine.analytic import ANALYTIC_MODELS, parse_analytic
 from simulator.latency import LATENCY_MODELS, load_preset
 from slo.inputfile import InputError
 
@@ -52,8 +53,14 @@ _NO_TIER = (None, "none", "off", "")
 def check_latency_spec(spec: str, source: str) -> None:
     """``InputError`` unless ``spec`` (``NAME`` or ``NAME:ARG``) names a known latency model."""
     name = str(spec).partition(":")[0].strip().lower()
+    if name in ANALYTIC_MODELS:
+        try:  # constant:SECONDS, linear:BASE_S,PER_TOKEN_S — checked as the builder parses them
+            parse_analytic(str(spec))
+        except InputError as err:
+            raise InputError(f"{source}: {err}") from None
+        return
     if name not in LATENCY_MODELS:
-        known = ", ".join(sorted(LATENCY_MODELS))
+        known = ", ".join(sorted([*LATENCY_MODELS, *ANALYTIC_MODELS]))
         raise InputError(f"{source}: unknown latency model '{spec}'; known: {known}")
 
 

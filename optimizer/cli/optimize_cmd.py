@@ -194,9 +194,18 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
     if plan_picks and result.picks:
         status = err_console.status("planning: measuring tier value and headroom of the picks")
         with status if not as_json else contextlib.nullcontext():
+            from optimizer.plan_runner import planning_runner  # noqa: PLC0415
             from optimizer.planning import plan  # noqa: PLC0415  (loads the planner on demand)
 
-            planning = plan(evaluator, result, baseline=baseline_params, on_step=status.update)
+            # Reuses the trials' results; in the worker pool when --workers > 1.
+            with planning_runner(setup, evaluator, records, workers=workers) as runner:
+                planning = plan(
+                    evaluator,
+                    result,
+                    baseline=baseline_params,
+                    runner=runner,
+                    on_step=status.update,
+                )
     elapsed = time.perf_counter() - started
     settings = {
         "model": model,
