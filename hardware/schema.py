@@ -17,6 +17,7 @@ from typing import Literal, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from hardware.checkpoints import RECIPES, Checkpoint, resolve_checkpoint
 from slo.inputfile import InputError
 
 __all__ = [
@@ -212,6 +213,15 @@ class ModelSpec(_Frozen):
     first_dense_layers: int = Field(
         default=0, ge=0, description="Leading layers that use the dense MLP in an MoE model."
     )
+    checkpoint_recipe: Literal[
+        "none", "modelopt_fp8", "modelopt_nvfp4", "fp8_block", "fp8_dynamic", "fp8_kv",
+        "mxfp4", "int4", "int8",
+    ] = Field(
+        default="none",
+        description="Quantisation recipe of the checkpoint published under this name "
+        "(hardware/checkpoints.py RECIPES; 'none' = weights in bf16, e.g. DeepSeek-V3 is "
+        "'fp8_block').",
+    )  # fmt: skip
     q_lora_rank: int = Field(default=0, ge=0, description="MLA query compression rank (0 = none).")
     kv_lora_rank: int = Field(default=0, ge=0, description="MLA KV latent width.")
     qk_nope_head_dim: int = Field(default=0, ge=0, description="MLA per-head non-RoPE Q/K width.")
@@ -338,13 +348,28 @@ class Catalog(_Frozen):
         return _lookup(self.gpus, name, "GPU")
 
     def model(self, name: str) -> ModelSpec:
-        """The model called ``name`` (case-insensitive; the part after '/' also matches)."""
+        """The model called ``name`` (case-insensitive; the part after '/' also matches; a
+        quantised checkpoint's name, e.g. ``nvidia/Llama-3.1-8B-Instruct-FP8``, gives its base
+        model — ``checkpoint`` says with which recipe)."""
         key = name.lower()
         if key not in self.models:
             by_short = {k.rsplit("/", 1)[-1]: k for k in self.models}
             if key in by_short:
                 return self.models[by_short[key]]
+            resolved = resolve_checkpoint(name, self.models)
+            if resolved is not None:
+                return self.models[resolved.base]
         return _lookup(self.models, name, "model")
+
+    def checkpoint(self, name: str) -> Checkpoint:
+        """The base model and quantisation recipe of checkpoint ``name`` (``hardware/
+        checkpoints.py``): a quantised repository's suffix names its recipe, any other known
+        name is the original checkpoint (recipe ``none``). ``InputError`` when unknown."""
+        resolved = resolve_checkpoint(name, self.models)
+        if resolved is not None:
+            return resolved
+        model = self.model(name)
+        return Checkpoint(name, model.name.lower(), RECIPES[model.checkpoint_recipe])
 
     def storage_tier(self, name: str) -> StorageTierSpec:
         """The storage tier called ``name`` (case-insensitive)."""

@@ -41,6 +41,7 @@ from optimizer.study import CONSTRAINTS_ATTR
 from simulator.api import SimResult, WorkloadBuilder, simulate
 from simulator.cluster.build import deployment_cost
 from simulator.cluster.capacity import capacity_search
+from simulator.cluster.overlong import OverlongPolicy
 from simulator.config import ServingConfig
 from slo import SloSpec, attainment, evaluate, slo_met_mask
 
@@ -91,9 +92,14 @@ class TrialEvaluator:
         seed: int,
         latency_model: str | None = None,
         capacity: bool = False,
+        overlong: OverlongPolicy = "drop",
     ) -> None:
         self.space = space
         self.capacity = capacity
+        self.overlong = overlong
+        #: ``drop`` removes requests longer than the model's context before each simulation;
+        #: otherwise they reach the engine, which rejects them (SLO misses).
+        self.drop_overlong = overlong == "drop"
         self._memo: dict[tuple[tuple[str, str], ...], Evaluation] = {}
         self.spec = spec
         self.workload = workload
@@ -185,7 +191,13 @@ class TrialEvaluator:
         over = self._over_budget(cost.usd_per_hour, cost.gpus)
         if over:
             return self._infeasible(over, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus)
-        result = simulate(config, self.workload, seed=self.seed, catalog=self.catalog)
+        result = simulate(
+            config,
+            self.workload,
+            seed=self.seed,
+            catalog=self.catalog,
+            drop_overlong_requests=self.drop_overlong,
+        )
         if not result.feasible:
             return self._infeasible(result.reason, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus)
         metrics = self.slo_metrics(result)
@@ -199,6 +211,7 @@ class TrialEvaluator:
                 seed=self.seed,
                 catalog=self.catalog,
                 max_time_scale=1.0,  # the nominal load passed: search only above it
+                drop_overlong_requests=self.drop_overlong,
             )
             metrics["capacity_requests_per_s"] = found.requests_per_s or 0.0
             metrics["capacity_load_scale"] = found.load_scale or 0.0

@@ -10,15 +10,22 @@ All figures come from extra simulations on the study's own workload and seed:
   at which the pick still meets the SLO, by ``capacity_search`` (bisection to 2.5%, up to 8×);
   open-loop workloads only.
 - **baseline**: the user's configuration evaluated the same way, and each pick's saving.
+
+How the simulations run (``plan_runner``): evaluations whose configuration a trial already
+ran are copied from it when ``plan`` is given a ``ReusingEvaluator``, the headroom search
+skips the nominal load (a pick met the SLO there in its trial) and gives up on a simulation
+once the attainment floor is out of reach, and a ``runner`` may spread the per-pick tasks over
+worker processes; none of it changes a figure (the headroom's simulation count aside).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from optimizer.objective import Evaluation, TrialEvaluator
-from optimizer.report import Planning
+from optimizer.plan_runner import InProcess, PlanRunner, miss_rule
+from optimizer.report_sections import Planning
 from optimizer.results import StudyResult
 from simulator.cluster.capacity import capacity_search
 from slo.inputfile import InputError
@@ -73,22 +80,40 @@ def plan(
     *,
     baseline: Mapping[str, Any] | None = None,
     headroom: bool = True,
+    runner: PlanRunner | None = None,
+    on_step: Callable[[str], None] | None = None,
 ) -> Planning:
-    """Measure tier value and headroom for each distinct pick, and compare with ``baseline``."""
-    tier_value: dict[str, list[dict[str, Any]]] = {}
-    headroom_rows: dict[str, dict[str, Any]] = {}
-    seen: dict[int, str] = {}
+    """Measure tier value and headroom for each distinct pick, and compare with ``baseline``.
+
+    ``runner`` runs the per-pick tasks (default: here, with ``evaluator``); the baseline is
+    evaluated with ``evaluator``. ``on_step`` is told what is being measured before each
+    stage (progress for a person).
+    """
+    say = on_step or (lambda _text: None)
+    runner = runner or InProcess(evaluator)
+    picks: dict[int, tuple[str, dict[str, Any]]] = {}
     for pick in result.picks:
-        number = pick.trial.number
-        if number in seen:
-            continue
-        seen[number] = pick.label
-        params = dict(pick.trial.params)
-        tier_value[pick.label] = _tier_rows(evaluator, params)
-        if headroom:
-            headroom_rows[pick.label] = _headroom(evaluator, params)
+        picks.setdefault(pick.trial.number, (pick.label, dict(pick.trial.params)))
+    labels = [label for label, _ in picks.values()]
+    points = [params for _, params in picks.values()]
+    # Headroom searches first: they are the long tasks, so a pool starts them early.
+    tasks = [("headroom", p) for p in points] if headroom else []
+    tasks += [("tiers", p) for p in points]
+    say(f"planning: what each cache tier buys and the headroom of {len(points)} pick(s)")
+    done = runner.map(_pick_task, tasks)
+    rows = done[len(points) :] if headroom else done
+    tier_value = dict(zip(labels, rows, strict=True))
+    headroom_rows = dict(zip(labels, done[: len(points)], strict=True)) if headroom else {}
+    if baseline is not None:
+        say("planning: your baseline")
     base_info = _baseline(evaluator, result, baseline) if baseline is not None else None
     return Planning(tier_value=tier_value, headroom=headroom_rows, baseline=base_info)
+
+
+def _pick_task(evaluator: TrialEvaluator, task: tuple[str, dict[str, Any]]) -> Any:
+    """One planning task of a pick: its tier rows or its headroom (module-level: picklable)."""
+    kind, params = task
+    return _headroom(evaluator, params) if kind == "headroom" else _tier_rows(evaluator, params)
 
 
 def _headroom(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -101,6 +126,9 @@ def _headroom(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> dict[str,
             seed=evaluator.seed,
             catalog=evaluator.catalog,
             max_time_scale=1.0,
+            drop_overlong_requests=evaluator.drop_overlong,
+            passes_at_max=True,  # a pick met the SLO at the nominal load in its trial
+            give_up=miss_rule(evaluator.spec),  # stop a failing simulation once it is certain
         )
     except InputError as err:  # e.g. a closed-loop workload has no arrival rate to scale
         return {"load_scale": None, "requests_per_s": None, "note": str(err)}
@@ -116,23 +144,33 @@ def _baseline(
     evaluator: TrialEvaluator, result: StudyResult, baseline: Mapping[str, Any]
 ) -> dict[str, Any]:
     evaluation = evaluator.evaluate_params(baseline)
+    feasible = _feasible(evaluation)
     base_cost = evaluation.metrics.get("usd_per_hour")
+    # Latency is compared only when the baseline ran: an infeasible one has no latency (its
+    # objective value is a placeholder, never a figure to print).
+    base_latency = evaluation.metrics.get("objective.latency") if feasible else None
     comparison: dict[str, str] = {}
     for pick in result.picks:
         cost = pick.trial.metrics.get("usd_per_hour")
-        if base_cost and cost is not None:
-            saving = (base_cost - cost) * 730.0
-            latency = pick.trial.objectives.get("latency")
-            base_latency = evaluation.values.get("latency")
-            comparison[pick.label] = (
-                f"saves USD {saving:,.0f}/month"
-                if saving >= 0
-                else f"costs USD {-saving:,.0f}/month more"
-            ) + f"; latency {latency:,.0f} vs baseline {base_latency:,.0f}"
+        if base_cost is None or cost is None or base_cost != base_cost:  # noqa: PLR0124  (NaN)
+            continue
+        saving = (base_cost - cost) * 730.0
+        text = (
+            f"saves USD {saving:,.0f}/month"
+            if saving >= 0
+            else f"costs USD {-saving:,.0f}/month more"
+        )
+        latency = pick.trial.objectives.get("latency")
+        if base_latency is not None and latency is not None:
+            text += f"; latency objective {latency:,.0f} vs baseline {base_latency:,.0f}"
+        comparison[pick.label] = text
+    reason = evaluation.infeasible_reason
+    if not feasible and not reason:
+        reason = "it ran but misses the SLO targets or attainment"
     return {
         "params": dict(baseline),
-        "feasible": _feasible(evaluation),
-        "reason": evaluation.infeasible_reason,
+        "feasible": feasible,
+        "reason": reason,
         "metrics": evaluation.metrics,
         "comparison": comparison,
     }

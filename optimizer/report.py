@@ -1,136 +1,77 @@
-"""The planning report: Markdown + self-contained HTML with plots, from a ``StudyResult``.
+"""The planning report: ``report.md`` and ``report.html`` from a ``StudyResult``.
 
-Sections: what was searched, the recommended picks (config, metrics, why, monthly cost, launch
-lines), the feasible front, what each cache tier buys (when the planner measured it), headroom
-(load scale at which each pick breaks its SLO, when measured) and the comparison with a
-baseline (when given). Plots: Pareto projections of every feasible trial with the front
-highlighted, and the cache-tier value per pick.
+Sections: the summary and notes; what was asked (SLO targets, attainment, budget, objectives);
+the workload (source, requests, offered rate, length distributions, rejected requests by
+reason); the latency model and its validated error; the picks (why, in numbers, what each
+gives up; configuration; launch lines and deployable artifacts); the front (an interactive
+plot in the HTML, a table with units); what each cache tier buys, in words; headroom; the
+baseline; the run's settings.
 
-What this is not: it runs no simulation; every number comes from the study's stored trials or
-from ``Planning`` (which ``optimizer.planning`` computes).
+What this is not: it runs no simulation; every number comes from the stored trials, the
+``ReportContext`` and ``Planning`` — all of which ``kvplan optimize`` stores in the study, so
+``kvplan report`` renders the same report from storage alone.
 """
 
 from __future__ import annotations
 
-import base64
-import html
-import io
-import itertools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from optimizer.deploy import deploy_artifacts
 from optimizer.launch import launch_commands
+from optimizer.picks import ObjectiveInfo
+from optimizer.report_html import PLOT_MARKER, md_escape, to_html
+from optimizer.report_plot import front_figure_html
+from optimizer.report_sections import (
+    HOURS_PER_MONTH,
+    Planning,
+    latency_section,
+    md_table,
+    planning_sections,
+    slo_section,
+    workload_section,
+)
 from optimizer.results import StudyResult, TrialRecord
+from optimizer.workload_profile import WorkloadProfile
+from slo import SloSpec
 
-__all__ = ["Planning", "grouped_picks", "write_report"]
+__all__ = ["Planning", "ReportContext", "grouped_picks", "render_markdown", "write_report"]
 
-HOURS_PER_MONTH = 730.0
+#: The headroom search's cap (load multiplier): ``simulator.cluster.capacity``'s 1/8 floor.
+HEADROOM_CAP = 8.0
 
 
 @dataclass(frozen=True, slots=True)
-class Planning:
-    """Cost-benefit figures measured for the picks by extra simulations (all optional)."""
+class ReportContext:
+    """What the report states besides the trials: the SLO, workload, latency model, settings."""
 
-    tier_value: Mapping[str, list[dict[str, Any]]] = field(default_factory=dict)
-    """Pick label -> rows ``{"variant", "feasible", "instances", "usd_per_hour", ...}``."""
-    headroom: Mapping[str, dict[str, Any]] = field(default_factory=dict)
-    """Pick label -> ``{"load_scale": k, "requests_per_s": y, ...}`` from capacity search."""
-    baseline: dict[str, Any] | None = None
-    """``{"params": ..., "metrics": ..., "feasible": bool}`` for the user's baseline."""
+    slo: SloSpec
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    """The run's settings (model, sampler, seed, trials, storage, …), shown as a table."""
+    workload: WorkloadProfile | None = None
+    latency_model: str = "roofline"
 
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (JSON and the study's user attributes)."""
+        return {
+            "slo": self.slo.model_dump(mode="json"),
+            "settings": dict(self.settings),
+            "workload": self.workload.to_dict() if self.workload else None,
+            "latency_model": self.latency_model,
+        }
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "–"
-        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-    return str(value)
-
-
-def _params_text(params: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={_fmt(v)}" for k, v in params.items() if k != "model")
-
-
-def _md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
-    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def _front_rows(front: Sequence[TrialRecord]) -> tuple[list[str], list[list[Any]]]:
-    headers = [
-        "trial",
-        "configuration",
-        "TTFT p90 ms",
-        "TPOT p90 ms",
-        "goodput tok/s",
-        "USD/h",
-        "USD/1M tok",
-    ]
-    rows = [
-        [
-            r.number,
-            _params_text(r.params),
-            r.metrics.get("ttft_ms.p90", float("nan")),
-            r.metrics.get("tpot_ms.p90", float("nan")),
-            r.metrics.get("goodput_tokens_per_s", float("nan")),
-            r.metrics.get("usd_per_hour", float("nan")),
-            r.metrics.get("usd_per_million_output_tokens", float("nan")),
-        ]
-        for r in front
-    ]
-    return headers, rows
-
-
-def _plot_png(result: StudyResult, records: Sequence[TrialRecord]) -> bytes | None:
-    try:
-        import matplotlib  # noqa: PLC0415  (plotting is optional at import time)
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt  # noqa: PLC0415
-    except ImportError:
-        return None
-    names = list(result.directions)
-    pairs = list(itertools.combinations(names, 2))
-    feasible = [r for r in records if r.feasible]
-    fig, axes = plt.subplots(1, len(pairs), figsize=(5 * len(pairs), 4), squeeze=False)
-    front_ids = {r.number for r in result.front}
-    for ax, (x, y) in zip(axes[0], pairs, strict=True):
-        others = [r for r in feasible if r.number not in front_ids]
-        ax.scatter(
-            [r.objectives[x] for r in others],
-            [r.objectives[y] for r in others],
-            s=12,
-            c="#b0b0b0",
-            label="feasible",
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ReportContext:
+        """The inverse of ``to_dict``."""
+        workload = data.get("workload")
+        return cls(
+            slo=SloSpec.model_validate(data["slo"]),
+            settings=dict(data.get("settings") or {}),
+            workload=WorkloadProfile.from_dict(workload) if workload else None,
+            latency_model=str(data.get("latency_model") or "roofline"),
         )
-        ax.scatter(
-            [r.objectives[x] for r in result.front],
-            [r.objectives[y] for r in result.front],
-            s=28,
-            c="#d62728",
-            label="Pareto front",
-        )
-        for label, trial in grouped_picks(result):
-            ax.annotate(
-                label,
-                (trial.objectives[x], trial.objectives[y]),
-                fontsize=7,
-                xytext=(4, 4),
-                textcoords="offset points",
-            )
-        ax.set_xlabel(f"{x} ({result.directions[x]})")
-        ax.set_ylabel(f"{y} ({result.directions[y]})")
-        ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=110)
-    plt.close(fig)
-    return buffer.getvalue()
 
 
 def grouped_picks(result: StudyResult) -> list[tuple[str, TrialRecord]]:
@@ -141,60 +82,92 @@ def grouped_picks(result: StudyResult) -> list[tuple[str, TrialRecord]]:
     return [(", ".join(labels), trial) for labels, trial in groups.values()]
 
 
+def _objectives_text(record: TrialRecord, infos: Mapping[str, ObjectiveInfo]) -> str:
+    return "; ".join(
+        f"{md_escape(info.label)} {info.text(record.objectives[role])}"
+        for role, info in infos.items()
+    )
+
+
 def _pick_sections(result: StudyResult) -> list[str]:
     out: list[str] = []
     why = {p.label: p.why for p in result.picks}
     for label, r in grouped_picks(result):
-        usd_h = float(r.metrics.get("usd_per_hour", float("nan")))
-        out.append(f"### {label} — trial {r.number}\n")
-        reasons = "; ".join(why[part] for part in label.split(", "))
-        out.append(f"*Why:* {reasons}.\n")
-        out.append(f"*Configuration:* {_params_text(r.params)}\n")
-        objectives = ", ".join(f"{k} = {_fmt(v)}" for k, v in r.objectives.items())
+        usd_h = float(r.metrics.get("usd_per_hour") or float("nan"))
+        out.append(f"### {md_escape(label)} — trial {r.number}\n")
+        for part in label.split(", "):
+            out.append(f"**Why {md_escape(part)}.** {md_escape(why[part])}\n")
         out.append(
-            f"*Objectives:* {objectives}; monthly cost ≈ USD {usd_h * HOURS_PER_MONTH:,.0f}"
-            f" (USD {usd_h:,.2f}/h × {HOURS_PER_MONTH:.0f} h).\n"
+            f"**Objectives:** {_objectives_text(r, result.objectives)}. Monthly cost "
+            f"≈ USD {usd_h * HOURS_PER_MONTH:,.0f} (USD {usd_h:,.2f}/h × "
+            f"{HOURS_PER_MONTH:.0f} h).\n"
         )
-        for engine, cmd in launch_commands(r.params).items():
-            title = f"{engine} (simulated)" if cmd["simulated"] else engine
-            out.append(f"{title}:\n\n```\n{cmd['command']}\n```\n")
-            out.extend(f"- {note}\n" for note in cmd["notes"])
+        rejected = r.metrics.get("n_rejected")
+        if rejected:
+            out.append(f"Rejected during simulation: {int(rejected):,} requests.\n")
+        rows = [[k, v] for k, v in r.params.items()]
+        out.append(md_table(["setting", "value"], rows))
+        out.extend(_launch_lines(r.params))
     return out
 
 
-def _planning_sections(planning: Planning) -> list[str]:
-    out: list[str] = []
-    if planning.tier_value:
-        out.append("## What each cache tier buys\n")
-        out.append(
-            "Each pick re-simulated with a tier removed (same workload and seed); the "
-            "instance count is raised until the SLO holds again, so the difference in "
-            "GPUs and dollars is what the tier saves.\n"
-        )
-        for label, tier_rows in planning.tier_value.items():
-            out.append(f"**{label}**\n")
-            headers = list(tier_rows[0]) if tier_rows else []
-            cells = [[row[h] for h in headers] for row in tier_rows]
-            out.append(_md_table(headers, cells) + "\n")
-    if planning.headroom:
-        out.append("## Headroom\n")
-        head_rows = [
-            [label, h.get("load_scale"), h.get("requests_per_s")]
-            for label, h in planning.headroom.items()
+def _launch_lines(params: Mapping[str, Any]) -> list[str]:
+    out = ["#### Launch\n"]
+    for engine, cmd in launch_commands(params).items():
+        title = f"{engine} (simulated)" if cmd["simulated"] else engine
+        out.append(f"{title}:\n\n```bash\n{cmd['command']}\n```\n")
+        out.extend(f"- {md_escape(note)}\n" for note in cmd["notes"])
+    for engine, art in deploy_artifacts(params).items():
+        out.append(f"{engine} container:\n\n```bash\n{art['container']}\n```\n")
+        out.append(f"{engine} Kubernetes Deployment:\n\n```yaml\n{art['kubernetes']}```\n")
+    return out
+
+
+def _front_table(result: StudyResult) -> str:
+    infos = result.objectives
+    headers = ["trial", "configuration", *(i.label for i in infos.values()), "USD/month"]
+    rows = [
+        [
+            r.number,
+            ", ".join(f"{k}={v}" for k, v in r.params.items() if k != "model"),
+            *(r.objectives[role] for role in infos),
+            float(r.metrics.get("usd_per_hour") or float("nan")) * HOURS_PER_MONTH,
         ]
-        out.append(
-            _md_table(["pick", "max load scale meeting SLO", "requests/s"], head_rows) + "\n"
+        for r in result.front
+    ]
+    return md_table(headers, rows)
+
+
+def render_markdown(
+    result: StudyResult, context: ReportContext, planning: Planning | None, *, title: str
+) -> str:
+    """The whole report as Markdown (``PLOT_MARKER`` where the HTML puts the plot)."""
+    md: list[str] = [f"# {md_escape(title)}\n"]
+    model = context.settings.get("model", "?")
+    md.append(
+        f"{md_escape(str(model))} under SLO {md_escape(context.slo.name)}: {result.n_trials} "
+        f"trials, {result.n_feasible} feasible, {len(result.front)} on the Pareto front.\n"
+    )
+    md.extend(f"- {md_escape(note)}\n" for note in result.notes)
+    md.extend(slo_section(context.slo, result.tolerance))
+    md.extend(workload_section(context.workload))
+    md.extend(latency_section(context.latency_model))
+    if result.picks:
+        md.append("## Recommendations\n")
+        md.extend(_pick_sections(result))
+        md.append("## The feasible Pareto front\n")
+        md.append(f"{PLOT_MARKER}\n")
+        md.append("(The interactive plot is in report.html.)\n")
+        md.append(_front_table(result))
+    else:
+        md.append(
+            "## No feasible configuration\n\nNo trial met every SLO target and budget. "
+            "Widen the space, relax the SLO, or run more trials.\n"
         )
-    if planning.baseline is not None:
-        out.append("## Against your baseline\n")
-        base = planning.baseline
-        out.append(
-            f"Baseline: {_params_text(base.get('params', {}))}; feasible: {base.get('feasible')}.\n"
-        )
-        base_rows = [[k, v] for k, v in base.get("comparison", {}).items()]
-        if base_rows:
-            out.append(_md_table(["pick", "saving / trade-off"], base_rows) + "\n")
-    return out
+    md.extend(planning_sections(planning or Planning(), HEADROOM_CAP))
+    md.append("## Settings\n")
+    md.append(md_table(["setting", "value"], list(context.settings.items())))
+    return "\n".join(md)
 
 
 def write_report(
@@ -203,95 +176,18 @@ def write_report(
     title: str,
     result: StudyResult,
     records: Sequence[TrialRecord],
-    context: Mapping[str, Any],
+    context: ReportContext,
     planning: Planning | None = None,
 ) -> tuple[Path, Path]:
-    """Write ``report.md`` and ``report.html`` (plot embedded) into ``out_dir``; return both."""
+    """Write ``report.md`` and ``report.html`` (interactive plot inlined); return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    md: list[str] = [f"# {title}\n"]
-    md.append(_md_table(["setting", "value"], list(context.items())) + "\n")
-    md.append(
-        f"{result.n_trials} trials, {result.n_feasible} feasible, "
-        f"{len(result.front)} on the Pareto front.\n"
-    )
-    png = _plot_png(result, records) if result.front else None
-    if png is not None:
-        (out_dir / "pareto.png").write_bytes(png)
-        md.append("![Pareto front projections](pareto.png)\n")
-    if result.picks:
-        md.append("## Recommendations\n")
-        md.extend(_pick_sections(result))
-        headers, rows = _front_rows(result.front)
-        md.append("## Feasible Pareto front\n")
-        md.append(_md_table(headers, rows) + "\n")
-    else:
-        md.append(
-            "## No feasible configuration\n\nNo trial met every SLO target and budget. "
-            "Widen the space, relax the SLO, or run more trials.\n"
-        )
-    md.extend(_planning_sections(planning or Planning()))
-    md_text = "\n".join(md)
+    text = render_markdown(result, context, planning, title=title)
+    plot = None
+    if result.front:
+        budget = context.slo.budget.usd_per_hour
+        plot = front_figure_html(result, records, grouped_picks(result), budget_usd_per_hour=budget)
     md_path = out_dir / "report.md"
-    md_path.write_text(md_text, encoding="utf-8")
+    md_path.write_text(text, encoding="utf-8")
     html_path = out_dir / "report.html"
-    html_path.write_text(_to_html(title, md_text, png), encoding="utf-8")
+    html_path.write_text(to_html(title, text, plot), encoding="utf-8")
     return md_path, html_path
-
-
-def _html_line(line: str, png: bytes | None) -> str:
-    """One non-table, non-code Markdown line as HTML ('' for a blank line)."""
-    if line.startswith("!["):
-        if png is None:
-            return ""
-        data = base64.b64encode(png).decode()
-        return f'<img alt="Pareto front" src="data:image/png;base64,{data}">'
-    if line.startswith("#"):
-        level = len(line) - len(line.lstrip("#"))
-        return f"<h{level}>{html.escape(line[level:].strip())}</h{level}>"
-    if line.startswith("- "):
-        return f"<li>{html.escape(line[2:])}</li>"
-    return f"<p>{html.escape(line)}</p>" if line.strip() else ""
-
-
-def _html_table(table: list[list[str]]) -> list[str]:
-    head, *rows = table
-    out = ["<table><tr>" + "".join(f"<th>{c}</th>" for c in head) + "</tr>"]
-    out += ["<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows]
-    out.append("</table>")
-    return out
-
-
-def _to_html(title: str, md_text: str, png: bytes | None) -> str:
-    """A small, dependency-free Markdown subset → HTML (headings, tables, code, lists, images)."""
-    body: list[str] = []
-    in_code = False
-    table: list[list[str]] = []
-    for line in md_text.splitlines():
-        if table and not line.startswith("|"):
-            body += _html_table(table)
-            table = []
-        if line.startswith("```"):
-            body.append("</pre>" if in_code else "<pre>")
-            in_code = not in_code
-        elif in_code:
-            body.append(html.escape(line))
-        elif line.startswith("|"):
-            cells = [html.escape(c.strip()) for c in line.strip("|").split("|")]
-            if not all(set(c) <= {"-"} for c in cells):
-                table.append(cells)
-        else:
-            body.append(_html_line(line, png))
-    if table:
-        body += _html_table(table)
-    style = (
-        "body{font-family:sans-serif;max-width:72rem;margin:2rem auto;padding:0 1rem}"
-        "table{border-collapse:collapse;margin:1rem 0}td,th{border:1px solid #ccc;"
-        "padding:.25rem .5rem;font-size:.85rem}pre{background:#f4f4f4;padding:.5rem;"
-        "white-space:pre-wrap}img{max-width:100%}"
-    )
-    return (
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}"
-        f"</title><style>{style}</style></head><body>\n"
-        + "\n".join(b for b in body if b)
-        + "\n</body></html>"
-    )

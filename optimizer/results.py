@@ -3,9 +3,11 @@
 Works on ``TrialRecord`` (a plain snapshot of an Optuna trial), so a study re-rendered from
 storage (``kvplan report``) gives exactly what the live run printed.
 
-Picks: the best feasible trial per objective, and the knee (balanced) point of the front. Near
-duplicates — front members whose objectives all lie within ``tolerance`` (relative) of an
-earlier member's — are collapsed into that member, so the table shows distinct trade-offs.
+Picks (``optimizer.picks``): per objective, the cheapest configuration within ``tolerance`` of
+the best, and the knee on meaningfully scaled objectives; an objective that varies less than its
+noise over the front is noted as no trade-off instead. Near duplicates — front members whose
+objectives all lie within ``collapse`` (relative) of an earlier member's — are collapsed into
+that member, so the table shows distinct trade-offs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from optimizer.pareto import knee_index, non_dominated, to_minimisation
+from optimizer.pareto import non_dominated, to_minimisation
+from optimizer.picks import DEFAULT_TOLERANCE, ObjectiveInfo, make_picks
 
 __all__ = ["Pick", "StudyResult", "TrialRecord", "summarise"]
 
@@ -60,6 +63,12 @@ class StudyResult:
     n_feasible: int
     front: tuple[TrialRecord, ...]
     picks: tuple[Pick, ...]
+    notes: tuple[str, ...] = ()
+    """What the picks could not say with a pick (objectives that are no trade-off, advice)."""
+    objectives: Mapping[str, ObjectiveInfo] = field(default_factory=dict)
+    """Role -> what the objective is (metric, unit, SLO target)."""
+    tolerance: float = DEFAULT_TOLERANCE
+    """Relative tolerance of the "best X" picks."""
 
 
 def _collapse(
@@ -84,38 +93,35 @@ def summarise(
     records: Sequence[TrialRecord],
     directions: Mapping[str, str],
     *,
-    tolerance: float = 0.01,
+    collapse: float = 0.01,
+    tolerance: float = DEFAULT_TOLERANCE,
+    objectives: Mapping[str, ObjectiveInfo] | None = None,
 ) -> StudyResult:
     """The feasible non-dominated set (near-duplicates collapsed) and the recommended picks.
 
-    ``directions`` maps objective name -> 'minimize' | 'maximize', in the study's order.
+    ``directions`` maps objective name -> 'minimize' | 'maximize', in the study's order;
+    ``objectives`` says what each is (default: the name is the metric, no SLO target).
     """
     names = list(directions)
+    infos = dict(objectives or {n: ObjectiveInfo(n, n, directions[n]) for n in names})
     feasible = [r for r in records if r.feasible]
     if not feasible:
-        return StudyResult(dict(directions), len(records), 0, (), ())
+        return StudyResult(dict(directions), len(records), 0, (), (), objectives=infos)
     points = to_minimisation(
         [[r.objectives[n] for n in names] for r in feasible], [directions[n] for n in names]
     )
     front_idx = non_dominated(points)
     # Cheapest first inside the front, so collapsing keeps the cheaper of two near-twins.
     order = sorted(front_idx, key=lambda i: tuple(points[i][::-1]))
-    front = _collapse([feasible[i] for i in order], names, tolerance)
-    picks: list[Pick] = []
-    for n in names:
-        sign = 1.0 if directions[n] == "minimize" else -1.0
-        best = min(front, key=lambda r: (sign * r.objectives[n], r.number))
-        word = "lowest" if sign > 0 else "highest"
-        picks.append(Pick(f"best {n}", best, f"{word} {n} among feasible configurations"))
-    front_points = to_minimisation(
-        [[r.objectives[n] for n in names] for r in front], [directions[n] for n in names]
+    front = _collapse([feasible[i] for i in order], names, collapse)
+    chosen = make_picks(front, infos, tolerance=tolerance)
+    return StudyResult(
+        dict(directions),
+        len(records),
+        len(feasible),
+        tuple(front),
+        tuple(Pick(label, trial, why) for label, trial, why in chosen.picks),
+        notes=chosen.notes,
+        objectives=infos,
+        tolerance=tolerance,
     )
-    knee = front[knee_index(front_points)]
-    picks.append(
-        Pick(
-            "balanced",
-            knee,
-            "knee of the front: closest to the ideal point after normalising each objective",
-        )
-    )
-    return StudyResult(dict(directions), len(records), len(feasible), tuple(front), tuple(picks))

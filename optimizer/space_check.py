@@ -53,7 +53,8 @@ _NO_TIER = (None, "none", "off", "")
 
 def check_latency_spec(spec: str, source: str) -> None:
     """``InputError`` unless ``spec`` names a known latency model: a registry name (``NAME`` or
-    ``NAME:ARG``) or an analytic one (``constant:S``, ``linear:...``) with finite figures."""
+    ``NAME:ARG``) or an analytic one (``constant:S``, ``linear:...``, checked as the builder
+    parses them) with finite figures."""
     try:
         analytic = parse_analytic(str(spec))
     except InputError as err:

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -62,12 +64,14 @@ def _nsga2(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler
 
 def _tpe(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
     del grid
-    return optuna.samplers.TPESampler(
-        seed=seed,
-        n_startup_trials=TPE_STARTUP_TRIALS,
-        multivariate=True,
-        group=True,
-    )
+    with warnings.catch_warnings():  # ``group`` is "experimental" since Optuna 2.8
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=seed,
+            n_startup_trials=TPE_STARTUP_TRIALS,
+            multivariate=True,
+            group=True,
+        )
 
 
 def _gp(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
@@ -120,6 +124,12 @@ def make_sampler(
     return factory(seed, grid or {})
 
 
+#: How often opening an RDB storage is retried when another process is creating its schema.
+_SCHEMA_RACE_ATTEMPTS = 5
+#: What SQLite and PostgreSQL say when another process created the same table or row first.
+_SCHEMA_RACE = re.compile(r"already exists|UNIQUE constraint failed|duplicate key value")
+
+
 def make_storage(url: str | None) -> BaseStorage:
     """A storage for ``url`` (see the module docstring); one-line ``InputError`` if unusable."""
     if not url:
@@ -139,15 +149,20 @@ def make_storage(url: str | None) -> BaseStorage:
     # SQLAlchemy's default PostgreSQL driver is psycopg2; kvplan ships psycopg 3.
     if url.startswith("postgresql://"):
         engine_url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-    try:
-        with warnings.catch_warnings():
-            # Heartbeats are "experimental" in Optuna 5 but are what fails trials of a killed
-            # worker (after grace_period) so a resumed study does not wait on them.
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return RDBStorage(engine_url, heartbeat_interval=30, grace_period=120)
-    except Exception as err:  # SQLAlchemy raises many driver-specific types
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InputError(f"--storage {shown}: cannot open: {first}") from None
+    for attempt in range(_SCHEMA_RACE_ATTEMPTS):
+        try:
+            # No Optuna heartbeat: kvplan's own (``optimizer.claims``) covers every storage,
+            # and it is what fails the trials of a killed worker.
+            return RDBStorage(engine_url)
+        except Exception as err:  # SQLAlchemy raises many driver-specific types
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            # Processes that open a new database together race to create Optuna's tables;
+            # the loser sees "already exists" and finds the schema complete on a retry.
+            if _SCHEMA_RACE.search(first) and attempt + 1 < _SCHEMA_RACE_ATTEMPTS:
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            raise InputError(f"--storage {shown}: cannot open: {first}") from None
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def _without_password(url: str) -> str:

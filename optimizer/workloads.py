@@ -12,13 +12,21 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from simulator.api import WorkloadBuilder
+from simulator.api import WorkloadBuilder, build_source
+from simulator.cluster.overlong import OverlongPolicy, OverlongTally, scan_overlong
 from simulator.workload.bundled import bundled_trace_path
 from simulator.workload.spec import TraceWorkload, WorkloadSpec, load_workload
 from simulator.workload.trace import open_trace
 from slo.inputfile import InputError, validate
 
-__all__ = ["DEFAULT_WORKLOAD", "TRACE_SUFFIXES", "describe_workload", "workload_from_arg"]
+__all__ = [
+    "DEFAULT_WORKLOAD",
+    "TRACE_SUFFIXES",
+    "check_overlong",
+    "describe_workload",
+    "overlong_sentence",
+    "workload_from_arg",
+]
 
 TRACE_SUFFIXES = (".jsonl", ".lcp", ".zst")
 
@@ -107,3 +115,29 @@ def describe_workload(builder: WorkloadBuilder) -> dict[str, Any]:
             data["path"] = Path(data["path"]).name  # the file, not where it is installed
         return data
     return {"kind": type(builder).__name__}
+
+
+def check_overlong(
+    builder: WorkloadBuilder, *, seed: int, max_context_tokens: int, policy: OverlongPolicy
+) -> OverlongTally:
+    """Count the workload's requests longer than the model's context, before any simulation.
+
+    ``policy`` ``reject`` turns any such request into an ``InputError`` (exit 2) naming how many
+    there are and the longest; ``drop`` and ``count-as-miss`` only count (the simulator applies
+    them). Scans the requests known up front (``scan_overlong``).
+    """
+    tally = scan_overlong(build_source(builder, seed), max_context_tokens)
+    if policy == "reject" and tally.n_overlong:
+        raise InputError(
+            f"workload: {overlong_sentence(tally)}; --overlong drop removes them, "
+            "count-as-miss keeps them as SLO misses"
+        )
+    return tally
+
+
+def overlong_sentence(tally: OverlongTally) -> str:
+    """``51 of 800 requests (6.4%) exceed the model's 40,960-token context (longest 131,072)``."""
+    return (
+        f"{tally.n_overlong:,} of {tally.n_requests:,} requests ({tally.share:.1%}) exceed the "
+        f"model's {tally.max_context_tokens:,}-token context (longest {tally.longest_tokens:,})"
+    )

@@ -12,8 +12,11 @@ Failure modes, by design:
 - bad user input (unknown model / GPU / storage tier / preset / latency model names, a
   malformed workload file) raises ``InputError`` with one line.
 
-Requests that can never run on the configuration (prompt + output beyond the model's context or
-beyond the whole L1 cache) are rejected at arrival and counted (``Summary.n_rejected``).
+Requests longer than the model's context are dropped before the run and counted in
+``diagnostics`` (``overlong_dropped``; ``simulator.cluster.overlong`` says why); with
+``drop_overlong_requests=False`` they reach the engine instead. Requests that can never run on
+the configuration (prompt + output beyond the whole L1 cache, or an overlong one that was not
+dropped) are rejected at arrival and counted (``Summary.n_rejected``).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from hardware.catalog import shipped_catalog
 from hardware.schema import Catalog
 from simulator.cluster.build import Infeasible, build_pool, deployment_cost
 from simulator.cluster.driver import Cluster
+from simulator.cluster.overlong import drop_overlong
 from simulator.cluster.source import RequestSource
 from simulator.config import ServingConfig
 from simulator.core import Kernel
@@ -46,7 +50,7 @@ from simulator.metrics import (
     summarize,
 )
 
-__all__ = ["SimResult", "WorkloadBuilder", "simulate"]
+__all__ = ["SimResult", "WorkloadBuilder", "build_source", "simulate"]
 
 
 @runtime_checkable
@@ -130,6 +134,14 @@ class SimResult:
         return data
 
 
+def build_source(workload: RequestSource | WorkloadBuilder, seed: int) -> RequestSource:
+    """The request source ``simulate(..., seed=seed)`` replays (a ready source is returned)."""
+    if isinstance(workload, RequestSource):
+        return workload
+    workload_seed = np.random.SeedSequence(seed).spawn(2)[0]
+    return workload.build(np.random.default_rng(workload_seed))
+
+
 def simulate(
     config: ServingConfig,
     workload: RequestSource | WorkloadBuilder,
@@ -138,23 +150,20 @@ def simulate(
     catalog: Catalog | None = None,
     sample_interval_s: float = 1.0,
     check_invariants: bool = False,
+    drop_overlong_requests: bool = True,
 ) -> SimResult:
     """Run ``workload`` on ``config`` and summarise it (module docstring for failure modes).
 
     ``workload`` is a ready ``RequestSource`` (it is consumed) or a builder such as a
     ``WorkloadSpec``, built here from the seed. ``sample_interval_s`` spaces the queue-length
     samples. ``check_invariants`` verifies queue and block accounting after every step (slow;
-    for tests).
+    for tests). ``drop_overlong_requests`` removes requests longer than the model's context
+    before the run (module docstring).
     """
     catalog = catalog or shipped_catalog()
     cost = deployment_cost(config, catalog)
-    root = np.random.SeedSequence(seed)
-    workload_seed, pool_seed = root.spawn(2)
-    source = (
-        workload
-        if isinstance(workload, RequestSource)
-        else workload.build(np.random.default_rng(workload_seed))
-    )
+    pool_seed = np.random.SeedSequence(seed).spawn(2)[1]
+    source = build_source(workload, seed)
     kernel, recorder = Kernel(), Recorder()
     pool = build_pool(
         config,
@@ -167,6 +176,9 @@ def simulate(
     )
     if isinstance(pool, Infeasible):
         return SimResult(config, seed, False, pool.reason, cost)
+    tally = None
+    if drop_overlong_requests:
+        source, tally = drop_overlong(source, catalog.model(config.model).max_context_tokens)
     cluster = Cluster(
         kernel, pool.instances, pool.router, source, recorder, sample_interval_s=sample_interval_s
     )
@@ -194,6 +206,8 @@ def simulate(
         "l3_writes_dropped": float(sum(w.n_dropped for w in pool.l3_writers)),
         "out_of_order_arrivals": float(cluster.n_out_of_order),
         "in_system_request_seconds": recorder.in_system_area(end),
+        "overlong_dropped": float(tally.n_overlong if tally else 0),
+        "overlong_longest_tokens": float(tally.longest_tokens if tally else 0),
     }
     summary = summarize(
         recorder,

@@ -8,18 +8,18 @@ from typing import Any
 
 from rich.console import Console
 
-__all__ = ["console", "err_console", "print_json"]
+__all__ = ["clean_json", "console", "err_console", "print_json"]
 
 console = Console()
 err_console = Console(stderr=True)
 
 
-def _clean(value: Any) -> Any:
+def clean_json(value: Any) -> Any:
     """Make ``value`` strict-JSON: NaN/inf become null, tuples lists, numpy scalars Python."""
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): clean_json(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
+        return [clean_json(v) for v in value]
     if hasattr(value, "item") and callable(value.item):  # numpy scalar
         value = value.item()
     if isinstance(value, float) and not math.isfinite(value):
@@ -29,4 +29,4 @@ def _clean(value: Any) -> Any:
 
 def print_json(data: Any) -> None:
     """Print ``data`` as JSON on stdout (no rich markup, no wrapping), for scripting."""
-    print(json.dumps(_clean(data), indent=2, allow_nan=False))
+    print(json.dumps(clean_json(data), indent=2, allow_nan=False))

@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from optimizer.cli import (
+    analyze_cmd,
     calibrate_cmd,
     catalog_cmd,
     convert_cmd,
@@ -23,6 +24,7 @@ from optimizer.cli import (
     validate_cmd,
 )
 from optimizer.cli._output import err_console
+from optimizer.run import WorkerError
 from slo.inputfile import InputError
 
 __all__ = ["app", "run"]
@@ -62,6 +64,7 @@ for _module in (
     catalog_cmd,
     slo_cmd,
     replay_cmd,
+    analyze_cmd,
     calibrate_cmd,
     convert_cmd,
     optimize_cmd,
@@ -78,7 +81,7 @@ def run() -> None:
         code = app(standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
-    except InputError as err:
+    except (InputError, WorkerError) as err:
         err_console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except typer.Abort:

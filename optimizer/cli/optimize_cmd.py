@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 from collections.abc import Mapping
 from importlib import resources
@@ -13,13 +12,16 @@ from typing import Annotated, Any
 import optuna
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-from rich.table import Table
 
-from optimizer.cli._output import console, err_console, print_json
+from optimizer.cli._output import err_console
+from optimizer.cli._overlong import OverlongOpt, overlong_policy, overlong_scan
 from optimizer.cli._preflight import check_out_dir, preflight_optimize
-from optimizer.report import Planning, grouped_picks, write_report
-from optimizer.results import StudyResult, TrialRecord, summarise
+from optimizer.cli.optimize_output import Output, emit, load_report_attr, store_report
+from optimizer.picks import DEFAULT_TOLERANCE, objective_infos
+from optimizer.report import ReportContext
+from optimizer.results import summarise
 from optimizer.run import (
+    Interrupted,
     OptimizeSetup,
     build_evaluator,
     count_complete,
@@ -28,160 +30,15 @@ from optimizer.run import (
     run_workers,
 )
 from optimizer.study import SAMPLERS, make_storage
+from optimizer.workload_profile import profile_workload
+from slo import SloSpec
 from slo.inputfile import InputError
 
 __all__ = ["register"]
 
-FRONT_COLUMNS = (
-    ("prec", "precision"),
-    ("L2 GiB", "l2_dram_gib"),
-    ("L3", "l3"),
-    ("evict", "eviction"),
-    ("sched", "scheduler"),
-    ("router", "router"),
-)
-
 
 def _default_slo() -> str:
     return str(resources.files("optimizer") / "data" / "default_slo.yaml")
-
-
-def _fmt(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, float):
-        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
-    return str(value)
-
-
-def _gpus(params: Mapping[str, Any]) -> str:
-    """``4×h200_sxm TP2``: instances × GPU and tensor parallelism."""
-    return f"{params.get('instances', 1)}×{params.get('gpu', '?')} TP{params.get('tp', 1)}"
-
-
-def _front_table(result: StudyResult) -> Table:
-    table = Table(title=f"Feasible Pareto front ({len(result.front)} configurations)")
-    table.add_column("trial", justify="right")
-    table.add_column("GPUs")
-    for header, _ in FRONT_COLUMNS:
-        table.add_column(header)
-    for header in ("TTFT p90 ms", "TPOT p90 ms", "goodput tok/s", "USD/h", "USD/1M tok"):
-        table.add_column(header, justify="right")
-    for r in result.front:
-        m = r.metrics
-        table.add_row(
-            str(r.number),
-            _gpus(r.params),
-            *(_fmt(r.params.get(key)) for _, key in FRONT_COLUMNS),
-            _fmt(m.get("ttft_ms.p90")),
-            _fmt(m.get("tpot_ms.p90")),
-            _fmt(m.get("goodput_tokens_per_s")),
-            _fmt(m.get("usd_per_hour")),
-            _fmt(m.get("usd_per_million_output_tokens")),
-        )
-    return table
-
-
-def _picks_table(result: StudyResult) -> Table:
-    table = Table(title="Recommendations (why: see report.md)")
-    for column in (
-        "pick",
-        "trial",
-        "GPUs",
-        "prec",
-        "L2 GiB",
-        "sched",
-        "TTFT p90 ms",
-        "goodput tok/s",
-        "USD/h",
-        "USD/month",
-    ):
-        table.add_column(column, justify="left" if column in ("pick", "sched") else "right")
-    for label, r in grouped_picks(result):
-        p, m = r.params, r.metrics
-        gpus = _gpus(p)
-        monthly = float(m.get("usd_per_hour", float("nan"))) * 730.0
-        table.add_row(
-            label,
-            str(r.number),
-            gpus,
-            _fmt(p.get("precision")),
-            _fmt(p.get("l2_dram_gib")),
-            _fmt(p.get("scheduler")),
-            _fmt(m.get("ttft_ms.p90")),
-            _fmt(m.get("goodput_tokens_per_s")),
-            _fmt(m.get("usd_per_hour")),
-            _fmt(monthly),
-        )
-    return table
-
-
-def _result_json(result: StudyResult, planning: Planning | None) -> dict[str, Any]:
-    def record(r: TrialRecord) -> dict[str, Any]:
-        return {
-            "trial": r.number,
-            "params": dict(r.params),
-            "objectives": dict(r.objectives),
-            "metrics": dict(r.metrics),
-        }
-
-    data: dict[str, Any] = {
-        "directions": dict(result.directions),
-        "trials": result.n_trials,
-        "feasible_trials": result.n_feasible,
-        "pareto": [record(r) for r in result.front],
-        "recommendations": {p.label: {**record(p.trial), "why": p.why} for p in result.picks},
-    }
-    if planning is not None:
-        data["planning"] = {
-            "tier_value": planning.tier_value,
-            "headroom": planning.headroom,
-            "baseline": planning.baseline,
-        }
-    return data
-
-
-def _write_outputs(
-    out: Path,
-    result: StudyResult,
-    records: list[TrialRecord],
-    *,
-    data: dict[str, Any],
-    context: dict[str, Any],
-    planning: Planning | None,
-) -> None:
-    import pandas as pd  # noqa: PLC0415  (only needed when writing files)
-
-    out.mkdir(parents=True, exist_ok=True)
-
-    def rows(items: list[TrialRecord] | tuple[TrialRecord, ...]) -> list[dict[str, Any]]:
-        return [
-            {
-                "trial": r.number,
-                "feasible": r.feasible,
-                "infeasible_reason": r.infeasible_reason,
-                **{f"param.{k}": v for k, v in r.params.items()},
-                **{f"objective.{k}": v for k, v in r.objectives.items()},
-                **{
-                    f"metric.{k}": v for k, v in r.metrics.items() if not k.startswith("objective.")
-                },
-            }
-            for r in items
-        ]
-
-    pd.DataFrame(rows(records)).to_csv(out / "trials.csv", index=False)
-    pd.DataFrame(rows(result.front)).to_csv(out / "pareto.csv", index=False)
-    (out / "results.json").write_text(
-        json.dumps({**data, "context": context}, indent=2, default=str), encoding="utf-8"
-    )
-    write_report(
-        out,
-        title="kvplan planning report",
-        result=result,
-        records=records,
-        context=context,
-        planning=planning,
-    )
 
 
 def _progress_callback(progress: Progress, task: Any, directions: Mapping[str, str]) -> Any:
@@ -235,6 +92,15 @@ CapacityOpt = Annotated[
         "about 8 extra simulations per feasible trial).",
     ),
 ]
+ToleranceOpt = Annotated[
+    float,
+    typer.Option(
+        min=0.0,
+        max=0.5,
+        help="Relative tolerance of the picks: the cheapest configuration within it of the "
+        "best on each objective.",
+    ),
+]
 
 
 def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires)
@@ -255,6 +121,8 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
     max_requests: MaxRequestsOpt = None,
     time_scale: TimeScaleOpt = None,
     capacity: CapacityOpt = False,
+    overlong: OverlongOpt = "drop",
+    tolerance: ToleranceOpt = DEFAULT_TOLERANCE,
     as_json: JsonOpt = False,
 ) -> None:
     """Search deployments for the Pareto front of latency, throughput and cost under an SLO."""
@@ -272,6 +140,7 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         time_scale=time_scale,
         max_requests=max_requests,
         capacity=capacity,
+        overlong=overlong_policy(overlong),
     )
     if sampler not in SAMPLERS:
         raise InputError(f"unknown sampler '{sampler}'; known: {', '.join(SAMPLERS)}")
@@ -288,7 +157,18 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
     )
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     evaluator = build_evaluator(setup)
+    model = evaluator.space.model
+    overlong_scan(
+        evaluator.workload, model, evaluator.catalog, seed=seed, policy=overlong, quiet=as_json
+    )
+    profile = profile_workload(
+        evaluator.workload,
+        seed=seed,
+        max_context_tokens=evaluator.catalog.model(model).max_context_tokens,
+        overlong_policy=overlong,
+    )
     directions = dict(evaluator.spec.objectives.directions)
+    infos = objective_infos(evaluator.spec, capacity=capacity)
     started = time.perf_counter()
     with Progress(
         TextColumn("{task.description}"),
@@ -300,61 +180,59 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         disable=as_json,
     ) as progress:
         task = progress.add_task("trials", total=trials)
-        result_study = run_workers(
-            setup, workers=workers, on_progress=_progress_callback(progress, task, directions)
-        )
+        try:
+            result_study = run_workers(
+                setup, workers=workers, on_progress=_progress_callback(progress, task, directions)
+            )
+        except Interrupted as err:  # typer would turn it into a silent exit 130
+            progress.stop()
+            err_console.print(str(err), markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(130) from None
     records = records_of(result_study)
-    result = summarise(records, directions)
+    result = summarise(records, directions, tolerance=tolerance, objectives=infos)
     planning = None
     if plan_picks and result.picks:
-        status = err_console.status("measuring tier value and headroom of the picks")
+        status = err_console.status("planning: measuring tier value and headroom of the picks")
         with status if not as_json else contextlib.nullcontext():
+            from optimizer.plan_runner import planning_runner  # noqa: PLC0415
             from optimizer.planning import plan  # noqa: PLC0415  (loads the planner on demand)
 
-            planning = plan(evaluator, result, baseline=baseline_params)
+            # Reuses the trials' results; in the worker pool when --workers > 1.
+            with planning_runner(setup, evaluator, records, workers=workers) as runner:
+                planning = plan(
+                    evaluator,
+                    result,
+                    baseline=baseline_params,
+                    runner=runner,
+                    on_step=status.update,
+                )
     elapsed = time.perf_counter() - started
-    context = {
-        "model": evaluator.space.model,
+    settings = {
+        "model": model,
         "slo": evaluator.spec.name,
         "sampler": sampler,
         "seed": seed,
         "trials": result.n_trials,
         "study": study,
         "storage": storage or "in memory",
+        "throughput objective": "capacity search" if capacity else "goodput at the offered load",
         "wall_s": round(elapsed, 1),
     }
-    data = _result_json(result, planning)
-    if out is not None:
-        _write_outputs(out, result, records, data=data, context=context, planning=planning)
-    if as_json:
-        print_json(data)
-        return
+    context = ReportContext(
+        slo=evaluator.spec,
+        settings=settings,
+        workload=profile,
+        latency_model=latency or "roofline",
+    )
+    store_report(result_study, context, planning, tolerance)
     simulated = count_simulated(result_study)
     repeats = count_complete(result_study) - simulated
-    _print_summary(result, simulated, elapsed, out, repeats=repeats)
-
-
-def _print_summary(
-    result: StudyResult, n_complete: int, elapsed: float, out: Path | None, *, repeats: int = 0
-) -> None:
     repeated = f" (+{repeats} repeats of tried configurations, not simulated)" if repeats else ""
-    console.print(
-        f"{n_complete} trials{repeated}, {result.n_feasible} feasible, {len(result.front)} on "
+    summary = (
+        f"{simulated} trials{repeated}, {result.n_feasible} feasible, {len(result.front)} on "
         f"the front ({elapsed:.0f} s)"
     )
-    if not result.front:
-        console.print(
-            "[bold red]No feasible configuration:[/] widen the space, relax the SLO, "
-            "or run more trials."
-        )
-        return
-    console.print(_front_table(result))
-    console.print(_picks_table(result))
-    if out is not None:
-        console.print(
-            f"results and report in {out}/ (report.md, report.html, pareto.csv, "
-            "trials.csv, results.json)"
-        )
+    emit(Output(result, records, context, planning), out=out, as_json=as_json, summary=summary)
 
 
 def report(
@@ -379,21 +257,22 @@ def report(
         definition.get("slo", {}).get("objectives", {}) or ("latency", "throughput", "cost")
     )
     directions = {role: d.name.lower() for role, d in zip(roles, loaded.directions, strict=False)}
+    context, planning, tolerance = load_report_attr(loaded)
+    if context is None:  # a study from before the report was stored: what the trials hold
+        spec = SloSpec.model_validate(definition["slo"]) if "slo" in definition else None
+        if spec is None:
+            raise InputError(f"study '{study}' in {storage} was not written by kvplan optimize")
+        model = definition.get("space", {}).get("model", "?")
+        context = ReportContext(slo=spec, settings={"model": model, "study": study})
+    infos = objective_infos(context.slo, capacity=bool(definition.get("capacity")))
     records = records_of(loaded)
-    result = summarise(records, directions)
-    context = {
-        "study": study,
-        "storage": storage,
-        "trials": result.n_trials,
-        "model": definition.get("space", {}).get("model", "?"),
-    }
-    data = _result_json(result, None)
-    if out is not None:
-        _write_outputs(out, result, records, data=data, context=context, planning=None)
-    if as_json:
-        print_json(data)
-        return
-    _print_summary(result, len(records), 0.0, out)
+    result = summarise(
+        records, directions, tolerance=tolerance or DEFAULT_TOLERANCE, objectives=infos
+    )
+    summary = (
+        f"{len(records)} trials, {result.n_feasible} feasible, {len(result.front)} on the front"
+    )
+    emit(Output(result, records, context, planning), out=out, as_json=as_json, summary=summary)
 
 
 def register(app: typer.Typer) -> None:

@@ -43,6 +43,7 @@ from rich.table import Table
 
 from hardware.catalog import load_catalog
 from optimizer.cli._output import console, err_console, print_json
+from optimizer.cli._overlong import OverlongOpt, overlong_scan
 from optimizer.cli._preflight import check_config_names, check_finite_flags, check_seed
 from optimizer.simconfig import closed_loop_workload, merge_config
 from optimizer.workloads import describe_workload, workload_from_arg
@@ -262,6 +263,7 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         bool, typer.Option("--capacity", help="Search the highest load that meets --slo.")
     ] = False,
     slo_file: Annotated[Path | None, typer.Option("--slo", help="SLO file for --capacity.")] = None,
+    overlong: OverlongOpt = "drop",
 ) -> None:
     """Simulate one serving configuration on one workload."""
     check_seed(seed)
@@ -288,18 +290,20 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     )
     cat = load_catalog(catalog)
     check_config_names(serving, cat, str(config) if config is not None else "command line")
+    tally = overlong_scan(builder, serving.model, cat, seed=seed, policy=overlong)
+    drop = overlong == "drop"
     status = err_console.status("simulating…") if err_console.is_terminal else nullcontext()
     found: Capacity | None = None
     with status:
         if capacity:
-            found = _capacity(serving, builder, cat, seed=seed, slo_file=slo_file)
+            found = _capacity(serving, builder, cat, seed=seed, slo_file=slo_file, drop=drop)
             result = found.result
         else:
-            result = simulate(serving, builder, seed=seed, catalog=cat)
+            result = simulate(serving, builder, seed=seed, catalog=cat, drop_overlong_requests=drop)
     files = write_requests(result, out) if out is not None and result.feasible else []
     if json_out:
         data = simulation_summary(result)
-        data["workload"] = describe_workload(builder)
+        data["workload"] = describe_workload(builder) | {"overlong": asdict(tally)}
         if found is not None:
             data["capacity"] = _capacity_dict(found)
         if out is not None:
@@ -379,12 +383,16 @@ def _capacity(
     *,
     seed: int,
     slo_file: Path | None,
+    drop: bool = True,
 ) -> Capacity:
     """The capacity search of ``--capacity``; exit 2 when even the lowest load fails."""
     if slo_file is None:
         raise InputError("--capacity needs --slo FILE: the SLO the highest load must still meet")
     spec = load_slo(slo_file)
-    found = capacity_search(serving, builder, _meets_slo(spec), seed=seed, catalog=cat)
+    meets = _meets_slo(spec)
+    found = capacity_search(
+        serving, builder, meets, seed=seed, catalog=cat, drop_overlong_requests=drop
+    )
     if not found.feasible:
         why = found.result.reason if not found.result.feasible else f"SLO {spec.name!r} missed"
         err_console.print(

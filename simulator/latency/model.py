@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from simulator.latency.base import StepBreakdown
-from simulator.latency.batch import BatchLike, IntArray, as_batch
+from simulator.latency.batch import BatchLike, as_batch
 from simulator.latency.compose import ComposeParams, KernelCall, OperatorPlanner
 from simulator.latency.deployment import Deployment
 from simulator.latency.kernels import KernelTimer
@@ -115,8 +115,8 @@ class ComposedLatencyModel:
         seconds += self._token_seconds(b.num_tokens) + self._logit_seconds(b.logit_tokens)
         if b.prefill_groups:
             seconds += self._prefill_seconds(b.prefill_groups)
-        if b.decode_kv_lens.shape[0]:
-            seconds += self._decode_seconds(b.decode_kv_lens)
+        if b.decode_buckets:
+            seconds += self._decode_seconds(b.decode_buckets)
             seconds += self._absorb_seconds(int(b.decode_kv_lens.shape[0]))
         return seconds
 
@@ -136,7 +136,7 @@ class ComposedLatencyModel:
             each = self._launch_cost(call) if credit else self.call_seconds(call)
             out[call.op] = out.get(call.op, 0.0) + call.count * each
         if b.num_decode:
-            out["attn_decode"] = self._decode_seconds(b.decode_kv_lens)
+            out["attn_decode"] = self._decode_seconds(b.decode_buckets)
         out["step_overhead"] = self._params.step_overhead_s
         out["request_overhead"] = self._params.request_overhead_s * b.size
         return StepBreakdown.of(out)
@@ -220,19 +220,14 @@ class ComposedLatencyModel:
         pair = KernelCall(smallest.op, smallest.kind, (2, *smallest.args[1:]), 1)  # batch = 2
         return max(0.0, 2.0 * one - self.call_seconds(pair))
 
-    def _decode_seconds(self, kv_lens: IntArray) -> float:
-        """Decode attention over all layers, KV lengths bucketed by octave (module doc)."""
-        if not kv_lens.shape[0]:
+    def _decode_seconds(self, buckets: tuple[tuple[int, int, int], ...]) -> float:
+        """Decode attention over all layers, KV lengths bucketed by octave (module doc);
+        ``buckets`` is ``Batch.decode_buckets``."""
+        if not buckets:
             return 0.0
-        exponents = np.frexp(kv_lens)[1]  # kv in [2^(e-1), 2^e)
-        counts = np.bincount(exponents)
-        sums = np.bincount(exponents, weights=kv_lens)
-        present = np.flatnonzero(counts)
-        seconds = -(len(present) - 1) * self._decode_floor
+        seconds = -(len(buckets) - 1) * self._decode_floor
         cache = self._bucket_cache
-        for e, b, s in zip(
-            present.tolist(), counts[present].tolist(), sums[present].tolist(), strict=True
-        ):
+        for e, b, s in buckets:
             hit = cache.get((b, e))
             if hit is None:
                 hit = self._store(cache, (b, e), self._bucket(b, e))

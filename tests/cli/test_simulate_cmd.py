@@ -280,6 +280,7 @@ def test_out_writes_the_finished_requests_when_some_are_rejected(tmp_path: Path)
     )  # fmt: skip
     rejected = data["requests"]["rejected"]
     assert rejected > 0  # prompts past Qwen3-32B's 40,960-token context are rejected
+    dropped = data["workload"]["overlong"]["n_overlong"]  # past the context: never simulated
     frame = pd.read_csv(out / "requests.csv")
-    assert len(frame) == data["requests"]["finished"] == 20 - rejected
+    assert len(frame) == data["requests"]["finished"] == 20 - rejected - dropped
     assert frame["ttft_ms"].notna().all()

@@ -37,7 +37,7 @@ def test_front_excludes_dominated_and_infeasible() -> None:
 
 def test_near_duplicates_collapse_to_cheaper() -> None:
     records = [_rec(0, 100, 50, 10.05), _rec(1, 100.5, 50.2, 10.0), _rec(2, 50, 60, 30)]
-    result = summarise(records, DIRECTIONS, tolerance=0.01)
+    result = summarise(records, DIRECTIONS, collapse=0.01)
     assert sorted(r.number for r in result.front) == [1, 2]
 
 

@@ -1,0 +1,250 @@
+"""What ``kvplan optimize`` and ``kvplan report`` print and write: tables, JSON, CSV, report.
+
+Both commands go through ``emit``, so a study re-rendered from storage prints and writes what
+the live run did. The live run stores what the report needs beyond the trials (``ReportContext``,
+``Planning``, the tolerance) in the study's user attribute ``REPORT_ATTR``.
+
+Files under ``--out``: ``trials.csv`` and ``pareto.csv`` (one column order; numeric columns
+carry their unit in the name), ``results.json`` (strict JSON, validated by
+``optimizer.schema.ResultsFile`` before it is written), ``report.md`` and ``report.html``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import optuna
+from rich.table import Table
+
+from optimizer.cli._output import clean_json, console
+from optimizer.report import Planning, ReportContext, grouped_picks, write_report
+from optimizer.results import StudyResult, TrialRecord
+from optimizer.schema import ResultsFile
+
+__all__ = ["REPORT_ATTR", "Output", "emit", "load_report_attr", "result_json", "store_report"]
+
+#: Study user attribute with the report's context, planning results and tolerance.
+REPORT_ATTR = "kvplan_report"
+
+FRONT_COLUMNS = (
+    ("prec", "precision"),
+    ("L2 GiB", "l2_dram_gib"),
+    ("L3", "l3"),
+    ("evict", "eviction"),
+    ("sched", "scheduler"),
+)
+
+
+def _fmt(value: Any) -> str:
+    if value is None or (isinstance(value, float) and value != value):  # noqa: PLR0124  (NaN)
+        return "–"
+    if isinstance(value, float):
+        return f"{value:,.3g}" if abs(value) < 1000 else f"{value:,.0f}"
+    return str(value)
+
+
+def _gpus(params: Mapping[str, Any]) -> str:
+    """``4×h200_sxm TP2``: instances × GPU and tensor parallelism."""
+    return f"{params.get('instances', 1)}×{params.get('gpu', '?')} TP{params.get('tp', 1)}"
+
+
+def _objective_columns(table: Table, result: StudyResult) -> None:
+    for info in result.objectives.values():
+        table.add_column(info.label, justify="right")
+
+
+def _front_table(result: StudyResult) -> Table:
+    table = Table(title=f"Feasible Pareto front ({len(result.front)} configurations)")
+    table.add_column("trial", justify="right")
+    table.add_column("GPUs")
+    for header, _ in FRONT_COLUMNS:
+        table.add_column(header)
+    _objective_columns(table, result)
+    for r in result.front:
+        table.add_row(
+            str(r.number),
+            _gpus(r.params),
+            *(_fmt(r.params.get(key)) for _, key in FRONT_COLUMNS),
+            *(_fmt(r.objectives[role]) for role in result.objectives),
+        )
+    return table
+
+
+def _picks_table(result: StudyResult) -> Table:
+    table = Table(title="Recommendations (why: see report.md)")
+    table.add_column("pick")
+    table.add_column("trial", justify="right")
+    table.add_column("GPUs")
+    _objective_columns(table, result)
+    table.add_column("USD/month", justify="right")
+    for label, r in grouped_picks(result):
+        monthly = float(r.metrics.get("usd_per_hour") or float("nan")) * 730.0
+        table.add_row(
+            label,
+            str(r.number),
+            _gpus(r.params),
+            *(_fmt(r.objectives[role]) for role in result.objectives),
+            _fmt(monthly),
+        )
+    return table
+
+
+def result_json(result: StudyResult, context: ReportContext, planning: Planning | None) -> Any:
+    """The ``--json`` / ``results.json`` object (strict JSON: no NaN, validated)."""
+
+    def record(r: TrialRecord) -> dict[str, Any]:
+        return {
+            "trial": r.number,
+            "params": dict(r.params),
+            "objectives": dict(r.objectives),
+            "metrics": dict(r.metrics),
+        }
+
+    data = {
+        "directions": dict(result.directions),
+        "objectives": {
+            role: {"metric": i.metric, "unit": i.unit, "target": i.target}
+            for role, i in result.objectives.items()
+        },
+        "tolerance": result.tolerance,
+        "trials": result.n_trials,
+        "feasible_trials": result.n_feasible,
+        "notes": list(result.notes),
+        "pareto": [record(r) for r in result.front],
+        "recommendations": {p.label: {**record(p.trial), "why": p.why} for p in result.picks},
+        "planning": planning.to_dict() if planning is not None else None,
+        "context": context.to_dict(),
+    }
+    cleaned = clean_json(data)
+    ResultsFile.model_validate(cleaned)
+    return cleaned
+
+
+def _csv_rows(
+    items: Sequence[TrialRecord], result: StudyResult, every: Sequence[TrialRecord]
+) -> tuple[list[str], list[dict[str, Any]]]:
+    """Columns (from ``every`` record, so trials.csv and pareto.csv share one order) and rows."""
+    params = sorted({k for r in every for k in r.params})
+    metrics = sorted({k for r in every for k in r.metrics if not k.startswith("objective.")})
+    objective_cols = {
+        role: f"objective.{role} ({i.unit})" if i.unit else f"objective.{role}"
+        for role, i in result.objectives.items()
+    }
+    columns = [
+        "trial",
+        "feasible",
+        "infeasible_reason",
+        *(f"param.{k}" for k in params),
+        *objective_cols.values(),
+        *(f"metric.{k}" for k in metrics),
+    ]
+    rows = []
+    for r in items:
+        row: dict[str, Any] = {
+            "trial": r.number,
+            "feasible": r.feasible,
+            "infeasible_reason": r.infeasible_reason,
+        }
+        row |= {f"param.{k}": r.params.get(k) for k in params}
+        row |= {col: r.objectives.get(role) for role, col in objective_cols.items()}
+        row |= {f"metric.{k}": r.metrics.get(k) for k in metrics}
+        rows.append(row)
+    return columns, rows
+
+
+def _write_csv(
+    path: Path, items: Sequence[TrialRecord], result: StudyResult, every: Sequence[TrialRecord]
+) -> None:
+    import pandas as pd  # noqa: PLC0415  (only needed when writing files)
+
+    columns, rows = _csv_rows(items, result, every)
+    frame = pd.DataFrame(rows, columns=columns)
+    for name in ("metric.n_requests", "metric.n_rejected", "metric.gpus", "trial"):
+        if name in frame and frame[name].notna().all():
+            frame[name] = frame[name].astype("int64")
+    frame.to_csv(path, index=False)
+
+
+class Output:
+    """Everything one run or one re-render shows."""
+
+    def __init__(
+        self,
+        result: StudyResult,
+        records: list[TrialRecord],
+        context: ReportContext,
+        planning: Planning | None,
+    ) -> None:
+        self.result = result
+        self.records = records
+        self.context = context
+        self.planning = planning
+
+    def write(self, out: Path) -> None:
+        """CSV, JSON and the report into ``out``."""
+        out.mkdir(parents=True, exist_ok=True)
+        _write_csv(out / "trials.csv", self.records, self.result, self.records)
+        _write_csv(out / "pareto.csv", self.result.front, self.result, self.records)
+        data = result_json(self.result, self.context, self.planning)
+        text = json.dumps(data, indent=2, allow_nan=False)
+        (out / "results.json").write_text(text + "\n", encoding="utf-8")
+        write_report(
+            out,
+            title="kvplan planning report",
+            result=self.result,
+            records=self.records,
+            context=self.context,
+            planning=self.planning,
+        )
+
+
+def emit(output: Output, *, out: Path | None, as_json: bool, summary: str) -> None:
+    """Write files (``out``) and print JSON or the tables."""
+    if out is not None:
+        output.write(out)
+    if as_json:
+        print(json.dumps(result_json(output.result, output.context, output.planning), indent=2))
+        return
+    result = output.result
+    console.print(summary)
+    if not result.front:
+        console.print(
+            "[bold red]No feasible configuration:[/] widen the space, relax the SLO, "
+            "or run more trials."
+        )
+        return
+    console.print(_front_table(result))
+    console.print(_picks_table(result))
+    for note in result.notes:
+        console.print(f"note: {note}", markup=False, highlight=False)
+    if out is not None:
+        console.print(
+            f"results and report in {out}/ (report.md, report.html, pareto.csv, "
+            "trials.csv, results.json)"
+        )
+
+
+def store_report(
+    study: optuna.Study, context: ReportContext, planning: Planning | None, tolerance: float
+) -> None:
+    """Keep what ``kvplan report`` needs beyond the trials in the study."""
+    data = {
+        "context": context.to_dict(),
+        "planning": planning.to_dict() if planning is not None else None,
+        "tolerance": tolerance,
+    }
+    study.set_user_attr(REPORT_ATTR, clean_json(data))
+
+
+def load_report_attr(
+    study: optuna.Study,
+) -> tuple[ReportContext | None, Planning | None, float | None]:
+    """What ``store_report`` kept, or Nones for a study written before it existed."""
+    data = study.user_attrs.get(REPORT_ATTR)
+    if not data:
+        return None, None, None
+    planning = Planning.from_dict(data["planning"]) if data.get("planning") else None
+    return ReportContext.from_dict(data["context"]), planning, float(data["tolerance"])

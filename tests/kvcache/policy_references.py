@@ -1,0 +1,205 @@
+"""Brute-force references of the issue-16 policies, written independently of simulator.kvcache.
+
+Each reference keeps plain dicts/lists and picks its victim by a full scan (``min`` over every
+candidate), and ``serve`` is a separate PrefixSim serve loop (skip, count, evict outside the
+request, access deepest first). Sampled policies are referenced with *every* candidate in the
+sample: the implementation with a sample far larger than the cache (so that every resident
+block is drawn, with overwhelming probability) must then agree exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from simulator.workload.request import TraceRequest
+
+
+class Reference(Protocol):
+    resident: set[int]
+
+    def victims(self, alpha: set[int], n: int) -> list[int]: ...
+
+    def record(self, blocks: Sequence[int], index: int) -> None: ...
+
+    def access(self, blocks: Sequence[int], costs: Sequence[float], ts: float) -> None: ...
+
+
+@dataclass
+class Counts:
+    n_blocks: int = 0
+    n_block_hits: int = 0
+    n_eviction: int = 0
+    saved: float = 0.0
+    total: float = 0.0
+
+
+def serve(
+    requests: Sequence[TraceRequest],
+    capacity: int,
+    ref: Reference,
+    cost: Callable[[int], float] | None = None,
+) -> Counts:
+    """The PrefixSim serve loop over ``ref`` (pinned: victims never come from the request)."""
+    counts = Counts()
+    for request in requests:
+        blocks = request.block_ids
+        alpha = set(blocks)
+        if len(alpha) > capacity:
+            continue
+        costs = [cost(p) if cost else 1.0 for p in range(len(blocks))]
+        for p, b in enumerate(blocks):
+            counts.n_blocks += 1
+            counts.total += costs[p]
+            if b in ref.resident:
+                counts.n_block_hits += 1
+                counts.saved += costs[p]
+        needed = len(alpha - ref.resident) - (capacity - len(ref.resident))
+        while needed > 0:
+            out = ref.victims(alpha, needed)
+            assert out
+            assert not set(out) & alpha
+            counts.n_eviction += len(out)
+            needed -= len(out)
+        ref.record(blocks, request.index)
+        ref.access(blocks, costs, request.timestamp_s)
+        assert alpha <= ref.resident
+        assert len(ref.resident) <= capacity
+    return counts
+
+
+class RefAsym:
+    """asym_cache: evict min (log2 cost + t / half_life, access number)."""
+
+    def __init__(self, half_life: float = 180.0) -> None:
+        self.half_life = half_life
+        self.key: dict[int, tuple[float, int]] = {}
+        self.resident: set[int] = set()
+        self.seq = 0
+
+    def victims(self, alpha: set[int], n: int) -> list[int]:
+        del n
+        victim = min((k, b) for b, k in self.key.items() if b not in alpha)[1]
+        del self.key[victim]
+        self.resident.discard(victim)
+        return [victim]
+
+    def record(self, blocks: Sequence[int], index: int) -> None:
+        pass
+
+    def access(self, blocks: Sequence[int], costs: Sequence[float], ts: float) -> None:
+        for p in reversed(range(len(blocks))):
+            self.seq += 1
+            self.key[blocks[p]] = (math.log2(costs[p]) + ts / self.half_life, self.seq)
+            self.resident.add(blocks[p])
+
+
+class RefSmallQueueRandomCompute:
+    """random_compute_small_queue with every main block sampled."""
+
+    def __init__(self, capacity: int, small_ratio: float = 0.1) -> None:
+        self.target = max(1, int(small_ratio * capacity))
+        self.small: list[int] = []  # oldest first
+        self.cost: dict[int, float] = {}
+        self.last: dict[int, int] = {}
+        self.resident: set[int] = set()
+        self.clock = 0
+
+    def _drop(self, block: int) -> int:
+        if block in self.small:
+            self.small.remove(block)
+        self.resident.discard(block)
+        del self.cost[block], self.last[block]
+        return block
+
+    def victims(self, alpha: set[int], n: int) -> list[int]:
+        del n
+        small_free = [b for b in self.small if b not in alpha]
+        if len(self.small) >= self.target and small_free:
+            return [self._drop(small_free[0])]
+        main = [b for b in self.resident if b not in self.small and b not in alpha]
+        if not main:
+            return [self._drop(small_free[0])]
+        score = {
+            b: (self.cost[b] / (self.clock - self.last[b] + 1), self.last[b], -b) for b in main
+        }
+        return [self._drop(min(main, key=score.__getitem__))]
+
+    def record(self, blocks: Sequence[int], index: int) -> None:
+        pass
+
+    def access(self, blocks: Sequence[int], costs: Sequence[float], ts: float) -> None:
+        del ts
+        for b in dict.fromkeys(blocks):
+            if b not in self.resident:
+                self.small.append(b)
+            elif b in self.small:
+                self.small.remove(b)
+        self.clock += len(blocks)
+        for p in reversed(range(len(blocks))):
+            self.resident.add(blocks[p])
+            self.cost[blocks[p]] = costs[p]
+            self.last[blocks[p]] = self.clock
+
+
+@dataclass
+class _Node:
+    blocks: list[int]
+    freq: int = 1
+    last: int = 0
+    last_request: int = 0
+    members: set[int] = field(default_factory=set)
+
+
+class RefPartialNodeFreq:
+    """partial_node_random_freq (micro batches) with every node sampled."""
+
+    def __init__(self, micro_batch: int = 64) -> None:
+        self.micro_batch = micro_batch
+        self.node_of: dict[int, _Node] = {}
+        self.pending: dict[int, _Node] = {}
+        self.resident: set[int] = set()
+        self.clock = 0
+        self.request = 0
+
+    def victims(self, alpha: set[int], n: int) -> list[int]:
+        nodes = {id(nd): nd for b, nd in self.node_of.items() if b not in alpha}.values()
+
+        def deepest(nd: _Node) -> int:
+            return next(b for b in reversed(nd.blocks) if b in nd.members and b not in alpha)
+
+        def key(nd: _Node) -> tuple[float, int, int]:
+            return (nd.freq / (self.clock - nd.last + 1), nd.last, -deepest(nd))
+
+        winner = min(nodes, key=key)
+        tail = [b for b in reversed(winner.blocks) if b in winner.members and b not in alpha]
+        taken = tail[: min(n, self.micro_batch)]
+        for b in taken:
+            winner.members.discard(b)
+            del self.node_of[b]
+            self.resident.discard(b)
+        return taken
+
+    def record(self, blocks: Sequence[int], index: int) -> None:
+        del index
+        self.request += 1
+        missing = [b for b in dict.fromkeys(blocks) if b not in self.resident]
+        node = _Node(missing, last=self.clock, last_request=self.request)
+        self.pending = dict.fromkeys(missing, node)
+
+    def access(self, blocks: Sequence[int], costs: Sequence[float], ts: float) -> None:
+        del costs, ts
+        for b in reversed(blocks):
+            self.clock += 1
+            node = self.node_of.get(b)
+            if node is None:
+                node = self.pending.pop(b)
+                node.members.add(b)
+                self.node_of[b] = node
+                self.resident.add(b)
+            if node.last_request != self.request:
+                node.freq += 1
+                node.last_request = self.request
+            node.last = self.clock

@@ -1,0 +1,114 @@
+"""Picks a planner can defend: tolerance picks, the scaled knee, and a planted noise objective."""
+
+from __future__ import annotations
+
+from optimizer.pareto import knee_index, to_minimisation
+from optimizer.picks import ObjectiveInfo, unit_of
+from optimizer.results import TrialRecord, summarise
+
+DIRECTIONS = {"latency": "minimize", "throughput": "maximize", "cost": "minimize"}
+INFOS = {
+    "latency": ObjectiveInfo("latency", "ttft_ms.p90", "minimize", target=4000.0),
+    "throughput": ObjectiveInfo("throughput", "goodput_tokens_per_s", "maximize"),
+    "cost": ObjectiveInfo("cost", "usd_per_hour", "minimize"),
+}
+
+
+def _rec(n: int, lat: float, thr: float, cost: float, requests: int = 749) -> TrialRecord:
+    return TrialRecord(
+        number=n,
+        params={"n": n},
+        objectives={"latency": lat, "throughput": thr, "cost": cost},
+        constraints=(-1.0,),
+        metrics={"n_requests": float(requests), "usd_per_hour": cost},
+    )
+
+
+def _picks(records: list[TrialRecord], **kwargs: float) -> dict[str, int]:
+    result = summarise(records, DIRECTIONS, objectives=INFOS, **kwargs)
+    return {p.label: p.trial.number for p in result.picks}
+
+
+def test_best_latency_is_the_cheapest_within_tolerance_of_the_best() -> None:
+    # The literal best latency (trial 0) costs USD 147.9/h; trial 1 is 0.4 ms slower for 126.2.
+    records = [
+        _rec(0, 800.0, 3000.0, 147.9, requests=100_000),
+        _rec(1, 800.4, 2000.0, 126.2, requests=100_000),
+        _rec(2, 1600.0, 1000.0, 60.0, requests=100_000),
+    ]
+    assert _picks(records)["best latency"] == 1
+    assert _picks(records, tolerance=0.0)["best latency"] == 0
+    result = summarise(records, DIRECTIONS, objectives=INFOS)
+    why = next(p.why for p in result.picks if p.label == "best latency")
+    assert "within 2% of the best on the front (800 ms, trial 0)" in why
+    assert "USD 21.70/h less than the literal best" in why
+    assert "It gives up: ttft_ms.p90 800 ms vs best 800 ms (+0.05%)" in why  # 800.4 ms
+    assert "goodput_tokens_per_s 2,000 tok/s vs best 3,000 tok/s (-33.3%)" in why
+
+
+def test_best_cost_breaks_near_ties_by_the_other_objectives() -> None:
+    records = [
+        _rec(0, 3000.0, 1000.0, 10.0, requests=100_000),
+        _rec(1, 1000.0, 1000.0, 10.1, requests=100_000),  # 1% dearer, much faster
+        _rec(2, 500.0, 2000.0, 40.0, requests=100_000),
+    ]
+    assert _picks(records)["best cost"] == 1
+    assert _picks(records, tolerance=0.005)["best cost"] == 0
+
+
+def test_a_noise_objective_drives_no_pick_and_does_not_move_the_knee() -> None:
+    # Throughput 921-944 tok/s (2.5%) with 749 requests (noise ~ 1/sqrt(749) = 3.7%): noise.
+    records = [_rec(0, 1000.0, 944.0, 34.4), _rec(1, 1050.0, 921.0, 8.65)]
+    result = summarise(records, DIRECTIONS, objectives=INFOS)
+    labels = {p.label: p.trial.number for p in result.picks}
+    assert "best throughput" not in labels
+    assert labels["balanced"] == 1  # 50 ms of a 4 s target, not 4x the cost
+    assert any(
+        "throughput (goodput_tokens_per_s) is not a trade-off here" in n for n in result.notes
+    )
+    assert any("rerun with --capacity" in n for n in result.notes)
+    # The old min-max knee let the 2.5% throughput difference pick the USD 34.4/h one.
+    points = to_minimisation(
+        [[r.objectives[n] for n in DIRECTIONS] for r in records], list(DIRECTIONS.values())
+    )
+    assert knee_index(points) == 0
+
+
+def test_a_real_difference_is_a_trade_off() -> None:
+    records = [_rec(0, 1000.0, 2000.0, 34.4), _rec(1, 1050.0, 900.0, 8.65)]
+    result = summarise(records, DIRECTIONS, objectives=INFOS)
+    assert {p.label for p in result.picks} == {
+        "best latency",
+        "best throughput",
+        "best cost",
+        "balanced",
+    }
+    assert result.notes == ()
+
+
+def test_capacity_objective_gets_no_capacity_advice() -> None:
+    infos = {
+        **INFOS,
+        "throughput": ObjectiveInfo("throughput", "capacity_requests_per_s", "maximize"),
+    }
+    records = [_rec(0, 1000.0, 5.00, 34.4, 100_000), _rec(1, 1050.0, 5.05, 8.65, 100_000)]
+    result = summarise(records, DIRECTIONS, objectives=infos)
+    assert len(result.notes) == 1  # within the bisection's 2.5%, and no --capacity advice
+    assert "2.5%" in result.notes[0]
+
+
+def test_units_of_metric_names() -> None:
+    assert unit_of("ttft_ms.p90") == "ms"
+    assert unit_of("goodput_tokens_per_s") == "tok/s"
+    assert unit_of("capacity_requests_per_s") == "req/s"
+    assert unit_of("usd_per_hour") == "USD/h"
+    assert unit_of("attainment") == ""
+
+
+def test_labels_carry_units() -> None:
+    assert INFOS["latency"].label == "TTFT p90 (ms)"
+    assert INFOS["throughput"].label == "goodput (tok/s)"
+    assert INFOS["cost"].label == "cost (USD/h)"
+    assert ObjectiveInfo("throughput", "capacity_requests_per_s", "maximize").label == (
+        "sustainable rate (req/s)"
+    )

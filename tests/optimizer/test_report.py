@@ -1,0 +1,183 @@
+"""The planning report: sections present, Markdown rendered (no literal emphasis), the plot there.
+
+Built from hand-made trial records and planning rows, so every sentence checked here comes from
+known numbers. ``test_report_in_headless_chromium`` renders the HTML in a real browser when
+Chromium is installed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+from optimizer.picks import objective_infos
+from optimizer.report import Planning, ReportContext, write_report
+from optimizer.report_plot import PLOT_ID
+from optimizer.report_sections import tier_verdict
+from optimizer.results import TrialRecord, summarise
+from optimizer.workload_profile import LengthStats, WorkloadProfile
+from slo import SloSpec
+
+DIRECTIONS = {"latency": "minimize", "throughput": "maximize", "cost": "minimize"}
+SPEC = SloSpec.model_validate(
+    {
+        "name": "chat",
+        "targets": {"ttft_ms": {"p90": 4000}},
+        "attainment": 0.9,
+        "budget": {"usd_per_hour": 150},
+    }
+)
+
+
+def _rec(n: int, lat: float, thr: float, cost: float, l3: str) -> TrialRecord:
+    return TrialRecord(
+        number=n,
+        params={"model": "Qwen/Qwen3-32B", "gpu": "h100_sxm", "tp": 2, "instances": 4, "l3": l3,
+                "eviction": "s3_fifo", "l2_dram_gib": 64},
+        objectives={"latency": lat, "throughput": thr, "cost": cost},
+        constraints=(-1.0,),
+        metrics={"n_requests": 50_000.0, "usd_per_hour": cost, "n_rejected": 3.0},
+    )  # fmt: skip
+
+
+TIER_ROWS = [
+    {"variant": "as picked", "meets SLO": True, "instances": 4, "GPUs": 8, "USD/h": 134.0,
+     "TTFT p90 ms": 1000.0, "L1+L2+L3 hit": 0.5},
+    {"variant": "without L3", "meets SLO": True, "instances": 4, "GPUs": 8, "USD/h": 126.4,
+     "TTFT p90 ms": 1030.0, "L1+L2+L3 hit": 0.4},
+    {"variant": "without L2 and L3", "meets SLO": True, "instances": 6, "GPUs": 12,
+     "USD/h": 190.0, "TTFT p90 ms": 990.0, "L1+L2+L3 hit": 0.1},
+]  # fmt: skip
+
+
+def _write(tmp_path: Path) -> tuple[str, str]:
+    records = [
+        _rec(0, 800.0, 3000.0, 134.0, "nvme_4tib"),
+        _rec(1, 2500.0, 1500.0, 60.0, "none"),
+        _rec(2, 3000.0, 1000.0, 90.0, "none"),  # dominated
+    ]
+    result = summarise(records, DIRECTIONS, objectives=objective_infos(SPEC))
+    label = result.picks[0].label
+    planning = Planning(
+        tier_value={label: TIER_ROWS},
+        headroom={label: {"load_scale": 8.0, "requests_per_s": 40.0, "at_limit": True}},
+        baseline={
+            "params": {"gpu": "h100_sxm", "instances": 40},
+            "feasible": False,
+            "reason": "costs USD 246.20/h > budget USD 150/h",
+            "comparison": {label: "saves USD 81,000/month"},
+        },
+    )
+    profile = WorkloadProfile(
+        source={"kind": "trace", "path": "trace.jsonl"},
+        n_requests=800,
+        span_s=240.0,
+        requests_per_s=3.33,
+        prompt_tokens=LengthStats(12000, 8000, 27000, 87000, 120000),
+        output_tokens=LengthStats(350, 360, 590, 900, 930),
+        max_context_tokens=40960,
+        n_overlong=51,
+        longest_tokens=122378,
+        overlong_policy="drop",
+        closed_loop=False,
+    )
+    context = ReportContext(slo=SPEC, settings={"model": "Qwen/Qwen3-32B"}, workload=profile)
+    md, html = write_report(
+        tmp_path, title="t", result=result, records=records, context=context, planning=planning
+    )
+    return md.read_text(), html.read_text()
+
+
+class _Text(HTMLParser):
+    """Visible text (outside script/style/pre/code) and the ids of elements."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.ids: set[str] = set()
+        self.tags: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append(tag)
+        self.ids.update(v for k, v in attrs if k == "id" and v)
+        self._skip += tag in ("script", "style", "pre", "code")
+
+    def handle_endtag(self, tag: str) -> None:
+        self._skip -= tag in ("script", "style", "pre", "code")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self.text.append(data)
+
+
+def test_markdown_has_every_section_and_the_numbers(tmp_path: Path) -> None:
+    md, _ = _write(tmp_path)
+    for heading in (
+        "## What was asked: SLO chat",
+        "## Workload",
+        "## Latency model",
+        "## Recommendations",
+        "## The feasible Pareto front",
+        "## What each cache tier buys",
+        "## Headroom",
+        "## Against your baseline",
+    ):
+        assert heading in md
+    assert "| ttft\\_ms | p90 | 4,000 ms |" in md
+    assert "51 (6.4%; longest 122,378 tokens), dropped before simulating" in md
+    assert "mean TTFT error 38.4%" in md  # the roofline model's validated error
+    assert "drop L3: saves USD 7.60/h, TTFT p90 +3%, still meets the SLO" in md
+    assert "keep L2 and L3: without it the pick needs 2 more instances" in md
+    assert "≥ 8× (search cap)" in md
+    assert "1,000,000,000" not in md
+    assert "It does not meet the SLO and budget: costs USD 246.20/h" in md
+    assert "kind: Deployment" in md
+    assert "docker run --gpus" in md
+    assert "Rejected during simulation: 3 requests." in md
+
+
+def test_html_is_rendered_markdown_with_the_plot(tmp_path: Path) -> None:
+    _, html = _write(tmp_path)
+    parsed = _Text()
+    parsed.feed(html)
+    visible = "".join(parsed.text)
+    assert "**" not in visible
+    assert "*" not in visible
+    assert "\\_" not in visible  # escapes are consumed by the parser
+    assert "s3_fifo" in visible
+    assert PLOT_ID in parsed.ids
+    assert {"table", "h2", "strong", "pre"} <= set(parsed.tags)
+    assert "TTFT p90 (ms)" in html  # axis titles carry units
+    assert "cost (USD/h)" in html
+    assert "SLO ttft_ms.p90 \\u2264 4,000 ms" in html  # plotly escapes non-ASCII in its JSON
+    assert "budget USD 150.00" in html
+
+
+def test_tier_verdict_when_a_tier_cannot_be_replaced() -> None:
+    rows = [TIER_ROWS[0], {**TIER_ROWS[1], "meets SLO": False, "instances": 12}]
+    assert tier_verdict(rows) == [
+        "keep L3: without it no deployment of up to +8 instances meets the SLO"
+    ]
+
+
+def test_report_in_headless_chromium(tmp_path: Path) -> None:
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    if browser is None:
+        pytest.skip("Chromium is not installed (apt-get install chromium)")
+    _, _ = _write(tmp_path)
+    dom = subprocess.run(
+        [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
+         "--dump-dom", (tmp_path / "report.html").as_uri()],
+        capture_output=True, text=True, timeout=120, check=True,
+    ).stdout  # fmt: skip
+    parsed = _Text()
+    parsed.feed(dom)
+    visible = "".join(parsed.text)
+    assert "*" not in visible
+    assert PLOT_ID in parsed.ids
+    assert 'class="main-svg"' in dom  # plotly drew the figure in the browser

@@ -1,0 +1,81 @@
+"""``kvplan optimize --out`` then ``kvplan report``: same files from storage alone, strict JSON
+validated by the schema, dashboard-readable study attributes, a baseline of another model
+refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+from typer.testing import CliRunner
+
+from optimizer.cli.main import app
+from optimizer.schema import ResultsFile
+
+DATA = Path(__file__).parent / "data"
+BASE = ["--space", str(DATA / "tiny_space.yaml"), "--slo", str(DATA / "tiny_slo.yaml")]
+BASE += ["--max-requests", "30", "--trials", "4"]
+runner = CliRunner()
+
+
+def _reject_constant(name: str) -> float:
+    raise ValueError(f"non-JSON token {name}")
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:
+    tmp = tmp_path_factory.mktemp("study")
+    url = f"sqlite:///{tmp / 'study.db'}"
+    result = runner.invoke(app, ["optimize", *BASE, "--storage", url, "--out", str(tmp / "a")])
+    assert result.exit_code == 0, result.output
+    return url, tmp
+
+
+def test_report_from_storage_equals_the_original(study: tuple[str, Path]) -> None:
+    url, tmp = study
+    again = runner.invoke(app, ["report", "--storage", url, "--out", str(tmp / "b")])
+    assert again.exit_code == 0, again.output
+    for name in ("report.md", "report.html", "results.json", "pareto.csv", "trials.csv"):
+        assert (tmp / "a" / name).read_bytes() == (tmp / "b" / name).read_bytes(), name
+    md = (tmp / "b" / "report.md").read_text()
+    assert "## What each cache tier buys" in md  # planning results came from the study
+    assert "## Headroom" in md
+
+
+def test_results_json_is_strict_json_and_matches_the_schema(study: tuple[str, Path]) -> None:
+    # Regression (issue 12): results.json held NaN tokens, which JSON does not allow.
+    _, tmp = study
+    text = (tmp / "a" / "results.json").read_text()
+    data = json.loads(text, parse_constant=_reject_constant)
+    parsed = ResultsFile.model_validate(data)
+    assert parsed.tolerance == 0.02
+    assert parsed.objectives["latency"].unit == "ms"
+
+
+def test_csv_columns_carry_units(study: tuple[str, Path]) -> None:
+    _, tmp = study
+    header = (tmp / "a" / "trials.csv").read_text().splitlines()[0].split(",")
+    assert header[:3] == ["trial", "feasible", "infeasible_reason"]
+    assert "objective.latency (ms)" in header
+    assert "objective.cost (USD/h)" in header
+    pareto = (tmp / "a" / "pareto.csv").read_text().splitlines()[0].split(",")
+    assert pareto == header  # one column order for both files
+
+
+def test_report_attribute_is_plain_json(study: tuple[str, Path]) -> None:
+    url, _ = study
+    loaded = optuna.load_study(study_name="kvplan", storage=url)
+    stored = loaded.user_attrs["kvplan_report"]
+    assert stored["tolerance"] == 0.02
+    assert stored["context"]["slo"]["name"]
+    json.dumps(stored, allow_nan=False)
+
+
+def test_a_baseline_of_another_model_is_refused(tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline.yaml"
+    baseline.write_text("model: Qwen/Qwen3-32B\ngpu: h100_sxm\ninstances: 2\n")
+    result = runner.invoke(app, ["optimize", *BASE, "--baseline", str(baseline)])
+    assert result.exit_code != 0
+    assert "is not the space's model 'Qwen/Qwen3-8B'" in str(result.exception)
