@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -45,6 +46,8 @@ CONSTRAINTS_ATTR = "constraints"
 TPE_STARTUP_TRIALS = 5
 #: NSGA-II population size (see ``_nsga2``).
 NSGA2_POPULATION = 16
+#: Second looks at a new RDB database whose tables another process was creating meanwhile.
+_SCHEMA_RACE_RETRIES = 3
 #: Study user attribute holding the definition fingerprint.
 FINGERPRINT_ATTR = "kvplan_fingerprint"
 
@@ -141,13 +144,22 @@ def make_storage(url: str | None) -> BaseStorage:
     # SQLAlchemy's default PostgreSQL driver is psycopg2; kvplan ships psycopg 3.
     if url.startswith("postgresql://"):
         engine_url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-    try:
-        # No Optuna heartbeat: kvplan's own (``optimizer.claims``) covers every storage, and
-        # it is what fails the trials of a killed worker.
-        return RDBStorage(engine_url)
-    except Exception as err:  # SQLAlchemy raises many driver-specific types
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InputError(f"--storage {shown}: cannot open: {first}") from None
+    for attempt in range(_SCHEMA_RACE_RETRIES + 1):
+        try:
+            # No Optuna heartbeat: kvplan's own (``optimizer.claims``) covers every storage,
+            # and it is what fails the trials of a killed worker.
+            return RDBStorage(engine_url)
+        except Exception as err:  # SQLAlchemy raises many driver-specific types
+            text = str(err).strip()
+            # Processes opening a new database at once race to create Optuna's tables; the
+            # loser sees "duplicate key" / "already exists" and finds them on a second look.
+            racing = "duplicate key" in text or "already exists" in text
+            if racing and attempt < _SCHEMA_RACE_RETRIES:
+                time.sleep(0.2 + 0.3 * attempt)
+                continue
+            first = text.splitlines()[0] if text else type(err).__name__
+            raise InputError(f"--storage {shown}: cannot open: {first}") from None
+    raise AssertionError("unreachable")
 
 
 def _without_password(url: str) -> str:
