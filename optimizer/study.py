@@ -48,6 +48,8 @@ TPE_STARTUP_TRIALS = 5
 NSGA2_POPULATION = 16
 #: Second looks at a new RDB database whose tables another process was creating meanwhile.
 _SCHEMA_RACE_RETRIES = 3
+#: What losing that race says (PostgreSQL, MySQL, SQLite).
+_SCHEMA_RACE_MARKS = ("duplicate key", "already exists", "UNIQUE constraint")
 #: Study user attribute holding the definition fingerprint.
 FINGERPRINT_ATTR = "kvplan_fingerprint"
 
@@ -152,8 +154,8 @@ def make_storage(url: str | None) -> BaseStorage:
         except Exception as err:  # SQLAlchemy raises many driver-specific types
             text = str(err).strip()
             # Processes opening a new database at once race to create Optuna's tables; the
-            # loser sees "duplicate key" / "already exists" and finds them on a second look.
-            racing = "duplicate key" in text or "already exists" in text
+            # loser sees a unique-key violation and finds the tables on a second look.
+            racing = any(mark in text for mark in _SCHEMA_RACE_MARKS)
             if racing and attempt < _SCHEMA_RACE_RETRIES:
                 time.sleep(0.2 + 0.3 * attempt)
                 continue
