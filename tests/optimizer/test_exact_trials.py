@@ -79,12 +79,12 @@ def _two_processes(url: str, name: str, n: int) -> None:
 def test_two_processes_on_sqlite_share_the_total(tmp_path: Path) -> None:
     # The same seed in both: their samplers propose the same configurations at the same
     # time, which is what the claims must keep from being simulated twice.
-    _two_processes(f"sqlite:///{tmp_path / 'shared.db'}", "kvplan", 10)
+    _two_processes(f"sqlite:///{tmp_path / 'shared.db'}", "kvplan", 8)
 
 
 @pytest.mark.postgres
 def test_two_processes_on_postgresql_share_the_total(postgres_url: str) -> None:
-    _two_processes(postgres_url, f"two-{os.getpid()}-{time.monotonic_ns()}", 10)
+    _two_processes(postgres_url, f"two-{os.getpid()}-{time.monotonic_ns()}", 8)
 
 
 def _children(pid: int) -> list[int]:
