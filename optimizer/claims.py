@@ -23,6 +23,11 @@ simulated twice at once. A trial whose worker died (its process is gone on this 
 its heartbeat is older than ``GRACE_S``) is failed by whoever notices first (``fail_stale``),
 which frees its claim; that is also how a resumed study clears the RUNNING trials of a killed
 run, on every storage.
+
+Limits: a running trial that names no worker (made by another tool, or by a process killed
+within milliseconds of creating it) is waited for until ``UNCLAIMED_GRACE_S``; machines are
+told apart by host name and boot id, and their clocks are assumed to agree within
+``GRACE_S``; enqueued (WAITING) trials are not coordinated (kvplan enqueues none).
 """
 
 from __future__ import annotations
@@ -44,8 +49,11 @@ from optimizer.objective import is_repeat
 
 __all__ = [
     "CLAIM_ATTR",
+    "CLAIM_OF_ATTR",
     "GRACE_S",
+    "HEARTBEAT_ATTR",
     "HEARTBEAT_S",
+    "WORKER_ATTR",
     "Decision",
     "Heartbeat",
     "claimed",

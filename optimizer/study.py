@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -47,6 +46,10 @@ CONSTRAINTS_ATTR = "constraints"
 TPE_STARTUP_TRIALS = 5
 #: NSGA-II population size (see ``_nsga2``).
 NSGA2_POPULATION = 16
+#: Second looks at a new RDB database whose tables another process was creating meanwhile.
+_SCHEMA_RACE_RETRIES = 3
+#: What losing that race says (PostgreSQL, MySQL, SQLite).
+_SCHEMA_RACE_MARKS = ("duplicate key", "already exists", "UNIQUE constraint")
 #: Study user attribute holding the definition fingerprint.
 FINGERPRINT_ATTR = "kvplan_fingerprint"
 
@@ -124,12 +127,6 @@ def make_sampler(
     return factory(seed, grid or {})
 
 
-#: How often opening an RDB storage is retried when another process is creating its schema.
-_SCHEMA_RACE_ATTEMPTS = 5
-#: What SQLite and PostgreSQL say when another process created the same table or row first.
-_SCHEMA_RACE = re.compile(r"already exists|UNIQUE constraint failed|duplicate key value")
-
-
 def make_storage(url: str | None) -> BaseStorage:
     """A storage for ``url`` (see the module docstring); one-line ``InputError`` if unusable."""
     if not url:
@@ -149,20 +146,22 @@ def make_storage(url: str | None) -> BaseStorage:
     # SQLAlchemy's default PostgreSQL driver is psycopg2; kvplan ships psycopg 3.
     if url.startswith("postgresql://"):
         engine_url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-    for attempt in range(_SCHEMA_RACE_ATTEMPTS):
+    for attempt in range(_SCHEMA_RACE_RETRIES + 1):
         try:
             # No Optuna heartbeat: kvplan's own (``optimizer.claims``) covers every storage,
             # and it is what fails the trials of a killed worker.
             return RDBStorage(engine_url)
         except Exception as err:  # SQLAlchemy raises many driver-specific types
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            # Processes that open a new database together race to create Optuna's tables;
-            # the loser sees "already exists" and finds the schema complete on a retry.
-            if _SCHEMA_RACE.search(first) and attempt + 1 < _SCHEMA_RACE_ATTEMPTS:
-                time.sleep(0.2 * (attempt + 1))
+            text = str(err).strip()
+            # Processes opening a new database at once race to create Optuna's tables; the
+            # loser sees a unique-key violation and finds the tables on a second look.
+            racing = any(mark in text for mark in _SCHEMA_RACE_MARKS)
+            if racing and attempt < _SCHEMA_RACE_RETRIES:
+                time.sleep(0.2 + 0.3 * attempt)
                 continue
+            first = text.splitlines()[0] if text else type(err).__name__
             raise InputError(f"--storage {shown}: cannot open: {first}") from None
-    raise AssertionError("unreachable: the last attempt returns or raises")
+    raise AssertionError("unreachable")
 
 
 def _without_password(url: str) -> str:

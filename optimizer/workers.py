@@ -41,6 +41,10 @@ _PR_SET_PDEATHSIG = 1
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
     del signum, frame
+    # Once: the parent-death signal and the watchdog (or Ctrl-C and the parent's SIGTERM) may
+    # both come, and the second must not cut short the first one's marking the trial failed.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     raise KeyboardInterrupt
 
 
