@@ -48,11 +48,14 @@ from slo.inputfile import InputError
 
 __all__ = [
     "HARNESSES",
+    "PROTOCOLS",
     "RULES",
+    "ClientProtocol",
     "DeploymentRule",
     "benchmark_engine_settings",
     "harness",
     "kv_precision",
+    "protocol",
     "recipe_for",
     "version_settings",
     "weight_precision",
@@ -143,6 +146,39 @@ RULES: dict[tuple[str, str], DeploymentRule] = {
         ),
     )
 }  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ClientProtocol:
+    """How a harness's client drives the closed loop (what desynchronises its users)."""
+
+    #: Requests per user in the measured phase.
+    requests_per_user: int
+    #: Each request's input and output lengths are drawn uniformly from
+    #: ``[ratio · length, length]``; 1 = exactly the row's lengths.
+    length_ratio: float
+    source: str
+
+
+#: Harness → client protocol. aiperf (aiconfigurator's ``bench_run.sh.j2``): ``--num-requests
+#: 20·N``, fixed ``--isl/--osl`` with ``ignore_eos``, warm-up drained before profiling.
+#: InferenceX: ``benchmark_serving.py --dataset-name random --random-range-ratio
+#: $RANDOM_RANGE_RATIO --num-prompts $((CONC * 10)) --max-concurrency $CONC --ignore-eos``, with
+#: ``RANDOM_RANGE_RATIO=0.8`` in the workflow scripts read; the random dataset of that client
+#: (a fork of vLLM's older ``benchmark_serving.py``) draws every length uniformly from
+#: ``[ratio · L, L]``, so requests finish at different times and the users drift apart.
+PROTOCOLS: dict[str, ClientProtocol] = {
+    "aiconfigurator": ClientProtocol(20, 1.0, "aiperf --num-requests 20·N, fixed lengths"),
+    "inferencex": ClientProtocol(
+        10, 0.8, "bench_serving --num-prompts 10·N --random-range-ratio 0.8"
+    ),
+    "unknown": ClientProtocol(20, 1.0, "assumed: aiperf's protocol"),
+}
+
+
+def protocol(row: MeasuredRow) -> ClientProtocol:
+    """The client protocol of ``row``'s harness."""
+    return PROTOCOLS[harness(row)]
 
 
 def harness(row: MeasuredRow) -> str:
