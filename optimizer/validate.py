@@ -43,10 +43,12 @@ concurrent users sending requests of exactly ``isl`` input and ``osl`` output to
   (``benchmark_rules.RULES``; a generator's override applies only to rows that say they came
   from it): aiconfigurator's generator sizes TensorRT-LLM, vLLM and SGLang workers to the
   benchmark (running cap N, a step budget of N + isl + 1500, TensorRT-LLM's KV cache 0.80 of
-  the free memory, SGLang's mixed chunked prefill); InferenceX's vLLM launch scripts pass
+  the free memory, SGLang's running cap); InferenceX's vLLM launch scripts pass
   ``--max-num-seqs N --max-num-batched-tokens 8192 --async-scheduling``. Settings that follow
   the engine's release (SGLang's by-TP memory fraction before 0.5.4) apply to both
-  deployments. ``deployment="defaults"`` runs every backend on its preset's engine defaults.
+  deployments. ``deployment="generator"`` takes a generator's rules literally where the rows
+  contradict them (SGLang's mixed chunked prefill: ``DeploymentRule.note``);
+  ``deployment="defaults"`` runs every backend on its preset's engine defaults.
 
 **Fitted, opt-in** (``ttft_offset=True``): ``FITTED_TTFT_OFFSET_MS`` adds a constant per
 backend to the predicted TTFT — request-path latency outside the engine's step loop (HTTP
@@ -127,8 +129,8 @@ StartMode = Literal["together", "spread"]
 
 #: How the measured engines were configured (``row_config``): ``benchmark`` = the limits
 #: aiconfigurator's benchmark generator sets (module doc), ``defaults`` = the backend presets.
-DEPLOYMENTS = ("benchmark", "defaults")
-Deployment = Literal["benchmark", "defaults"]
+DEPLOYMENTS = ("benchmark", "generator", "defaults")
+Deployment = Literal["benchmark", "generator", "defaults"]
 
 #: Fitted (not documented) constant TTFT latency per backend, in ms, added when
 #: ``ttft_offset`` is on (module doc). TensorRT-LLM, with its overlap scheduler modelled: the
@@ -226,7 +228,7 @@ def row_config(
             latency_model=latency_model,
             weight_precision=weights,
             kv_precision=kv_precision(row, catalog),
-            engine_limits=deployment == "benchmark",
+            engine_limits=deployment != "defaults",
         )
     try:
         model = catalog.model(row.model)
@@ -253,8 +255,8 @@ def row_config(
         "latency_model": latency_model,
         **version_settings(row, row.tp),
     }
-    if deployment == "benchmark":
-        fields.update(benchmark_engine_settings(row))
+    if deployment != "defaults":
+        fields.update(benchmark_engine_settings(row, literal=deployment == "generator"))
     try:
         return validate(ServingConfig, fields, f"row {row.id}")
     except InputError as err:
