@@ -48,11 +48,14 @@ from slo.inputfile import InputError
 
 __all__ = [
     "HARNESSES",
+    "PROTOCOLS",
     "RULES",
+    "ClientProtocol",
     "DeploymentRule",
     "benchmark_engine_settings",
     "harness",
     "kv_precision",
+    "protocol",
     "recipe_for",
     "version_settings",
     "weight_precision",
@@ -74,6 +77,11 @@ class DeploymentRule:
     backend: str
     source: str
     settings: Callable[[MeasuredRow], dict[str, Any]]
+    #: The generator's settings taken literally, where ``settings`` departs from them because
+    #: the measured rows contradict them (``deployment="generator"`` applies these); ``note``
+    #: gives the evidence.
+    literal: Callable[[MeasuredRow], dict[str, Any]] | None = None
+    note: str = ""
 
 
 def _aic_trtllm(row: MeasuredRow) -> dict[str, Any]:
@@ -91,7 +99,7 @@ def _aic_vllm(row: MeasuredRow) -> dict[str, Any]:
             "chunk_tokens": budget}  # fmt: skip
 
 
-def _aic_sglang(row: MeasuredRow) -> dict[str, Any]:
+def _aic_sglang_literal(row: MeasuredRow) -> dict[str, Any]:
     # --enable-mixed-chunk: a prefill chunk runs in the same step as the running decodes (the
     # simulator's 'chunked' policy); --max-prefill-tokens isl + 1500 bounds the prefill part,
     # the decodes of the N running requests ride along.
@@ -100,6 +108,10 @@ def _aic_sglang(row: MeasuredRow) -> dict[str, Any]:
         "scheduler": "chunked",
         "max_batched_tokens": row.concurrency + row.isl + _HEADROOM,
     }
+
+
+def _aic_sglang(row: MeasuredRow) -> dict[str, Any]:
+    return {"max_running_requests": row.concurrency}
 
 
 def _ix_vllm(row: MeasuredRow) -> dict[str, Any]:
@@ -133,7 +145,11 @@ RULES: dict[tuple[str, str], DeploymentRule] = {
             "aiconfigurator", "sglang",
             _AIC.format(backend="sglang") + ": --enable-mixed-chunk, --max-prefill-tokens "
             "isl + 1500, --max-running-requests N",
-            _aic_sglang,
+            _aic_sglang, _aic_sglang_literal,
+            "the running cap is applied; mixed chunks and the isl + 1500 prefill budget are "
+            "not: the 84 H100 rows (SGLang 0.5.1/0.5.8) behave as whole prefill waves "
+            "(TTFT MAPE 15.4% with the preset's prefill-first 16k budget, 74.1% and TPOT "
+            "28.5% with the rule taken literally, bench/README.md)",
         ),
         DeploymentRule(
             "inferencex", "vllm",
@@ -143,6 +159,39 @@ RULES: dict[tuple[str, str], DeploymentRule] = {
         ),
     )
 }  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ClientProtocol:
+    """How a harness's client drives the closed loop (what desynchronises its users)."""
+
+    #: Requests per user in the measured phase.
+    requests_per_user: int
+    #: Each request's input and output lengths are drawn uniformly from
+    #: ``[ratio · length, length]``; 1 = exactly the row's lengths.
+    length_ratio: float
+    source: str
+
+
+#: Harness → client protocol. aiperf (aiconfigurator's ``bench_run.sh.j2``): ``--num-requests
+#: 20·N``, fixed ``--isl/--osl`` with ``ignore_eos``, warm-up drained before profiling.
+#: InferenceX: ``benchmark_serving.py --dataset-name random --random-range-ratio
+#: $RANDOM_RANGE_RATIO --num-prompts $((CONC * 10)) --max-concurrency $CONC --ignore-eos``, with
+#: ``RANDOM_RANGE_RATIO=0.8`` in the workflow scripts read; the random dataset of that client
+#: (a fork of vLLM's older ``benchmark_serving.py``) draws every length uniformly from
+#: ``[ratio · L, L]``, so requests finish at different times and the users drift apart.
+PROTOCOLS: dict[str, ClientProtocol] = {
+    "aiconfigurator": ClientProtocol(20, 1.0, "aiperf --num-requests 20·N, fixed lengths"),
+    "inferencex": ClientProtocol(
+        10, 0.8, "bench_serving --num-prompts 10·N --random-range-ratio 0.8"
+    ),
+    "unknown": ClientProtocol(20, 1.0, "assumed: aiperf's protocol"),
+}
+
+
+def protocol(row: MeasuredRow) -> ClientProtocol:
+    """The client protocol of ``row``'s harness."""
+    return PROTOCOLS[harness(row)]
 
 
 def harness(row: MeasuredRow) -> str:
@@ -155,10 +204,14 @@ def harness(row: MeasuredRow) -> str:
     return "unknown"
 
 
-def benchmark_engine_settings(row: MeasuredRow) -> dict[str, Any]:
-    """``ServingConfig`` overrides of ``row``'s benchmark deployment (empty: the preset)."""
+def benchmark_engine_settings(row: MeasuredRow, *, literal: bool = False) -> dict[str, Any]:
+    """``ServingConfig`` overrides of ``row``'s benchmark deployment (empty: the preset);
+    ``literal`` takes a generator's settings as written even where the rows contradict them
+    (``DeploymentRule.literal``)."""
     rule = RULES.get((harness(row), row.backend))
-    return rule.settings(row) if rule else {}
+    if rule is None:
+        return {}
+    return (rule.literal if literal and rule.literal else rule.settings)(row)
 
 
 def _version(text: str) -> tuple[int, ...] | None:

@@ -6,8 +6,13 @@ concurrent users sending requests of exactly ``isl`` input and ``osl`` output to
 ``silicon_ttft_ms`` / ``silicon_tpot_ms`` are the measured means). Every row, aggregated
 (``mode == agg``) or disaggregated (``disagg``), is simulated as the benchmark ran:
 
-- **Workload**: a closed loop of ``batch_size`` users, fixed lengths, prompts of fresh blocks
-  (the benchmark's random-token prompts share no prefix), every user starting at time 0.
+- **Workload**: a closed loop of ``batch_size`` users, prompts of fresh blocks (the
+  benchmark's random-token prompts share no prefix), every user starting at time 0, with the
+  client protocol of the row's harness (``benchmark_rules.PROTOCOLS``): aiperf sends exactly
+  ``isl`` / ``osl`` tokens, 20 requests per user; InferenceX's client draws each length
+  uniformly from [0.8·L, L] and sends 10 per user — its requests finish at different steps,
+  which is what desynchronises its users (no parameter is fitted: both are the harnesses'
+  documented settings).
 - **Client turnaround** (assumption, ``CLIENT_TURNAROUND_S`` = 1 ms): a user's next request
   reaches the engine that long after its previous response ended, not at the same instant.
   With the overlap scheduler of TensorRT-LLM and SGLang (on in their presets, and in these
@@ -18,7 +23,7 @@ concurrent users sending requests of exactly ``isl`` input and ``osl`` output to
   idle server with all N users sending at once — exactly the simulated start — and warm-up
   leaves nothing behind that the simulator models (no shared prefixes; JIT and allocation
   effects are not simulated). Every simulated request counts.
-- **Length of the run**: aiperf sends 20·N requests (20 rounds of N). We simulate
+- **Length of the run**: aiperf sends 20·N requests (20 rounds of N; InferenceX 10·N). We simulate
   ``rounds`` rounds (``DEFAULT_ROUNDS``) and extrapolate: the closed loop settles into a
   periodic pattern within a few rounds, so the second-to-last simulated round stands for the
   steady rounds not simulated, and the last (drain) round for the benchmark's last
@@ -38,10 +43,12 @@ concurrent users sending requests of exactly ``isl`` input and ``osl`` output to
   (``benchmark_rules.RULES``; a generator's override applies only to rows that say they came
   from it): aiconfigurator's generator sizes TensorRT-LLM, vLLM and SGLang workers to the
   benchmark (running cap N, a step budget of N + isl + 1500, TensorRT-LLM's KV cache 0.80 of
-  the free memory, SGLang's mixed chunked prefill); InferenceX's vLLM launch scripts pass
+  the free memory, SGLang's running cap); InferenceX's vLLM launch scripts pass
   ``--max-num-seqs N --max-num-batched-tokens 8192 --async-scheduling``. Settings that follow
   the engine's release (SGLang's by-TP memory fraction before 0.5.4) apply to both
-  deployments. ``deployment="defaults"`` runs every backend on its preset's engine defaults.
+  deployments. ``deployment="generator"`` takes a generator's rules literally where the rows
+  contradict them (SGLang's mixed chunked prefill: ``DeploymentRule.note``);
+  ``deployment="defaults"`` runs every backend on its preset's engine defaults.
 
 **Fitted, opt-in** (``ttft_offset=True``): ``FITTED_TTFT_OFFSET_MS`` adds a constant per
 backend to the predicted TTFT — request-path latency outside the engine's step loop (HTTP
@@ -78,6 +85,7 @@ from hardware.schema import Catalog
 from optimizer.benchmark_rules import (
     benchmark_engine_settings,
     kv_precision,
+    protocol,
     version_settings,
     weight_precision,
 )
@@ -88,6 +96,7 @@ from optimizer.validate_report import FidelityReport, mape
 from simulator.api import SimResult, simulate
 from simulator.config import ServingConfig
 from simulator.latency.presets import BACKEND_PRESETS
+from simulator.workload.spec import WorkloadSpec
 from slo.inputfile import InputError, validate
 
 __all__ = [
@@ -120,8 +129,8 @@ StartMode = Literal["together", "spread"]
 
 #: How the measured engines were configured (``row_config``): ``benchmark`` = the limits
 #: aiconfigurator's benchmark generator sets (module doc), ``defaults`` = the backend presets.
-DEPLOYMENTS = ("benchmark", "defaults")
-Deployment = Literal["benchmark", "defaults"]
+DEPLOYMENTS = ("benchmark", "generator", "defaults")
+Deployment = Literal["benchmark", "generator", "defaults"]
 
 #: Fitted (not documented) constant TTFT latency per backend, in ms, added when
 #: ``ttft_offset`` is on (module doc). TensorRT-LLM, with its overlap scheduler modelled: the
@@ -219,7 +228,7 @@ def row_config(
             latency_model=latency_model,
             weight_precision=weights,
             kv_precision=kv_precision(row, catalog),
-            engine_limits=deployment == "benchmark",
+            engine_limits=deployment != "defaults",
         )
     try:
         model = catalog.model(row.model)
@@ -246,17 +255,17 @@ def row_config(
         "latency_model": latency_model,
         **version_settings(row, row.tp),
     }
-    if deployment == "benchmark":
-        fields.update(benchmark_engine_settings(row))
+    if deployment != "defaults":
+        fields.update(benchmark_engine_settings(row, literal=deployment == "generator"))
     try:
         return validate(ServingConfig, fields, f"row {row.id}")
     except InputError as err:
         return f"cannot express the deployment: {err}"
 
 
-def rounds_for(rounds: int) -> int:
-    """Requests per user actually simulated: ``rounds`` capped at the benchmark's 20."""
-    return max(1, min(BENCHMARK_ROUNDS, rounds))
+def rounds_for(rounds: int, total: int = BENCHMARK_ROUNDS) -> int:
+    """Requests per user actually simulated: ``rounds`` capped at the benchmark's ``total``."""
+    return max(1, min(total, rounds))
 
 
 def simulate_row(
@@ -290,17 +299,20 @@ def simulate_row(
         if isinstance(pilot, Skipped):
             return pilot
         ramp_s = float(np.mean([r.e2e_s for r in pilot.records])) / row.concurrency
-    result = _run(row, config, catalog, seed, rounds=rounds_for(rounds), ramp_s=ramp_s)
+    total = protocol(row).requests_per_user
+    simulated = rounds_for(rounds, total)
+    result = _run(row, config, catalog, seed, rounds=simulated, ramp_s=ramp_s)
     if isinstance(result, Skipped):
         return result
     order = np.argsort([r.index for r in result.records], kind="stable")
     arrays = result.per_request_ms()
-    users, simulated = row.concurrency, rounds_for(rounds)
+    users = row.concurrency
     offset_ms = FITTED_TTFT_OFFSET_MS.get(row.backend, 0.0) if ttft_offset else 0.0
+    ttft = benchmark_mean(arrays["ttft_ms"][order], users, simulated, total)
     return RowResult(
         row=row,
-        predicted_ttft_ms=benchmark_mean(arrays["ttft_ms"][order], users, simulated) + offset_ms,
-        predicted_tpot_ms=benchmark_mean(arrays["tpot_ms"][order], users, simulated),
+        predicted_ttft_ms=ttft + offset_ms,
+        predicted_tpot_ms=benchmark_mean(arrays["tpot_ms"][order], users, simulated, total),
         requests=len(result.records),
     )
 
@@ -324,6 +336,13 @@ def _run(
         turnaround_s=CLIENT_TURNAROUND_S,
         source=f"row {row.id}",
     )
+    ratio = protocol(row).length_ratio
+    if ratio < 1:
+        # The harness draws each length uniformly from [ratio · L, L] (benchmark_rules).
+        data = workload.root.model_dump()
+        data["input_tokens"] = {"dist": "uniform", "low": ratio * row.isl, "high": row.isl}
+        data["output_tokens"] = {"dist": "uniform", "low": ratio * row.osl, "high": row.osl}
+        workload = validate(WorkloadSpec, data, f"row {row.id}")
     result = simulate(config, workload, seed=seed, catalog=catalog)
     if not result.feasible or result.summary is None:
         return Skipped(row.line, row.id, row.model, row.backend, f"infeasible: {result.reason}")
@@ -339,8 +358,10 @@ def _run(
     return result
 
 
-def benchmark_mean(values: NDArray[np.float64], users: int, rounds: int) -> float:
-    """The mean a ``BENCHMARK_ROUNDS``-round benchmark would report, from ``rounds`` rounds.
+def benchmark_mean(
+    values: NDArray[np.float64], users: int, rounds: int, total: int = BENCHMARK_ROUNDS
+) -> float:
+    """The mean a ``total``-round benchmark would report, from ``rounds`` rounds.
 
     ``values`` are per request in issue order; round k is requests ``k·users … (k+1)·users − 1``.
     The closed loop settles into a periodic pattern within a few rounds, except for the last
@@ -348,22 +369,22 @@ def benchmark_mean(values: NDArray[np.float64], users: int, rounds: int) -> floa
     decode steps are faster). So the benchmark's rounds map onto the simulated ones as: the
     first ``rounds − 1`` as simulated, the steady rounds not simulated as copies of the
     second-to-last simulated round, and the benchmark's own last round as the simulated last
-    (drain) round — a request-weighted mean with weight ``BENCHMARK_ROUNDS − rounds + 1`` on
-    the second-to-last round. With ``rounds`` of 1 or ``BENCHMARK_ROUNDS``, or fewer values
+    (drain) round — a request-weighted mean with weight ``total − rounds + 1`` on
+    the second-to-last round. With ``rounds`` of 1 or ``total``, or fewer values
     than full rounds (rejections), it is the plain mean. NaN entries (one-token outputs' TPOT)
     are ignored.
     """
     finite = values[~np.isnan(values)]
     if not len(finite):
         return math.nan
-    if rounds >= BENCHMARK_ROUNDS or len(values) != users * rounds or rounds < 2:
+    if rounds >= total or len(values) != users * rounds or rounds < 2:
         return float(finite.mean())
     per_round = values.reshape(rounds, users)
     means = np.array([np.nanmean(r) if np.any(~np.isnan(r)) else math.nan for r in per_round])
     if np.isnan(means).any():
         return float(finite.mean())
     weights = np.ones(rounds)
-    weights[-2] += BENCHMARK_ROUNDS - rounds
+    weights[-2] += total - rounds
     return float(np.dot(means, weights) / weights.sum())
 
 

@@ -122,8 +122,9 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     deployment: Annotated[
         str,
         typer.Option(
-            help="Engine limits: 'benchmark' (those of the benchmark's generated deployment) "
-            "or 'defaults' (the backend preset's)."
+            help="Engine limits: 'benchmark' (the harness's deployment rules), 'generator' "
+            "(those rules taken literally where the rows contradict them) or 'defaults' (the "
+            "backend preset's)."
         ),
     ] = "benchmark",
     ttft_offset: Annotated[

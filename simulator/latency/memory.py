@@ -283,9 +283,12 @@ class _Sizes:
             )
         else:
             split = (
-                f"{weights:.1f} GiB of weights + {reserve:.1f} GiB reserve per GPU leave "
+                f"{self.util:.2f} x {d.gpu.hbm_gib:.1f} GiB = {self.usable / GIB:.1f} GiB, of "
+                f"which {weights:.1f} GiB of weights + {reserve:.1f} GiB reserve per GPU leave "
                 f"{kv:.1f} GiB for KV"
             )
+        if p.cuda_graph_gib:
+            split += f" ({p.cuda_graph_gib:g} GiB of CUDA graphs outside)"
         per_token = d.kv_bytes_per_token_per_gpu() / 1024
         rule = f"; {self.rule}" if self.rule else ""
         return (

@@ -46,3 +46,15 @@ def test_unknown_bases_stay_unknown() -> None:
     assert resolve_checkpoint("nvidia/NotAModel-FP8", catalog.models) is None
     with pytest.raises(InputError, match="unknown model"):
         catalog.model("nvidia/NotAModel-FP8")
+
+
+def test_blackwell_ultra_and_gb200_are_in_the_catalog() -> None:
+    catalog = shipped_catalog()
+    b200, b300, gb200 = (catalog.gpu(n) for n in ("b200_sxm", "b300_sxm", "gb200"))
+    # Blackwell Ultra: B200's BF16/FP8 rates, 1.5x dense FP4, 288 GB of HBM3e.
+    assert b300.dense_tflops["fp8"] == b200.dense_tflops["fp8"]
+    assert b300.dense_tflops["fp4"] == 1.5 * b200.dense_tflops["fp4"]
+    assert b300.hbm_gib > b200.hbm_gib
+    # GB200 NVL72: one NVLink domain of 72 GPUs, so TP 16 needs no multi-node flag.
+    assert gb200.gpus_per_node == 72
+    assert gb200.supports("fp4")

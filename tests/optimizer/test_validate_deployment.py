@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hardware.catalog import shipped_catalog
-from optimizer.benchmark_rules import harness, version_settings
+from optimizer.benchmark_rules import harness, protocol, version_settings
 from optimizer.validate import (
     FITTED_TTFT_OFFSET_MS,
     RowResult,
@@ -45,9 +45,13 @@ def test_settings_follow_the_generator_rules() -> None:
         "max_batched_tokens": 64 + 4096 + 1500,
         "chunk_tokens": 64 + 4096 + 1500,
     }
-    sglang = benchmark_engine_settings(_row(backend="sglang", model="Qwen/Qwen3-32B"))
-    assert sglang == {"max_running_requests": 8, "scheduler": "chunked",
-                      "max_batched_tokens": 8 + 1024 + 1500}  # fmt: skip
+    # SGLang: the running cap; the generator's mixed chunks only when taken literally (the
+    # measured rows contradict them, DeploymentRule.note).
+    sglang_row = _row(backend="sglang", model="Qwen/Qwen3-32B")
+    assert benchmark_engine_settings(sglang_row) == {"max_running_requests": 8}
+    literal = benchmark_engine_settings(sglang_row, literal=True)
+    assert literal == {"max_running_requests": 8, "scheduler": "chunked",
+                       "max_batched_tokens": 8 + 1024 + 1500}  # fmt: skip
 
 
 def test_a_generator_override_applies_only_to_its_rows() -> None:
@@ -119,3 +123,21 @@ def test_fitted_ttft_offset_is_opt_in_and_per_backend() -> None:
         assert plain.predicted_ttft_ms == pytest.approx(10.0)
         assert shifted.predicted_ttft_ms == pytest.approx(10.0 + offset)
         assert shifted.predicted_tpot_ms == plain.predicted_tpot_ms
+
+
+def test_inferencex_clients_draw_lengths_and_send_ten_rounds() -> None:
+    # bench_serving --random-range-ratio 0.8 --num-prompts 10·N: lengths uniform in
+    # [0.8 L, L], so the users' requests end at different steps and drift apart.
+    source = "source_file=2026-04-06.csv; model=Llama-3.1-70B; wip=False"
+    row = _row(source=source, concurrency=4, isl=512, osl=64)
+    assert protocol(row).requests_per_user == 10
+    outcome = simulate_row(row, latency_model="constant:0.01", catalog=shipped_catalog(),
+                           rounds=20)  # fmt: skip
+    assert isinstance(outcome, RowResult)
+    assert outcome.requests == 4 * 10
+    fixed = simulate_row(_row(concurrency=4, isl=512, osl=64), latency_model="constant:0.01",
+                         catalog=shipped_catalog(), rounds=20)  # fmt: skip
+    assert isinstance(fixed, RowResult)
+    assert fixed.requests == 4 * 20
+    # Fixed lengths: every step holds all four requests, so TPOT is one step exactly.
+    assert fixed.predicted_tpot_ms == pytest.approx(10.0)
