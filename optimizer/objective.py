@@ -45,10 +45,31 @@ from simulator.cluster.overlong import OverlongPolicy
 from simulator.config import ServingConfig
 from slo import SloSpec, attainment, evaluate, slo_met_mask
 
-__all__ = ["INFEASIBLE_LATENCY", "REPEAT_ATTR", "Evaluation", "TrialEvaluator", "is_repeat"]
+__all__ = [
+    "INFEASIBLE_LATENCY",
+    "REPEAT_ATTR",
+    "SCALAR_METRICS",
+    "Evaluation",
+    "TrialEvaluator",
+    "is_repeat",
+]
 
 #: User attribute of a trial that repeated an earlier trial's configuration: that trial's number.
 REPEAT_ATTR = "repeat_of"
+
+#: Metrics stored as scalar user attributes on every trial, besides the SLO's own.
+SCALAR_METRICS = (
+    "ttft_ms.p90",
+    "tpot_ms.p90",
+    "e2e_ms.p90",
+    "goodput_tokens_per_s",
+    "output_tokens_per_s",
+    "usd_per_hour",
+    "usd_per_million_output_tokens",
+    "gpus",
+    "attainment",
+    "n_rejected",
+)
 
 #: Latency objective value (ms) recorded for a configuration that could not run.
 INFEASIBLE_LATENCY = 1e9
@@ -111,6 +132,12 @@ class TrialEvaluator:
             "fits",
             *evaluate(self._placeholder_metrics(), spec).constraint_names,
         ]
+        #: Metrics also stored as scalar user attributes (optuna-dashboard sorts and plots
+        #: those, not the ``metrics`` blob): the SLO's and the objectives' metrics and a few
+        #: a planner compares by.
+        self.scalar_metrics = list(
+            dict.fromkeys([*spec.required_metrics(), *SCALAR_METRICS, "capacity_requests_per_s"])
+        )
 
     def with_workload(self, workload: WorkloadBuilder) -> TrialEvaluator:
         """The same evaluator on another workload (planning re-runs at other loads)."""
@@ -135,6 +162,10 @@ class TrialEvaluator:
             evaluation = self.evaluate_params(params)
         trial.set_user_attr("params", {"model": self.space.model, **params})
         trial.set_user_attr("metrics", _finite(evaluation.metrics))
+        for name in self.scalar_metrics:  # beside the blob: sortable and plottable columns
+            value = evaluation.metrics.get(name)
+            if value is not None and math.isfinite(value):
+                trial.set_user_attr(name, value)
         trial.set_user_attr(CONSTRAINTS_ATTR, evaluation.constraints)
         for name, value in zip(self.constraint_names, evaluation.constraints, strict=True):
             trial.set_constraint(name, value)  # what Optuna's samplers and best_trials read

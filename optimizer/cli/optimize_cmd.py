@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -163,6 +164,9 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
     if sampler not in SAMPLERS:
         raise InputError(f"unknown sampler '{sampler}'; known: {', '.join(SAMPLERS)}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # TPE's ``group`` option is "experimental" in Optuna 5: a notice for library users, noise
+    # for a person reading a plan.
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     evaluator = build_evaluator(setup)
     baseline_params = _baseline_params(baseline, evaluator)
     model = evaluator.space.model
