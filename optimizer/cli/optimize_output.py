@@ -29,6 +29,7 @@ __all__ = ["REPORT_ATTR", "Output", "emit", "load_report_attr", "result_json", "
 #: Study user attribute with the report's context, planning results and tolerance.
 REPORT_ATTR = "kvplan_report"
 
+
 def _fmt(value: Any) -> str:
     if value is None or (isinstance(value, float) and value != value):  # noqa: PLR0124  (NaN)
         return "–"
