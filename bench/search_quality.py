@@ -159,14 +159,7 @@ class CachedObjective:
         earlier = self.evaluator.earlier_evaluation(trial)
         if earlier is not None:  # marked like kvplan's free repeats
             trial.set_user_attr(REPEAT_ATTR, earlier[0])
-        trial.set_user_attr("params", {"model": self.evaluator.space.model, **params})
-        trial.set_user_attr("metrics", _finite(evaluation.metrics))
-        trial.set_user_attr("constraints", evaluation.constraints)
-        names = self.evaluator.constraint_names
-        for name, value in zip(names, evaluation.constraints, strict=True):
-            trial.set_constraint(name, value)
-        trial.set_user_attr("infeasible_reason", evaluation.infeasible_reason)
-        return tuple(evaluation.values[role] for role in self.table.roles)
+        return self.evaluator.record(trial, params, evaluation)
 
 
 def _finite(metrics: Mapping[str, float]) -> dict[str, float | None]:

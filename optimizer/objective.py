@@ -160,6 +160,16 @@ class TrialEvaluator:
             trial.set_user_attr(REPEAT_ATTR, number)
         else:
             evaluation = self.evaluate_params(params)
+        return self.record(trial, params, evaluation)
+
+    def record(
+        self, trial: optuna.Trial, params: Mapping[str, Any], evaluation: Evaluation
+    ) -> tuple[float, ...]:
+        """Store ``evaluation`` on ``trial`` (user attributes, constraints); its objectives.
+
+        The one place that decides what a trial holds (``bench/search_quality.py`` records
+        cached evaluations through it too).
+        """
         trial.set_user_attr("params", {"model": self.space.model, **params})
         trial.set_user_attr("metrics", _finite(evaluation.metrics))
         for name in self.scalar_metrics:  # beside the blob: sortable and plottable columns
