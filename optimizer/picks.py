@@ -69,7 +69,7 @@ _NAMES = {
     "queue_ms": "queueing",
     "goodput_tokens_per_s": "goodput",
     "output_tokens_per_s": "output throughput",
-    "capacity_requests_per_s": "sustainable rate",
+    "capacity_requests_per_s": "capacity",
     "requests_per_s": "request rate",
     "usd_per_hour": "cost",
     "usd_per_million_output_tokens": "cost per output",
