@@ -36,8 +36,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hardware.schema import Catalog
 from optimizer.configs import to_config
+from optimizer.screen import Shapes, screen, workload_shapes
 from optimizer.space import SearchSpace
 from optimizer.study import CONSTRAINTS_ATTR
+from optimizer.workloads import describe_workload
 from simulator.api import SimResult, WorkloadBuilder, simulate
 from simulator.cluster.build import deployment_cost
 from simulator.cluster.capacity import capacity_search
@@ -114,8 +116,13 @@ class TrialEvaluator:
         latency_model: str | None = None,
         capacity: bool = False,
         overlong: OverlongPolicy = "drop",
+        screen: bool = True,
     ) -> None:
         self.space = space
+        #: Rule points out by latency lower bounds before simulating (``optimizer.screen``);
+        #: closed-loop workloads are never screened (their later turns exist only in a run).
+        self.screening = screen and describe_workload(workload).get("kind") != "closed_loop"
+        self._shape_cache: Shapes | None = None
         self.capacity = capacity
         self.overlong = overlong
         #: ``drop`` removes requests longer than the model's context before each simulation;
@@ -144,6 +151,7 @@ class TrialEvaluator:
         clone = copy.copy(self)
         clone.workload = workload
         clone._memo = {}
+        clone._shape_cache = None
         return clone
 
     def _placeholder_metrics(self) -> dict[str, float]:
@@ -232,6 +240,9 @@ class TrialEvaluator:
         over = self._over_budget(cost.usd_per_hour, cost.gpus)
         if over:
             return self._infeasible(over, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus)
+        screened = screen(config, self.catalog, self._shapes(), self.spec) if self.screening else ""
+        if screened:
+            return self._infeasible(screened, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus)
         result = simulate(
             config,
             self.workload,
@@ -264,6 +275,18 @@ class TrialEvaluator:
             metrics={**metrics, **{f"objective.{k}": float(v) for k, v in values.items()}},
             infeasible_reason="",
         )
+
+    def _shapes(self) -> Shapes:
+        """The workload's request shapes for screening (computed once per evaluator)."""
+        if self._shape_cache is None:
+            limit = self.catalog.model(self.space.model).max_context_tokens
+            self._shape_cache = workload_shapes(
+                self.workload,
+                seed=self.seed,
+                max_context_tokens=limit,
+                drop_overlong=self.drop_overlong,
+            )
+        return self._shape_cache
 
     def slo_metrics(self, result: SimResult) -> dict[str, float]:
         """Flat metrics of a feasible simulation, with attainment and exact goodput added."""
