@@ -106,6 +106,7 @@ def _bounds_ms(config: ServingConfig, catalog: Catalog, shapes: Shapes) -> dict[
         if key not in memo:
             memo[key] = timer.step_seconds([key])
         return memo[key]
+
     ttft = np.empty(len(shapes.prompt))
     tpot = np.empty(len(shapes.prompt))
     for i, (length, cached, out) in enumerate(
