@@ -159,14 +159,7 @@ class CachedObjective:
         earlier = self.evaluator.earlier_evaluation(trial)
         if earlier is not None:  # marked like kvplan's free repeats
             trial.set_user_attr(REPEAT_ATTR, earlier[0])
-        trial.set_user_attr("params", {"model": self.evaluator.space.model, **params})
-        trial.set_user_attr("metrics", _finite(evaluation.metrics))
-        trial.set_user_attr("constraints", evaluation.constraints)
-        names = self.evaluator.constraint_names
-        for name, value in zip(names, evaluation.constraints, strict=True):
-            trial.set_constraint(name, value)
-        trial.set_user_attr("infeasible_reason", evaluation.infeasible_reason)
-        return tuple(evaluation.values[role] for role in self.table.roles)
+        return self.evaluator.record(trial, params, evaluation)
 
 
 def _finite(metrics: Mapping[str, float]) -> dict[str, float | None]:
@@ -186,9 +179,11 @@ def reference_point(grid_points: np.ndarray[Any, Any], margin: float) -> list[fl
 
 
 #: How a budget is counted: distinct points (``simulations``: what ``kvplan optimize`` pays,
-#: since a trial repeating a configuration copies the earlier result), or every trial
-#: (``trials``: how kvplan counted before repeats were free).
-Count = Literal["simulations", "trials"]
+#: since a trial repeating a configuration copies the earlier result), distinct points that ran
+#: the simulator (``simulated``: a point ruled out without simulating — over budget, not fitting
+#: in memory, or screened by ``optimizer.screen`` — costs nothing), or every trial (``trials``:
+#: how kvplan counted before repeats were free).
+Count = Literal["simulations", "simulated", "trials"]
 COUNTS: tuple[Count, ...] = get_args(Count)
 
 
@@ -246,8 +241,9 @@ def run_sampler(
 
     def stop_when_done(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         keys.append(_trial_key(trial))
-        distinct.add(keys[-1])
-        if count == "simulations" and (len(distinct) >= n or len(keys) >= cap):
+        if count != "simulated" or costs_simulation(objective.table.evaluations[keys[-1]]):
+            distinct.add(keys[-1])
+        if count != "trials" and (len(distinct) >= n or len(keys) >= cap):
             study.stop()
 
     limit = n if count == "trials" else cap
@@ -255,13 +251,21 @@ def run_sampler(
     return keys
 
 
-def _prefix(keys: Sequence[PointKey], n: int, count: Count) -> list[PointKey]:
-    """The first ``n`` trials, or the trials up to the ``n``-th distinct point."""
+def costs_simulation(evaluation: Evaluation) -> bool:
+    """Whether the point ran the simulator (its metrics hold simulated latencies)."""
+    return "ttft_ms.p90" in evaluation.metrics
+
+
+def _prefix(
+    keys: Sequence[PointKey], n: int, count: Count, table: GridTable | None = None
+) -> list[PointKey]:
+    """The first ``n`` trials, or the trials up to the ``n``-th distinct (simulated) point."""
     if count == "trials":
         return list(keys[:n])
     seen: set[PointKey] = set()
     for i, key in enumerate(keys):
-        seen.add(key)
+        if count != "simulated" or table is None or costs_simulation(table.evaluations[key]):
+            seen.add(key)
         if len(seen) >= n:
             return list(keys[: i + 1])
     return list(keys)
@@ -302,7 +306,7 @@ def score_runs(
         for seed in seeds:
             keys = run_sampler(objective, factory(seed), max(sizes), count)
             for budget, size in zip(budgets, sizes, strict=True):
-                prefix = _prefix(keys, size, count)
+                prefix = _prefix(keys, size, count, table)
                 n_feasible, n_unique, hv, recall = _score(table, yardstick, prefix, count)
                 scores.append(
                     RunScore(name, seed, budget, len(prefix), n_unique, n_feasible, hv, recall)

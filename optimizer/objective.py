@@ -36,8 +36,10 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hardware.schema import Catalog
 from optimizer.configs import to_config
+from optimizer.screen import Shapes, screen, workload_shapes
 from optimizer.space import SearchSpace
 from optimizer.study import CONSTRAINTS_ATTR
+from optimizer.workloads import describe_workload
 from simulator.api import SimResult, WorkloadBuilder, simulate
 from simulator.cluster.build import deployment_cost
 from simulator.cluster.capacity import capacity_search
@@ -45,10 +47,31 @@ from simulator.cluster.overlong import OverlongPolicy
 from simulator.config import ServingConfig
 from slo import SloSpec, attainment, evaluate, slo_met_mask
 
-__all__ = ["INFEASIBLE_LATENCY", "REPEAT_ATTR", "Evaluation", "TrialEvaluator", "is_repeat"]
+__all__ = [
+    "INFEASIBLE_LATENCY",
+    "REPEAT_ATTR",
+    "SCALAR_METRICS",
+    "Evaluation",
+    "TrialEvaluator",
+    "is_repeat",
+]
 
 #: User attribute of a trial that repeated an earlier trial's configuration: that trial's number.
 REPEAT_ATTR = "repeat_of"
+
+#: Metrics stored as scalar user attributes on every trial, besides the SLO's own.
+SCALAR_METRICS = (
+    "ttft_ms.p90",
+    "tpot_ms.p90",
+    "e2e_ms.p90",
+    "goodput_tokens_per_s",
+    "output_tokens_per_s",
+    "usd_per_hour",
+    "usd_per_million_output_tokens",
+    "gpus",
+    "attainment",
+    "n_rejected",
+)
 
 #: Latency objective value (ms) recorded for a configuration that could not run.
 INFEASIBLE_LATENCY = 1e9
@@ -93,8 +116,13 @@ class TrialEvaluator:
         latency_model: str | None = None,
         capacity: bool = False,
         overlong: OverlongPolicy = "drop",
+        screen: bool = True,
     ) -> None:
         self.space = space
+        #: Rule points out by latency lower bounds before simulating (``optimizer.screen``);
+        #: closed-loop workloads are never screened (their later turns exist only in a run).
+        self.screening = screen and describe_workload(workload).get("kind") != "closed_loop"
+        self._shape_cache: Shapes | None = None
         self.capacity = capacity
         self.overlong = overlong
         #: ``drop`` removes requests longer than the model's context before each simulation;
@@ -111,12 +139,19 @@ class TrialEvaluator:
             "fits",
             *evaluate(self._placeholder_metrics(), spec).constraint_names,
         ]
+        #: Metrics also stored as scalar user attributes (optuna-dashboard sorts and plots
+        #: those, not the ``metrics`` blob): the SLO's and the objectives' metrics and a few
+        #: a planner compares by.
+        self.scalar_metrics = list(
+            dict.fromkeys([*spec.required_metrics(), *SCALAR_METRICS, "capacity_requests_per_s"])
+        )
 
     def with_workload(self, workload: WorkloadBuilder) -> TrialEvaluator:
         """The same evaluator on another workload (planning re-runs at other loads)."""
         clone = copy.copy(self)
         clone.workload = workload
         clone._memo = {}
+        clone._shape_cache = None
         return clone
 
     def _placeholder_metrics(self) -> dict[str, float]:
@@ -133,8 +168,22 @@ class TrialEvaluator:
             trial.set_user_attr(REPEAT_ATTR, number)
         else:
             evaluation = self.evaluate_params(params)
+        return self.record(trial, params, evaluation)
+
+    def record(
+        self, trial: optuna.Trial, params: Mapping[str, Any], evaluation: Evaluation
+    ) -> tuple[float, ...]:
+        """Store ``evaluation`` on ``trial`` (user attributes, constraints); its objectives.
+
+        The one place that decides what a trial holds (``bench/search_quality.py`` records
+        cached evaluations through it too).
+        """
         trial.set_user_attr("params", {"model": self.space.model, **params})
         trial.set_user_attr("metrics", _finite(evaluation.metrics))
+        for name in self.scalar_metrics:  # beside the blob: sortable and plottable columns
+            value = evaluation.metrics.get(name)
+            if value is not None and math.isfinite(value):
+                trial.set_user_attr(name, value)
         trial.set_user_attr(CONSTRAINTS_ATTR, evaluation.constraints)
         for name, value in zip(self.constraint_names, evaluation.constraints, strict=True):
             trial.set_constraint(name, value)  # what Optuna's samplers and best_trials read
@@ -191,6 +240,9 @@ class TrialEvaluator:
         over = self._over_budget(cost.usd_per_hour, cost.gpus)
         if over:
             return self._infeasible(over, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus)
+        screened = screen(config, self.catalog, self._shapes(), self.spec) if self.screening else ""
+        if screened:
+            return self._infeasible(screened, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus)
         result = simulate(
             config,
             self.workload,
@@ -223,6 +275,18 @@ class TrialEvaluator:
             metrics={**metrics, **{f"objective.{k}": float(v) for k, v in values.items()}},
             infeasible_reason="",
         )
+
+    def _shapes(self) -> Shapes:
+        """The workload's request shapes for screening (computed once per evaluator)."""
+        if self._shape_cache is None:
+            limit = self.catalog.model(self.space.model).max_context_tokens
+            self._shape_cache = workload_shapes(
+                self.workload,
+                seed=self.seed,
+                max_context_tokens=limit,
+                drop_overlong=self.drop_overlong,
+            )
+        return self._shape_cache
 
     def slo_metrics(self, result: SimResult) -> dict[str, float]:
         """Flat metrics of a feasible simulation, with attainment and exact goodput added."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from slo import SloSpec
 
@@ -39,6 +39,7 @@ __all__ = [
     "ObjectiveInfo",
     "PickSet",
     "make_picks",
+    "metric_names",
     "objective_infos",
     "unit_of",
 ]
@@ -68,7 +69,7 @@ _NAMES = {
     "queue_ms": "queueing",
     "goodput_tokens_per_s": "goodput",
     "output_tokens_per_s": "output throughput",
-    "capacity_requests_per_s": "sustainable rate",
+    "capacity_requests_per_s": "capacity",
     "requests_per_s": "request rate",
     "usd_per_hour": "cost",
     "usd_per_million_output_tokens": "cost per output",
@@ -149,6 +150,17 @@ def objective_infos(spec: SloSpec, *, capacity: bool = False) -> dict[str, Objec
         direction = spec.objectives.directions[role]
         infos[role] = ObjectiveInfo(role, metric, direction, float(target) if target else None)
     return infos
+
+
+def metric_names(definition: Mapping[str, Any], directions: Sequence[str]) -> list[str]:
+    """Optuna metric names for a study definition (``optimizer.run``'s): ``latency:
+    ttft_ms.p90``, ``throughput: capacity_requests_per_s``… — what optuna-dashboard shows.
+    A definition without an SLO (a bare study) gets ``objective 0``, ``objective 1``…"""
+    if "slo" not in definition:
+        return [f"objective {i}" for i in range(len(directions))]
+    spec = SloSpec.model_validate(definition["slo"])
+    infos = objective_infos(spec, capacity=bool(definition.get("capacity")))
+    return [f"{role}: {info.metric}" for role, info in infos.items()]
 
 
 @dataclass(frozen=True, slots=True)

@@ -138,15 +138,35 @@ def _front_table(result: StudyResult) -> str:
     return md_table(headers, rows)
 
 
+def _ruled_out(records: Sequence[TrialRecord]) -> str:
+    """`` 12 of them were ruled out without simulating (…).`` or ''."""
+    quick = [r for r in records if not r.feasible and "ttft_ms.p90" not in r.metrics]
+    if not quick:
+        return ""
+    screened = sum(r.infeasible_reason.startswith("screened") for r in quick)
+    verb = "was" if len(quick) == 1 else "were"
+    return (
+        f" {len(quick)} of them {verb} ruled out without simulating ({screened} by latency "
+        "lower bounds, the rest over budget, not fitting in memory or invalid; reasons in "
+        "trials.csv)."
+    )
+
+
 def render_markdown(
-    result: StudyResult, context: ReportContext, planning: Planning | None, *, title: str
+    result: StudyResult,
+    context: ReportContext,
+    planning: Planning | None,
+    *,
+    title: str,
+    records: Sequence[TrialRecord] = (),
 ) -> str:
     """The whole report as Markdown (``PLOT_MARKER`` where the HTML puts the plot)."""
     md: list[str] = [f"# {md_escape(title)}\n"]
     model = context.settings.get("model", "?")
     md.append(
         f"{md_escape(str(model))} under SLO {md_escape(context.slo.name)}: {result.n_trials} "
-        f"trials, {result.n_feasible} feasible, {len(result.front)} on the Pareto front.\n"
+        f"trials, {result.n_feasible} feasible, {len(result.front)} on the Pareto front."
+        f"{_ruled_out(records)}\n"
     )
     md.extend(f"- {md_escape(note)}\n" for note in result.notes)
     md.extend(slo_section(context.slo, result.tolerance))
@@ -181,7 +201,7 @@ def write_report(
 ) -> tuple[Path, Path]:
     """Write ``report.md`` and ``report.html`` (interactive plot inlined); return both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    text = render_markdown(result, context, planning, title=title)
+    text = render_markdown(result, context, planning, title=title, records=records)
     plot = None
     if result.front:
         budget = context.slo.budget.usd_per_hour

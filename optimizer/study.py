@@ -27,6 +27,7 @@ import optuna
 from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 
+from optimizer.picks import metric_names
 from slo.inputfile import InputError
 
 __all__ = [
@@ -204,6 +205,9 @@ def open_study(
     if stored is None:
         study.set_user_attr(FINGERPRINT_ATTR, digest)
         study.set_user_attr("kvplan_definition", json.loads(json.dumps(definition, default=str)))
+        with warnings.catch_warnings():  # experimental in Optuna 5; what the dashboard shows
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(metric_names(definition, directions))
     elif stored != digest:
         raise InputError(
             f"study '{name}' already exists in this storage with a different space, SLO, "

@@ -7,11 +7,11 @@ from typing import Annotated
 
 import typer
 
-from optimizer.cli._output import console
+from optimizer.cli._output import console, print_json
 from simulator.workload import BLOCK_ID_MODES, TRACE_FORMATS, ConvertSummary, convert_to_lcp
 from slo.inputfile import InputError
 
-__all__ = ["register", "summary_line"]
+__all__ = ["register", "summary_dict", "summary_line"]
 
 
 def register(app: typer.Typer) -> None:
@@ -52,6 +52,7 @@ def convert(
     zstd_level: Annotated[
         int, typer.Option("--zstd-level", min=1, max=22, help="zstd level for .lcp.zst output.")
     ] = 3,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Convert TRACE to the lcp binary format and print a one-line summary."""
     if block_id not in BLOCK_ID_MODES:
@@ -68,7 +69,29 @@ def convert(
         skip_bad_lines=skip_bad_lines,
         zstd_level=zstd_level,
     )
+    if as_json:
+        print_json(summary_dict(summary))
+        return
     console.print(summary_line(summary), markup=False, highlight=False, soft_wrap=True)
+
+
+def summary_dict(s: ConvertSummary) -> dict[str, object]:
+    """What ``convert --json`` prints: the figures of ``summary_line``, by name."""
+    return {
+        "source": str(s.source),
+        "output": str(s.output),
+        "requests": s.n_requests,
+        "block_accesses": s.n_block_accesses,
+        "unique_blocks": s.n_unique_blocks,
+        "bad_lines": s.n_bad_lines,
+        "out_of_order": s.n_out_of_order,
+        "source_bytes": s.source_bytes,
+        "lcp_bytes": s.lcp_bytes,
+        "output_bytes": s.output_bytes,
+        "compression_ratio": s.compression_ratio,
+        "share_next_access_delta_0_or_1": s.share_delta_0_or_1,
+        "share_never_accessed_again": s.share_never,
+    }
 
 
 def summary_line(s: ConvertSummary) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+import warnings
 from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
@@ -156,6 +157,9 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         baseline=baseline,
     )
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # TPE's ``group`` option is "experimental" in Optuna 5: a notice for library users, noise
+    # for a person reading a plan.
+    warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     evaluator = build_evaluator(setup)
     model = evaluator.space.model
     overlong_scan(

@@ -29,14 +29,6 @@ __all__ = ["REPORT_ATTR", "Output", "emit", "load_report_attr", "result_json", "
 #: Study user attribute with the report's context, planning results and tolerance.
 REPORT_ATTR = "kvplan_report"
 
-FRONT_COLUMNS = (
-    ("prec", "precision"),
-    ("L2 GiB", "l2_dram_gib"),
-    ("L3", "l3"),
-    ("evict", "eviction"),
-    ("sched", "scheduler"),
-)
-
 
 def _fmt(value: Any) -> str:
     if value is None or (isinstance(value, float) and value != value):  # noqa: PLR0124  (NaN)
@@ -46,46 +38,61 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _gpus(params: Mapping[str, Any]) -> str:
-    """``4×h200_sxm TP2``: instances × GPU and tensor parallelism."""
-    return f"{params.get('instances', 1)}×{params.get('gpu', '?')} TP{params.get('tp', 1)}"
+def _deployment(params: Mapping[str, Any]) -> str:
+    """``4×h200_sxm TP2 fp8``: instances × GPU, tensor parallelism, weight precision."""
+    text = f"{params.get('instances', 1)}×{params.get('gpu', '?')} TP{params.get('tp', 1)}"
+    return f"{text} {params['precision']}" if params.get("precision") else text
+
+
+def _cache(params: Mapping[str, Any]) -> str:
+    """``L2 512 GiB, nvme_4tib, sieve``: the tiers beyond HBM and the eviction policy."""
+    parts = []
+    if float(params.get("l2_dram_gib") or 0) > 0:
+        parts.append(f"L2 {_fmt(params['l2_dram_gib'])} GiB")
+    if params.get("l3") not in (None, "none"):
+        parts.append(str(params["l3"]))
+    if params.get("eviction"):
+        parts.append(str(params["eviction"]))
+    return ", ".join(parts) or "HBM only"
 
 
 def _objective_columns(table: Table, result: StudyResult) -> None:
     for info in result.objectives.values():
-        table.add_column(info.label, justify="right")
+        header = info.label.replace(" (", "\n(")  # the unit on its own line: narrow columns
+        table.add_column(header, justify="right", no_wrap=True)
+
+
+def _table(title: str, first: str, result: StudyResult) -> Table:
+    """Readable at 80 columns: the configuration in two wrapping columns, figures unwrapped."""
+    table = Table(title=title, pad_edge=False)
+    table.add_column(first, overflow="fold")
+    table.add_column("deployment", ratio=1, overflow="fold")
+    table.add_column("cache", ratio=1, overflow="fold")
+    _objective_columns(table, result)
+    return table
 
 
 def _front_table(result: StudyResult) -> Table:
-    table = Table(title=f"Feasible Pareto front ({len(result.front)} configurations)")
-    table.add_column("trial", justify="right")
-    table.add_column("GPUs")
-    for header, _ in FRONT_COLUMNS:
-        table.add_column(header)
-    _objective_columns(table, result)
+    table = _table(f"Feasible Pareto front ({len(result.front)} configurations)", "#", result)
     for r in result.front:
         table.add_row(
             str(r.number),
-            _gpus(r.params),
-            *(_fmt(r.params.get(key)) for _, key in FRONT_COLUMNS),
+            _deployment(r.params),
+            _cache(r.params),
             *(_fmt(r.objectives[role]) for role in result.objectives),
         )
     return table
 
 
 def _picks_table(result: StudyResult) -> Table:
-    table = Table(title="Recommendations (why: see report.md)")
-    table.add_column("pick")
-    table.add_column("trial", justify="right")
-    table.add_column("GPUs")
-    _objective_columns(table, result)
-    table.add_column("USD/month", justify="right")
+    table = _table("Recommendations (why: see report.md)", "pick", result)
+    table.add_column("USD/\nmonth", justify="right", no_wrap=True)
     for label, r in grouped_picks(result):
         monthly = float(r.metrics.get("usd_per_hour") or float("nan")) * 730.0
         table.add_row(
-            label,
-            str(r.number),
-            _gpus(r.params),
+            f"{label} (#{r.number})",
+            _deployment(r.params),
+            _cache(r.params),
             *(_fmt(r.objectives[role]) for role in result.objectives),
             _fmt(monthly),
         )

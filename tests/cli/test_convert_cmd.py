@@ -91,3 +91,15 @@ def test_bad_line_and_bad_output_name_are_input_errors(tmp_path: Path) -> None:
     result = runner.invoke(_app(), ["convert", str(trace), str(tmp_path / "o.bin")])
     assert isinstance(result.exception, InputError)
     assert "must end with .lcp or .lcp.zst" in str(result.exception)
+
+
+def test_convert_json_summary(tmp_path: Path) -> None:
+    out = tmp_path / "t.lcp"
+    result = runner.invoke(_app(), ["convert", str(_trace(tmp_path)), str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["requests"] == 3
+    assert data["block_accesses"] == 7
+    assert data["output"] == str(out)
+    assert data["out_of_order"] == 1
+    assert data["output_bytes"] == out.stat().st_size

@@ -110,5 +110,5 @@ def test_labels_carry_units() -> None:
     assert INFOS["throughput"].label == "goodput (tok/s)"
     assert INFOS["cost"].label == "cost (USD/h)"
     assert ObjectiveInfo("throughput", "capacity_requests_per_s", "maximize").label == (
-        "sustainable rate (req/s)"
+        "capacity (req/s)"
     )

@@ -59,6 +59,14 @@ def _write(tmp_path: Path) -> tuple[str, str]:
         _rec(0, 800.0, 3000.0, 134.0, "nvme_4tib"),
         _rec(1, 2500.0, 1500.0, 60.0, "none"),
         _rec(2, 3000.0, 1000.0, 90.0, "none"),  # dominated
+        TrialRecord(
+            number=3,
+            params={"model": "Qwen/Qwen3-32B", "gpu": "a100_sxm", "tp": 2, "instances": 1},
+            objectives={"latency": 1e9, "throughput": 0.0, "cost": 4.0},
+            constraints=(1.0,),
+            metrics={"usd_per_hour": 4.0, "gpus": 2.0},
+            infeasible_reason="screened without simulation: ttft_ms.p90 >= 9,000 ms",
+        ),
     ]
     result = summarise(records, DIRECTIONS, objectives=objective_infos(SPEC))
     label = result.picks[0].label
@@ -139,6 +147,7 @@ def test_markdown_has_every_section_and_the_numbers(tmp_path: Path) -> None:
     assert "kind: Deployment" in md
     assert "docker run --gpus" in md
     assert "Rejected during simulation: 3 requests." in md
+    assert "1 of them was ruled out without simulating (1 by latency lower bounds" in md
 
 
 def test_html_is_rendered_markdown_with_the_plot(tmp_path: Path) -> None:

@@ -79,3 +79,18 @@ def test_a_baseline_of_another_model_is_refused(tmp_path: Path) -> None:
     result = runner.invoke(app, ["optimize", *BASE, "--baseline", str(baseline)])
     assert result.exit_code != 0
     assert "is not the space's model 'Qwen/Qwen3-8B'" in str(result.exception)
+
+
+def test_dashboard_reads_metric_names_and_scalar_attributes(study: tuple[str, Path]) -> None:
+    url, _ = study
+    loaded = optuna.load_study(study_name="kvplan", storage=url)
+    assert loaded.metric_names == [
+        "latency: ttft_ms.p90",
+        "throughput: goodput_tokens_per_s",
+        "cost: usd_per_hour",
+    ]
+    complete = [t for t in loaded.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert all(isinstance(t.user_attrs["usd_per_hour"], float) for t in complete)
+    ran = [t for t in complete if not t.user_attrs["infeasible_reason"]]
+    assert ran
+    assert all(isinstance(t.user_attrs["ttft_ms.p90"], float) for t in ran)
