@@ -62,14 +62,12 @@ class SessionRandomCompute(_SessionPolicy):
         next_access: Sequence[int] | None,
         deepest_first: bool,
     ) -> None:
-        cost = self._cost
-        for i, block in enumerate(blocks):
-            cost[block] = costs[i]
         super().access_request(blocks, costs, next_access, deepest_first)
-
-    def access(self, block: int, cost: float, next_access: int) -> None:
-        self._cost[block] = cost
-        super().access(block, cost, next_access)
+        # after the base replay, which calls ``access`` without costs (the claims need none)
+        cost = self._cost
+        order = range(len(blocks) - 1, -1, -1) if deepest_first else range(len(blocks))
+        for i in order:
+            cost[blocks[i]] = costs[i]
 
     def session_score(self, session: int) -> float:
         """``cost_sum / age`` of a queued session (lower = evicted sooner)."""
@@ -81,7 +79,8 @@ class SessionRandomCompute(_SessionPolicy):
         if not len(self._sessions):
             return None
         sample = self._sessions.pick(self.rng.random(self.n_sample).tolist(), ())
-        victim = min(sample, key=lambda s: (self.session_score(s), self._last[s], s))
+        # score each drawn session once (draws are with replacement)
+        victim = min(dict.fromkeys(sample), key=lambda s: (self.session_score(s), self._last[s], s))
         self._sessions.discard(victim)
         del self._last[victim]
         return victim
