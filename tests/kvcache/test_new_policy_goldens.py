@@ -12,6 +12,7 @@ import pytest
 from kvcache_helpers import TRACES_DIR, random_prefix_trace, read_mooncake
 from policy_references import (
     RefAsym,
+    Reference,
     RefPartialNodeFreq,
     RefSessionRandomCompute,
     RefSessionS3Fifo,
