@@ -350,3 +350,77 @@ class RefSessionS3Fifo(RefSessions):
                 continue
             return session
         return None
+
+
+class RefS3FifoD:
+    """s3fifod over plain lists: S3-FIFO (small / main / ghost, frequency capped at 3) with a
+    main ghost and the small target moving by one block on each ghost hit."""
+
+    def __init__(self, capacity: int, small_ratio: float = 0.1) -> None:
+        self.capacity = capacity
+        self.target = max(1, int(small_ratio * capacity))
+        self.ghost_cap = max(1, capacity - self.target)
+        self.small: list[list[int]] = []  # [block, freq], oldest first
+        self.main: list[list[int]] = []
+        self.ghost: list[int] = []
+        self.main_ghost: list[int] = []
+        self.resident: set[int] = set()
+
+    def _entry(self, block: int) -> list[int] | None:
+        return next((e for e in self.small + self.main if e[0] == block), None)
+
+    def victims(self, alpha: set[int], n: int) -> list[int]:
+        del n
+        stuck_small = stuck_main = 0
+        while True:
+            small_ok, main_ok = stuck_small < len(self.small), stuck_main < len(self.main)
+            if small_ok and (len(self.small) >= self.target or not main_ok):
+                block, freq = self.small.pop(0)
+                if block in alpha:
+                    self.small.append([block, freq])
+                    stuck_small += 1
+                    continue
+                stuck_small = 0
+                if freq > 0:
+                    self.main.append([block, 0])
+                    stuck_main = 0
+                    continue
+                self.ghost.append(block)
+                del self.ghost[: max(0, len(self.ghost) - self.ghost_cap)]
+                self.resident.discard(block)
+                return [block]
+            block, freq = self.main.pop(0)
+            if block in alpha:
+                self.main.append([block, freq])
+                stuck_main += 1
+                continue
+            stuck_main = 0
+            if freq > 0:
+                self.main.append([block, freq - 1])
+                continue
+            self.main_ghost.append(block)
+            del self.main_ghost[: max(0, len(self.main_ghost) - self.ghost_cap)]
+            self.resident.discard(block)
+            return [block]
+
+    def record(self, blocks: Sequence[int], index: int) -> None:
+        pass
+
+    def access(self, blocks: Sequence[int], costs: Sequence[float], ts: float) -> None:
+        del costs, ts
+        for block in reversed(blocks):
+            entry = self._entry(block)
+            if entry is not None:
+                entry[1] = min(entry[1] + 1, 3)
+                continue
+            self.resident.add(block)
+            if block in self.ghost:
+                self.target = min(self.target + 1, max(1, self.capacity - 1))
+                self.ghost.remove(block)
+                self.main.append([block, 0])
+            elif block in self.main_ghost:
+                self.main_ghost.remove(block)
+                self.target = max(1, self.target - 1)
+                self.main.append([block, 0])
+            else:
+                self.small.append([block, 0])

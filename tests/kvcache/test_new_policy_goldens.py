@@ -14,6 +14,7 @@ from policy_references import (
     RefAsym,
     Reference,
     RefPartialNodeFreq,
+    RefS3FifoD,
     RefSessionRandomCompute,
     RefSessionS3Fifo,
     RefSmallQueueRandomCompute,
@@ -49,6 +50,10 @@ GOLDENS: dict[str, tuple[int | None, int, dict[str, object], bool, dict[str, tup
     "partial_node_random_freq": (1500, 256, {"n_sample": 8192, "micro_batch": 8}, False, {
         "mooncake_synthetic_trace": (328, 34_287),
         "mooncake_conversation_trace": (1_554, 39_892),
+    }),
+    "s3fifod": (1500, 256, {}, False, {
+        "mooncake_synthetic_trace": (260, 34_355),
+        "mooncake_conversation_trace": (1_650, 39_796),
     }),
     # Session policies: the Mooncake traces carry no session ids, so each request is a session.
     "session_s3fifo": (1500, 256, {}, True, {
@@ -87,6 +92,8 @@ def _reference(algo: str, capacity: int) -> Reference:
         return RefAsym()
     if algo == "random_compute_small_queue":
         return RefSmallQueueRandomCompute(capacity)
+    if algo == "s3fifod":
+        return RefS3FifoD(capacity)
     if algo == "session_s3fifo":
         return RefSessionS3Fifo()
     if algo == "session_random_compute":

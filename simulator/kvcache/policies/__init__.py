@@ -26,6 +26,7 @@ from simulator.kvcache.policies.gdsf import Gdsf, GdsfCompute
 from simulator.kvcache.policies.partial_node import PartialNodeRandomCompute, PartialNodeRandomFreq
 from simulator.kvcache.policies.random_compute import RandomCompute, RandomComputeSmallQueue
 from simulator.kvcache.policies.s3fifo import S3Fifo
+from simulator.kvcache.policies.s3fifod import S3FifoD
 from simulator.kvcache.policies.session import SessionBelady, SessionLru
 from simulator.kvcache.policies.session_variants import SessionRandomCompute, SessionS3Fifo
 from simulator.kvcache.policies.twoq import TwoQ
@@ -47,6 +48,7 @@ _CLASSES: tuple[type[EvictionPolicy], ...] = (
     Arc,
     TwoQ,
     S3Fifo,
+    S3FifoD,
     WTinyLfu,
     Gdsf,
     GdsfCompute,
