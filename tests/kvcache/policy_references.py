@@ -424,3 +424,48 @@ class RefS3FifoD:
                 self.main.append([block, 0])
             else:
                 self.small.append([block, 0])
+
+
+class RefSessionArc(RefSessions):
+    """session_arc over plain lists."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.t1: list[int] = []
+        self.t2: list[int] = []
+        self.b1: list[int] = []
+        self.b2: list[int] = []
+        self.p = 0.0
+
+    def touch(self, session: int) -> None:
+        c = max(1, len(self.t1) + len(self.t2))
+        if session in self.t1:
+            self.t1.remove(session)
+            self.t2.append(session)
+        elif session in self.t2:
+            self.t2.remove(session)
+            self.t2.append(session)
+        elif session in self.b1:
+            self.p = min(float(c), self.p + max(1.0, len(self.b2) / len(self.b1)))
+            self.b1.remove(session)
+            self.t2.append(session)
+        elif session in self.b2:
+            self.p = max(0.0, self.p - max(1.0, len(self.b1) / len(self.b2)))
+            self.b2.remove(session)
+            self.t2.append(session)
+        else:
+            self.t1.append(session)
+
+    def pop_session(self) -> int | None:
+        if self.t1 and (len(self.t1) > self.p or not self.t2):
+            session = self.t1.pop(0)
+            self.b1.append(session)
+        elif self.t2:
+            session = self.t2.pop(0)
+            self.b2.append(session)
+        else:
+            return None
+        c = max(1, len(self.t1) + len(self.t2))
+        del self.b1[: max(0, len(self.b1) - c)]
+        del self.b2[: max(0, len(self.b2) - c)]
+        return session

@@ -28,7 +28,11 @@ from simulator.kvcache.policies.random_compute import RandomCompute, RandomCompu
 from simulator.kvcache.policies.s3fifo import S3Fifo
 from simulator.kvcache.policies.s3fifod import S3FifoD
 from simulator.kvcache.policies.session import SessionBelady, SessionLru
-from simulator.kvcache.policies.session_variants import SessionRandomCompute, SessionS3Fifo
+from simulator.kvcache.policies.session_variants import (
+    SessionArc,
+    SessionRandomCompute,
+    SessionS3Fifo,
+)
 from simulator.kvcache.policies.twoq import TwoQ
 from simulator.kvcache.policies.workload_aware import WorkloadAware
 from simulator.kvcache.policies.wtinylfu import WTinyLfu
@@ -63,6 +67,7 @@ _CLASSES: tuple[type[EvictionPolicy], ...] = (
     SessionBelady,
     SessionRandomCompute,
     SessionS3Fifo,
+    SessionArc,
     WorkloadAware,
     # --- end advanced policies ---------------------------------------------------------------
 )
