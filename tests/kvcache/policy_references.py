@@ -469,3 +469,102 @@ class RefSessionArc(RefSessions):
         del self.b1[: max(0, len(self.b1) - c)]
         del self.b2[: max(0, len(self.b2) - c)]
         return session
+
+
+class RefLirs:
+    """lirs over plain lists: S (bottom first) with entries [block, state] where state is
+    "L", "H" (resident HIR) or "N" (non-resident HIR); Q lists resident HIR blocks."""
+
+    def __init__(self, capacity: int, hir_ratio: float = 0.01) -> None:
+        self.capacity = capacity
+        self.lir_target = (
+            1 if capacity == 1 else max(1, capacity - max(1, int(hir_ratio * capacity)))
+        )
+        self.stack: list[int] = []
+        self.state: dict[int, str] = {}  # every block in S or resident: "L", "H" or "N"
+        self.queue: list[int] = []
+        self.nonresident: list[int] = []  # oldest first
+        self.resident: set[int] = set()
+
+    def n_lir(self) -> int:
+        return sum(1 for b in self.resident if self.state[b] == "L")
+
+    def prune(self) -> None:
+        while self.stack and self.state.get(self.stack[0]) != "L":
+            b = self.stack.pop(0)
+            if b in self.nonresident:
+                self.nonresident.remove(b)
+                del self.state[b]
+
+    def demote_bottom(self) -> None:
+        b = self.stack.pop(0)
+        self.state[b] = "H"
+        self.queue.append(b)
+        self.prune()
+
+    def to_top(self, b: int) -> None:
+        if b in self.stack:
+            self.stack.remove(b)
+        self.stack.append(b)
+
+    def victims(self, alpha: set[int], n: int) -> list[int]:
+        del n
+        free = [b for b in self.queue if b not in alpha]
+        if free:
+            v = free[0]
+            self.queue.remove(v)
+            self.resident.discard(v)
+            if v in self.stack:
+                self.state[v] = "N"
+                self.nonresident.append(v)
+                if len(self.nonresident) > self.capacity:
+                    old = self.nonresident.pop(0)
+                    self.stack.remove(old)
+                    del self.state[old]
+            else:
+                del self.state[v]
+            return [v]
+        v = next(b for b in self.stack if self.state.get(b) == "L" and b not in alpha)
+        self.stack.remove(v)
+        self.resident.discard(v)
+        del self.state[v]
+        self.prune()
+        return [v]
+
+    def record(self, blocks: Sequence[int], index: int) -> None:
+        pass
+
+    def access(self, blocks: Sequence[int], costs: Sequence[float], ts: float) -> None:
+        del costs, ts
+        for b in reversed(blocks):
+            state = self.state.get(b) if b in self.resident else None
+            if state == "L":
+                self.to_top(b)
+                self.prune()
+            elif state == "H":
+                if b in self.stack:
+                    self.queue.remove(b)
+                    self.state[b] = "L"
+                    self.to_top(b)
+                    self.demote_bottom()
+                else:
+                    self.stack.append(b)
+                    self.queue.remove(b)
+                    self.queue.append(b)
+            elif self.n_lir() < self.lir_target:
+                if b in self.nonresident:
+                    self.nonresident.remove(b)
+                self.state[b] = "L"
+                self.resident.add(b)
+                self.to_top(b)
+            elif b in self.stack:
+                self.nonresident.remove(b)
+                self.state[b] = "L"
+                self.resident.add(b)
+                self.to_top(b)
+                self.demote_bottom()
+            else:
+                self.state[b] = "H"
+                self.resident.add(b)
+                self.stack.append(b)
+                self.queue.append(b)

@@ -14,6 +14,7 @@ from kvcache_helpers import TRACES_DIR, random_prefix_trace, read_mooncake
 from policy_references import (
     RefAsym,
     Reference,
+    RefLirs,
     RefPartialNodeFreq,
     RefS3FifoD,
     RefSessionArc,
@@ -52,6 +53,10 @@ GOLDENS: dict[str, tuple[int | None, int, dict[str, object], bool, dict[str, tup
     "partial_node_random_freq": (1500, 256, {"n_sample": 8192, "micro_batch": 8}, False, {
         "mooncake_synthetic_trace": (328, 34_287),
         "mooncake_conversation_trace": (1_554, 39_892),
+    }),
+    "lirs": (1500, 256, {}, False, {
+        "mooncake_synthetic_trace": (317, 34_298),
+        "mooncake_conversation_trace": (1_551, 39_895),
     }),
     "s3fifod": (1500, 256, {}, False, {
         "mooncake_synthetic_trace": (260, 34_355),
@@ -102,6 +107,7 @@ def _reference(algo: str, capacity: int) -> Reference:
         "random_compute_small_queue": lambda: RefSmallQueueRandomCompute(capacity),
         "partial_node_random_freq": lambda: RefPartialNodeFreq(micro_batch=8),
         "s3fifod": lambda: RefS3FifoD(capacity),
+        "lirs": lambda: RefLirs(capacity),
         "session_arc": RefSessionArc,
         "session_s3fifo": RefSessionS3Fifo,
         "session_random_compute": RefSessionRandomCompute,

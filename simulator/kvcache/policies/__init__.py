@@ -23,6 +23,7 @@ from simulator.kvcache.policies.arc import Arc
 from simulator.kvcache.policies.asym_cache import AsymCache
 from simulator.kvcache.policies.belady import Belady, BeladyCompute
 from simulator.kvcache.policies.gdsf import Gdsf, GdsfCompute
+from simulator.kvcache.policies.lirs import Lirs
 from simulator.kvcache.policies.partial_node import PartialNodeRandomCompute, PartialNodeRandomFreq
 from simulator.kvcache.policies.random_compute import RandomCompute, RandomComputeSmallQueue
 from simulator.kvcache.policies.s3fifo import S3Fifo
@@ -51,6 +52,7 @@ _CLASSES: tuple[type[EvictionPolicy], ...] = (
     # --- advanced policies: one class per line below ---------------------------------------
     Arc,
     TwoQ,
+    Lirs,
     S3Fifo,
     S3FifoD,
     WTinyLfu,
