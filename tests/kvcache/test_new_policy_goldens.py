@@ -5,6 +5,7 @@ against the references on random traces and asym_cache's reduction to LRU."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -12,7 +13,13 @@ import pytest
 from kvcache_helpers import TRACES_DIR, random_prefix_trace, read_mooncake
 from policy_references import (
     RefAsym,
+    Reference,
+    RefLirs,
     RefPartialNodeFreq,
+    RefS3FifoD,
+    RefSessionArc,
+    RefSessionRandomCompute,
+    RefSessionS3Fifo,
     RefSmallQueueRandomCompute,
     serve,
 )
@@ -47,6 +54,30 @@ GOLDENS: dict[str, tuple[int | None, int, dict[str, object], bool, dict[str, tup
         "mooncake_synthetic_trace": (328, 34_287),
         "mooncake_conversation_trace": (1_554, 39_892),
     }),
+    "lirs": (1500, 256, {}, False, {
+        "mooncake_synthetic_trace": (317, 34_298),
+        "mooncake_conversation_trace": (1_551, 39_895),
+    }),
+    "s3fifod": (1500, 256, {}, False, {
+        "mooncake_synthetic_trace": (260, 34_355),
+        "mooncake_conversation_trace": (1_650, 39_796),
+    }),
+    # Session policies: the Mooncake traces carry no session ids, so each request is a session.
+    "session_s3fifo": (1500, 256, {}, True, {
+        "mooncake_synthetic_trace": (300, 34_320),
+        "mooncake_conversation_trace": (1_555, 39_915),
+    }),
+    # Without sessions and with no request repeated whole, session_arc and session_s3fifo
+    # both reduce to FIFO over requests on these traces (hence equal numbers); the random-trace
+    # differential test below, with sessions, tells them apart.
+    "session_arc": (1500, 256, {}, False, {
+        "mooncake_synthetic_trace": (300, 34_320),
+        "mooncake_conversation_trace": (1_555, 39_915),
+    }),
+    "session_random_compute": (1500, 256, {"n_sample": 4096}, True, {
+        "mooncake_synthetic_trace": (243, 34_388),
+        "mooncake_conversation_trace": (1_547, 39_914),
+    }),
 }  # fmt: skip
 
 # Saving ratios of the cost-aware goldens (qwen3coder30b_blksz_16), from the reference.
@@ -55,6 +86,10 @@ SAVINGS = {
     ("asym_cache", "mooncake_conversation_trace"): 0.039581,
     ("random_compute_small_queue", "mooncake_synthetic_trace"): 0.009068,
     ("random_compute_small_queue", "mooncake_conversation_trace"): 0.036569,
+    ("session_s3fifo", "mooncake_synthetic_trace"): 0.008672,
+    ("session_s3fifo", "mooncake_conversation_trace"): 0.034417,
+    ("session_random_compute", "mooncake_synthetic_trace"): 0.007041,
+    ("session_random_compute", "mooncake_conversation_trace"): 0.034238,
 }
 
 
@@ -66,14 +101,18 @@ def _requests(name: str, first: int | None) -> list[TraceRequest]:
     return requests if first is None else requests[:first]
 
 
-def _reference(
-    algo: str, capacity: int
-) -> RefAsym | RefSmallQueueRandomCompute | RefPartialNodeFreq:
-    if algo == "asym_cache":
-        return RefAsym()
-    if algo == "random_compute_small_queue":
-        return RefSmallQueueRandomCompute(capacity)
-    return RefPartialNodeFreq(micro_batch=8)
+def _reference(algo: str, capacity: int) -> Reference:
+    makers: dict[str, Callable[[], Reference]] = {
+        "asym_cache": RefAsym,
+        "random_compute_small_queue": lambda: RefSmallQueueRandomCompute(capacity),
+        "partial_node_random_freq": lambda: RefPartialNodeFreq(micro_batch=8),
+        "s3fifod": lambda: RefS3FifoD(capacity),
+        "lirs": lambda: RefLirs(capacity),
+        "session_arc": RefSessionArc,
+        "session_s3fifo": RefSessionS3Fifo,
+        "session_random_compute": RefSessionRandomCompute,
+    }
+    return makers[algo]()
 
 
 def _cases(slow_algos: set[str]) -> list[object]:
@@ -84,9 +123,10 @@ def _cases(slow_algos: set[str]) -> list[object]:
     ]
 
 
-@pytest.mark.parametrize(
-    ("algo", "name"), _cases({"partial_node_random_freq", "random_compute_small_queue"})
-)
+SLOW = {"partial_node_random_freq", "random_compute_small_queue", "session_random_compute"}
+
+
+@pytest.mark.parametrize(("algo", "name"), _cases(SLOW))
 def test_golden_implementation(algo: str, name: str) -> None:
     first, size, params, costed, expected = GOLDENS[algo]
     requests = _requests(name, first)
@@ -112,7 +152,7 @@ def test_golden_reference(algo: str, name: str) -> None:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 @pytest.mark.parametrize("algo", sorted(GOLDENS))
 def test_matches_reference_on_random_traces(algo: str, seed: int) -> None:
-    trace = random_prefix_trace(np.random.default_rng(seed), 300, max_new=5)
+    trace = random_prefix_trace(np.random.default_rng(seed), 300, max_new=5, sessions=6)
     size = 20
     _, _, params, costed, _ = GOLDENS[algo]
     params = {k: (800 if k == "n_sample" else v) for k, v in params.items()}

@@ -23,11 +23,17 @@ from simulator.kvcache.policies.arc import Arc
 from simulator.kvcache.policies.asym_cache import AsymCache
 from simulator.kvcache.policies.belady import Belady, BeladyCompute
 from simulator.kvcache.policies.gdsf import Gdsf, GdsfCompute
+from simulator.kvcache.policies.lirs import Lirs
 from simulator.kvcache.policies.partial_node import PartialNodeRandomCompute, PartialNodeRandomFreq
 from simulator.kvcache.policies.random_compute import RandomCompute, RandomComputeSmallQueue
 from simulator.kvcache.policies.s3fifo import S3Fifo
+from simulator.kvcache.policies.s3fifod import S3FifoD
 from simulator.kvcache.policies.session import SessionBelady, SessionLru
-from simulator.kvcache.policies.session_variants import SessionRandomCompute, SessionS3Fifo
+from simulator.kvcache.policies.session_variants import (
+    SessionArc,
+    SessionRandomCompute,
+    SessionS3Fifo,
+)
 from simulator.kvcache.policies.twoq import TwoQ
 from simulator.kvcache.policies.workload_aware import WorkloadAware
 from simulator.kvcache.policies.wtinylfu import WTinyLfu
@@ -46,7 +52,9 @@ _CLASSES: tuple[type[EvictionPolicy], ...] = (
     # --- advanced policies: one class per line below ---------------------------------------
     Arc,
     TwoQ,
+    Lirs,
     S3Fifo,
+    S3FifoD,
     WTinyLfu,
     Gdsf,
     GdsfCompute,
@@ -61,6 +69,7 @@ _CLASSES: tuple[type[EvictionPolicy], ...] = (
     SessionBelady,
     SessionRandomCompute,
     SessionS3Fifo,
+    SessionArc,
     WorkloadAware,
     # --- end advanced policies ---------------------------------------------------------------
 )

@@ -13,6 +13,12 @@ classes only order the sessions.
   FIFO (as many ids as sessions in M, at least 1). Otherwise M's oldest is the victim, or
   goes back to M's head with one touch fewer if it has any. A new session whose id is in the
   ghost enters M directly.
+- ``session_arc``: ARC (Megiddo & Modha) with sessions as objects. T1 holds sessions served
+  once since they (re-)entered, T2 sessions served again; B1/B2 remember the ids of sessions
+  evicted from each. A session found in B1 raises the target size p of T1 by
+  max(1, |B2|/|B1|), one found in B2 lowers it by max(1, |B1|/|B2|); both enter T2. The victim
+  is T1's least recent session while |T1| > p (or T2 is empty), else T2's. The "cache size" c
+  of ARC is the number of sessions queued (T1 + T2, at least 1), which bounds p and each ghost.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import numpy as np
 from simulator.kvcache.policies._common import ResidentSample
 from simulator.kvcache.policies.session import _SessionPolicy
 
-__all__ = ["SessionRandomCompute", "SessionS3Fifo"]
+__all__ = ["SessionArc", "SessionRandomCompute", "SessionS3Fifo"]
 
 _TOUCH_CAP = 3
 
@@ -62,14 +68,12 @@ class SessionRandomCompute(_SessionPolicy):
         next_access: Sequence[int] | None,
         deepest_first: bool,
     ) -> None:
-        cost = self._cost
-        for i, block in enumerate(blocks):
-            cost[block] = costs[i]
         super().access_request(blocks, costs, next_access, deepest_first)
-
-    def access(self, block: int, cost: float, next_access: int) -> None:
-        self._cost[block] = cost
-        super().access(block, cost, next_access)
+        # after the base replay, which calls ``access`` without costs (the claims need none)
+        cost = self._cost
+        order = range(len(blocks) - 1, -1, -1) if deepest_first else range(len(blocks))
+        for i in order:
+            cost[blocks[i]] = costs[i]
 
     def session_score(self, session: int) -> float:
         """``cost_sum / age`` of a queued session (lower = evicted sooner)."""
@@ -81,7 +85,8 @@ class SessionRandomCompute(_SessionPolicy):
         if not len(self._sessions):
             return None
         sample = self._sessions.pick(self.rng.random(self.n_sample).tolist(), ())
-        victim = min(sample, key=lambda s: (self.session_score(s), self._last[s], s))
+        # score each drawn session once (draws are with replacement)
+        victim = min(dict.fromkeys(sample), key=lambda s: (self.session_score(s), self._last[s], s))
         self._sessions.discard(victim)
         del self._last[victim]
         return victim
@@ -144,3 +149,56 @@ class SessionS3Fifo(_SessionPolicy):
                 continue
             return session
         return None
+
+
+class SessionArc(_SessionPolicy):
+    """No parameters; honours pins."""
+
+    name = "session_arc"
+
+    def __init__(self, capacity: int, *, rng: np.random.Generator, **params: Any) -> None:
+        super().__init__(capacity, rng=rng, **params)
+        self._t1: OrderedDict[int, None] = OrderedDict()  # least recent first
+        self._t2: OrderedDict[int, None] = OrderedDict()
+        self._b1: OrderedDict[int, None] = OrderedDict()
+        self._b2: OrderedDict[int, None] = OrderedDict()
+        self.target = 0.0  # p: ARC's target size of T1, in sessions
+
+    def _queued(self) -> int:
+        return max(1, len(self._t1) + len(self._t2))
+
+    def _touch(self, session: int, next_access: int) -> None:
+        del next_access  # not an oracle
+        if session in self._t1:
+            del self._t1[session]
+            self._t2[session] = None
+        elif session in self._t2:
+            self._t2.move_to_end(session)
+        elif session in self._b1:
+            step = max(1.0, len(self._b2) / len(self._b1))
+            self.target = min(float(self._queued()), self.target + step)
+            del self._b1[session]
+            self._t2[session] = None
+        elif session in self._b2:
+            step = max(1.0, len(self._b1) / len(self._b2))
+            self.target = max(0.0, self.target - step)
+            del self._b2[session]
+            self._t2[session] = None
+        else:
+            self._t1[session] = None
+
+    def _pop_victim_session(self) -> int | None:
+        if self._t1 and (len(self._t1) > self.target or not self._t2):
+            session = self._t1.popitem(last=False)[0]
+            ghost = self._b1
+        elif self._t2:
+            session = self._t2.popitem(last=False)[0]
+            ghost = self._b2
+        else:
+            return None
+        ghost[session] = None
+        limit = self._queued()
+        for queue in (self._b1, self._b2):
+            while len(queue) > limit:
+                queue.popitem(last=False)
+        return session
