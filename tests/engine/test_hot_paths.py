@@ -15,7 +15,7 @@ from simulator.engine.steps import _linspace_into
 from simulator.engine.tiers import CacheTier
 from simulator.kvcache.policies import POLICIES
 from simulator.latency import batch as batch_module
-from simulator.latency.batch import Batch
+from simulator.latency.batch import Batch, DecodeRun
 
 
 def _tier(policy: str, capacity: int, sink: list[list[int]]) -> CacheTier:
@@ -92,3 +92,19 @@ def test_decode_run_interpolation_is_numpys_linspace() -> None:
         out = np.zeros(n + 4)
         _linspace_into(out, 2, n + 1, a, b)
         assert np.array_equal(out[2 : n + 2], np.linspace(a, b, n))
+
+
+def test_decode_run_batches_price_as_their_pairs() -> None:
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        cache = rng.integers(0, 40_000, size=int(rng.integers(1, 257))).tolist()
+        run = DecodeRun(cache)
+        for k in (0, 1, int(rng.integers(2, 5000))):
+            fast, slow = run.at(k), Batch.of([(c + k, 1) for c in cache])
+            assert fast.decode_buckets == slow.decode_buckets
+            assert (fast.size, fast.num_tokens, fast.logit_tokens) == (
+                slow.size,
+                slow.num_tokens,
+                slow.logit_tokens,
+            )
+            assert fast.decode_kv_lens.tolist() == sorted(slow.decode_kv_lens.tolist())
