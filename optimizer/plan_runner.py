@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
@@ -39,6 +39,7 @@ __all__ = [
     "ROW_METRICS",
     "InProcess",
     "PlanRunner",
+    "Progress",
     "ReusingEvaluator",
     "WorkerPool",
     "config_key",
@@ -152,15 +153,28 @@ class PlanRunner(Protocol):
         ...
 
 
+#: ``progress(done, total)``: called after each finished task of a ``map``.
+Progress = Callable[[int, int], None]
+
+
+def _quiet(done: int, total: int) -> None:
+    del done, total
+
+
 class InProcess:
     """Every task in this process, in order."""
 
-    def __init__(self, evaluator: TrialEvaluator) -> None:
+    def __init__(self, evaluator: TrialEvaluator, progress: Progress = _quiet) -> None:
         self.evaluator = evaluator
+        self.progress = progress
 
     def map(self, task: Task[T, R], args: Sequence[T]) -> list[R]:
         """Run each task here."""
-        return [task(self.evaluator, arg) for arg in args]
+        out = []
+        for arg in args:
+            out.append(task(self.evaluator, arg))
+            self.progress(len(out), len(args))
+        return out
 
 
 class WorkerPool:
@@ -176,10 +190,12 @@ class WorkerPool:
         evaluator: TrialEvaluator,
         workers: int,
         stored: Mapping[str, Evaluation],
+        progress: Progress = _quiet,
     ) -> None:
         if workers < 2:
             raise ValueError("WorkerPool needs workers >= 2 (use InProcess)")
         self.evaluator = evaluator
+        self.progress = progress
         self._pool = ProcessPoolExecutor(
             max_workers=workers,
             mp_context=multiprocessing.get_context("spawn"),
@@ -189,7 +205,10 @@ class WorkerPool:
 
     def map(self, task: Task[T, R], args: Sequence[T]) -> list[R]:
         """Run the tasks in the workers; results in the order of ``args``."""
-        return list(self._pool.map(_run_task, [(task, arg) for arg in args], chunksize=1))
+        futures = [self._pool.submit(_run_task, (task, arg)) for arg in args]
+        for done, _ in enumerate(as_completed(futures), start=1):
+            self.progress(done, len(futures))
+        return [future.result() for future in futures]
 
     def close(self, *, cancel: bool = False) -> None:
         """Stop the workers (after their tasks, or dropping queued ones with ``cancel``)."""
@@ -203,15 +222,17 @@ def planning_runner(
     records: Iterable[TrialRecord],
     *,
     workers: int = 1,
+    progress: Progress = _quiet,
 ) -> Iterator[PlanRunner]:
     """The runner for planning after a study: reusing ``records`` (the study's trials), in
-    ``workers`` processes when more than one (the pool is shut down on exit)."""
+    ``workers`` processes when more than one (the pool is shut down on exit); ``progress``
+    hears of every finished task."""
     stored = stored_evaluations(evaluator, records)
     reusing = ReusingEvaluator(evaluator, stored)
     if workers <= 1:
-        yield InProcess(reusing)
+        yield InProcess(reusing, progress)
         return
-    pool = WorkerPool(setup, reusing, workers, stored)
+    pool = WorkerPool(setup, reusing, workers, stored, progress)
     try:
         yield pool
     except BaseException:

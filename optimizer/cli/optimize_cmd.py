@@ -201,14 +201,20 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
             from optimizer.plan_runner import planning_runner  # noqa: PLC0415
             from optimizer.planning import plan  # noqa: PLC0415  (loads the planner on demand)
 
+            def planned(done: int, total: int) -> None:
+                if not as_json:
+                    status.update(f"measuring tier value and headroom of the picks: {done}/{total}")
+
             # Reuses the trials' results; in the worker pool when --workers > 1.
-            with planning_runner(setup, evaluator, records, workers=workers) as runner:
+            with planning_runner(
+                setup, evaluator, records, workers=workers, progress=planned
+            ) as runner:
                 planning = plan(
                     evaluator,
                     result,
                     baseline=baseline_params,
                     runner=runner,
-                    on_step=status.update,
+                    on_step=None if as_json else status.update,
                 )
     elapsed = time.perf_counter() - started
     settings = {

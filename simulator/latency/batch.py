@@ -22,11 +22,12 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Batch", "BatchLike", "as_batch"]
+__all__ = ["Batch", "BatchLike", "DecodeRun", "as_batch"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -142,6 +143,46 @@ class Batch:
         out = [(c, n) for c, n, k in self.prefill_groups for _ in range(k)]
         out.extend((int(kv) - 1, 1) for kv in self.decode_kv_lens)
         return out
+
+
+class DecodeRun:
+    """The batches of a decode run: the same requests, each one token further per step.
+
+    ``at(k)`` is the pure-decode batch of step ``k`` (request ``i``'s KV length ``c_i + 1 + k``),
+    equal in every field the cost model reads to ``Batch.of([(c + k, 1) for c in cache_lens])``
+    (its KV lengths in sorted order), for a few bisections instead of a pass over the requests:
+    the lengths are sorted and prefix-summed once, and an octave's requests at step ``k`` are
+    the sorted run between two shifted powers of two.
+    """
+
+    __slots__ = ("_base", "_prefix", "_sorted")
+
+    def __init__(self, cache_lens: Sequence[int]) -> None:
+        if not cache_lens or min(cache_lens) < 0:
+            raise ValueError("need at least one request and cache_len >= 0 for every request")
+        self._sorted = sorted(cache_lens)
+        self._prefix = [0, *accumulate(self._sorted)]
+        self._base = np.array(self._sorted, dtype=np.int64) + 1
+
+    def at(self, k: int) -> Batch:
+        """The batch of step ``k`` (≥ 0) of the run."""
+        ordered, prefix, shift = self._sorted, self._prefix, 1 + k
+        n = len(ordered)
+        buckets = []
+        i = 0
+        while i < n:
+            e = (ordered[i] + shift).bit_length()
+            j = bisect_left(ordered, (1 << e) - shift, i)
+            buckets.append((e, j - i, prefix[j] - prefix[i] + (j - i) * shift))
+            i = j
+        return Batch(
+            size=n,
+            num_tokens=n,
+            logit_tokens=n,
+            decode_kv_lens=self._base + k,
+            prefill_groups=(),
+            decode_buckets=tuple(buckets),
+        )
 
 
 #: Anything ``step_seconds`` accepts as a batch.

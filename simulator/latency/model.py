@@ -22,13 +22,13 @@ of pairs (building the batch included), measured on the shared development machi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from simulator.latency.base import StepBreakdown
-from simulator.latency.batch import BatchLike, as_batch
+from simulator.latency.batch import BatchLike, DecodeRun, as_batch
 from simulator.latency.compose import ComposeParams, KernelCall, OperatorPlanner
 from simulator.latency.deployment import Deployment
 from simulator.latency.kernels import KernelTimer
@@ -119,6 +119,12 @@ class ComposedLatencyModel:
             seconds += self._decode_seconds(b.decode_buckets)
             seconds += self._absorb_seconds(int(b.decode_kv_lens.shape[0]))
         return seconds
+
+    def decode_step_pricer(self, cache_lens: Sequence[int]) -> Callable[[int], float]:
+        """``k -> step_seconds([(c + k, 1) for c in cache_lens])``, the same seconds for less
+        work per call (``batch.DecodeRun``): what the engine's decode runs evaluate."""
+        run = DecodeRun(cache_lens)
+        return lambda k: self.step_seconds(run.at(k))
 
     def breakdown(self, batch: BatchLike) -> StepBreakdown:
         """Seconds per operator; the values sum to ``step_seconds(batch)``."""
