@@ -16,6 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from optimizer.cli._output import console, err_console, print_json
+from optimizer.cli.profiles_cmd import space_latency_notes
 from optimizer.report import Planning, grouped_picks, write_report
 from optimizer.results import StudyResult, TrialRecord, summarise
 from optimizer.run import (
@@ -327,6 +328,8 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
     if as_json:
         print_json(data)
         return
+    for note in space_latency_notes(evaluator.space, latency):
+        console.print(note, markup=False, highlight=False)
     simulated = count_simulated(result_study)
     repeats = count_complete(result_study) - simulated
     _print_summary(result, simulated, elapsed, out, repeats=repeats)

@@ -35,6 +35,7 @@ from optimizer.validate import (
     select_rows,
 )
 from simulator.config import ServingConfig
+from simulator.latency import latency_note
 from slo.inputfile import InputError
 
 __all__ = ["register"]
@@ -131,6 +132,10 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         return
     if show_rows:
         console.print(_rows_table(report))
+    for note in dict.fromkeys(
+        n for row in picked if (n := latency_note(latency, row.system, row.backend))
+    ):
+        console.print(note, markup=False, highlight=False)
     console.print(_groups_table(report))
     _print_skipped(report)
 

@@ -274,7 +274,7 @@ def _read(path: Path, kind: str) -> pd.DataFrame:
     missing = [col for col in wanted.values() if col not in raw.columns]
     if missing:
         raise InputError(
-            f"{path}: missing column '{missing[0]}' (a {kind} profile needs "
+            f"{path}: line 1: missing column '{missing[0]}' (a {kind} profile needs "
             f"{', '.join(wanted.values())})"
         )
     raw = _filter_rows(raw, path)
