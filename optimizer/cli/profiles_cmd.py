@@ -141,6 +141,16 @@ def import_profiles(directory: Path, gpu: str, cache: Path) -> list[dict[str, An
     return rows
 
 
+_CacheOpt = Annotated[
+    Path | None,
+    typer.Option("--cache", help="Profile cache (default: the user's cache).", show_default=False),
+]
+_CatalogOpt = Annotated[
+    Path | None, typer.Option("--catalog", help="User catalog merged over the shipped one.")
+]
+_JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
 @profiles_app.command("import")
 def import_command(
     directory: Annotated[
@@ -152,18 +162,9 @@ def import_command(
             "--gpu", help="Catalog key of the GPU they were measured on.", show_default=False
         ),
     ] = None,
-    cache: Annotated[
-        Path | None,
-        typer.Option(
-            "--cache", help="Profile cache (default: the user's cache).", show_default=False
-        ),
-    ] = None,
-    catalog: Annotated[
-        Path | None, typer.Option("--catalog", help="User catalog merged over the shipped one.")
-    ] = None,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print JSON instead of a table.")
-    ] = False,
+    cache: _CacheOpt = None,
+    catalog: _CatalogOpt = None,
+    json_out: _JsonOpt = False,
 ) -> None:
     """Validate a directory of kernel profiles and copy it into the user's profile cache."""
     if not directory.is_dir():
@@ -184,18 +185,9 @@ def import_command(
 
 @profiles_app.command("list")
 def list_command(
-    cache: Annotated[
-        Path | None,
-        typer.Option(
-            "--cache", help="Profile cache (default: the user's cache).", show_default=False
-        ),
-    ] = None,
-    catalog: Annotated[
-        Path | None, typer.Option("--catalog", help="User catalog merged over the shipped one.")
-    ] = None,
-    json_out: Annotated[
-        bool, typer.Option("--json", help="Print JSON instead of a table.")
-    ] = False,
+    cache: _CacheOpt = None,
+    catalog: _CatalogOpt = None,
+    json_out: _JsonOpt = False,
 ) -> None:
     """Which profile files time each catalog GPU and engine (imported before shipped)."""
     root = cache or user_profiles_root()
