@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from optimizer.cli._output import console, err_console, print_json
-from optimizer.cli.profiles_cmd import space_latency_notes
+from optimizer.cli.profiles_cmd import space_latency_notes, user_profiles_dir
 from optimizer.report import Planning, grouped_picks, write_report
 from optimizer.results import StudyResult, TrialRecord, summarise
 from optimizer.run import (
@@ -278,6 +278,7 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         seed=seed,
         n_trials=trials,
         latency_model=latency,
+        kernel_profiles_dir=user_profiles_dir(),
         time_scale=time_scale,
         max_requests=max_requests,
         capacity=capacity,
