@@ -77,6 +77,8 @@ class OptimizeSetup:
     seed: int
     n_trials: int
     latency_model: str | None = None
+    #: The user's imported kernel profiles (``ServingConfig.kernel_profiles_dir``).
+    kernel_profiles_dir: str | None = None
     time_scale: float | None = None
     max_requests: int | None = None
     capacity: bool = False
@@ -104,6 +106,7 @@ def build_evaluator(setup: OptimizeSetup) -> TrialEvaluator:
         catalog=catalog,
         seed=setup.seed,
         latency_model=setup.latency_model,
+        kernel_profiles_dir=setup.kernel_profiles_dir,
         capacity=setup.capacity,
         overlong=setup.overlong,
     )

@@ -18,6 +18,7 @@ from optimizer.cli import (
     catalog_cmd,
     convert_cmd,
     optimize_cmd,
+    profiles_cmd,
     replay_cmd,
     simulate_cmd,
     slo_cmd,
@@ -68,6 +69,7 @@ for _module in (
     calibrate_cmd,
     convert_cmd,
     optimize_cmd,
+    profiles_cmd,
     simulate_cmd,
     validate_cmd,
 ):

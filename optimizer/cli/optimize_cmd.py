@@ -18,6 +18,7 @@ from optimizer.cli._output import err_console
 from optimizer.cli._overlong import OverlongOpt, overlong_policy, overlong_scan
 from optimizer.cli._preflight import check_out_dir, preflight_optimize
 from optimizer.cli.optimize_output import Output, emit, load_report_attr, store_report
+from optimizer.cli.profiles_cmd import space_latency_notes, user_profiles_dir
 from optimizer.picks import DEFAULT_TOLERANCE, objective_infos
 from optimizer.report import ReportContext
 from optimizer.results import summarise
@@ -138,6 +139,7 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         seed=seed,
         n_trials=trials,
         latency_model=latency,
+        kernel_profiles_dir=user_profiles_dir(),
         time_scale=time_scale,
         max_requests=max_requests,
         capacity=capacity,
@@ -232,9 +234,13 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         slo=evaluator.spec,
         settings=settings,
         workload=profile,
-        latency_model=latency or "roofline",
+        latency_model=latency
+        or "auto (the GPU and engine's kernel table where measured, else roofline)",
     )
     store_report(result_study, context, planning, tolerance)
+    if not as_json:
+        for note in space_latency_notes(evaluator.space, latency):
+            err_console.print(note, markup=False, highlight=False)
     simulated = count_simulated(result_study)
     repeats = count_complete(result_study) - simulated
     repeated = f" (+{repeats} repeats of tried configurations, not simulated)" if repeats else ""

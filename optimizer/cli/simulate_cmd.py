@@ -45,6 +45,7 @@ from hardware.catalog import load_catalog
 from optimizer.cli._output import console, err_console, print_json
 from optimizer.cli._overlong import OverlongOpt, overlong_scan
 from optimizer.cli._preflight import check_config_names, check_finite_flags, check_seed
+from optimizer.cli.profiles_cmd import config_latency_notes, user_profiles_dir
 from optimizer.simconfig import closed_loop_workload, merge_config
 from optimizer.workloads import describe_workload, workload_from_arg
 from simulator.api import SimResult, WorkloadBuilder, simulate
@@ -283,6 +284,8 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
             "l3_capacity_gib": l3_gib,
         },
     )  # fmt: skip
+    if serving.kernel_profiles_dir is None:  # the user's imported profiles (kvplan profiles)
+        serving = _with_flags(serving, {"kernel_profiles_dir": user_profiles_dir()})
     if slo_file is not None and not capacity:
         raise InputError("--slo: only with --capacity (kvplan slo check evaluates one run)")
     builder = _workload(
@@ -428,6 +431,8 @@ def _print_tables(result: SimResult, workload: dict[str, Any]) -> None:
     console.print(
         f"[bold]{where}[/bold], backend {cfg.backend}, latency {cfg.latency_model}", highlight=False
     )
+    for note in config_latency_notes(cfg):
+        console.print(note, markup=False, highlight=False)
     console.print(f"workload: {_describe(workload)}", markup=False, highlight=False)
     console.print(f"memory: {result.reason}", markup=False, highlight=False)
     console.print(f"engine: {result.engine}", markup=False, highlight=False)

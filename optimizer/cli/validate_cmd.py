@@ -45,6 +45,7 @@ from optimizer.validate import (
 from optimizer.validate_report import GROUP_KEYS, ErrorStats, parse_holdout
 from optimizer.validate_steps import read_steps, validate_steps
 from simulator.config import ServingConfig
+from simulator.latency import latency_note
 from slo.inputfile import InputError
 
 __all__ = ["register"]
@@ -178,6 +179,10 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         return
     if show_rows:
         console.print(_rows_table(report))
+    for note in dict.fromkeys(
+        n for row in picked if (n := latency_note(latency, row.system, row.backend))
+    ):
+        console.print(note, markup=False, highlight=False)
     for table in _groups_tables(report, by):
         console.print(table)
     console.print("MAPE -1% = MAPE without the worst 1% of rows", markup=False)

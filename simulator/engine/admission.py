@@ -149,6 +149,7 @@ class AdmissionControl:
         new = max(0, head.prompt_len - tokens_after) + min(
             head.stop_at - head.generated, CLIP_OUTPUT_TOKENS
         )
+
         def fits(steps: np.ndarray) -> np.ndarray:
             j = steps[:, None]
             out = np.minimum(np.maximum(rem[None, :] - j, 0), CLIP_OUTPUT_TOKENS).sum(axis=1)

@@ -37,6 +37,8 @@ from simulator.latency.transfer import Link, transfer_seconds
 
 __all__ = ["ComposedLatencyModel", "RooflineModel"]
 
+#: Most GPUs vLLM's and SGLang's custom all-reduce runs on (they fall back to NCCL beyond).
+_CUSTOM_AR_MAX_GPUS = 8
 #: Entries per cache before it is cleared (bounds memory on adversarial workloads; normal runs
 #: have far fewer distinct shapes).
 _CACHE_LIMIT = 1 << 17
@@ -72,9 +74,14 @@ class ComposedLatencyModel:
             "gemm": timer.gemm,
             "context_attention": timer.context_attention,
             "generation_attention": timer.generation_attention,
-            "nccl": timer.all_reduce,
+            "nccl": self._all_reduce,
             "elementwise": self._elementwise,
         }
+        gpu, p = deployment.gpu, self._params
+        # The engines' one-shot custom all-reduce needs peer-to-peer NVLink within a node.
+        self._custom_ar = p.custom_all_reduce and gpu.gpu_link == "nvlink"
+        self._custom_ar_bw = gpu.gpu_link_gb_per_s * 1e9 * p.custom_all_reduce_link_efficiency
+        self._custom_ar_gpus = min(gpu.gpus_per_node, _CUSTOM_AR_MAX_GPUS)
         layers = self._planner.layers
         self._prefill_floor = layers * self._launch_cost(self._planner.prefill_floor())
         self._decode_floor = layers * self._launch_cost(self._planner.decode_floor())
@@ -175,6 +182,21 @@ class ComposedLatencyModel:
     # ----- cached parts -----------------------------------------------------------------------
     def _sum(self, calls: list[KernelCall]) -> float:
         return sum(call.count * self._price[call.kind](*call.args) for call in calls)
+
+    def _all_reduce(self, message_bytes: float, num_gpus: int) -> float:
+        """The kernel source's (NCCL) all-reduce, or the engine's custom all-reduce where it
+        applies and is faster (``ComposeParams.custom_all_reduce``)."""
+        nccl = self._timer.all_reduce(message_bytes, num_gpus)
+        p = self._params
+        if (
+            not self._custom_ar
+            or not 1 < num_gpus <= self._custom_ar_gpus
+            or message_bytes > p.custom_all_reduce_max_bytes
+        ):
+            return nccl
+        wire = 2.0 * (num_gpus - 1) / num_gpus * message_bytes / self._custom_ar_bw
+        floor = p.custom_all_reduce_base_s + p.custom_all_reduce_per_gpu_s * (num_gpus - 1)
+        return min(nccl, floor + wire)
 
     def _elementwise(self, moved_bytes: float, kernels: int) -> float:
         return moved_bytes / self._elementwise_bw + kernels * self._params.elementwise_launch_s

@@ -218,7 +218,7 @@ def test_models_show_fit_and_step_times() -> None:
         "gpu": "h100_sxm", "tp": 2, "weight_precision": "bf16", "kv_precision": "bf16",
         "backend": "sglang",
     }  # fmt: skip
-    assert set(data["step_ms"]) == {"roofline", "table", "calibrated"}
+    assert set(data["step_ms"]) == {"auto", "roofline", "table", "calibrated"}
     for times in data["step_ms"].values():
         assert set(times) >= {"prefill_1x4096", "decode_64x4096"}
         # A 4096-token prefill of a 32B model is compute-bound: far slower than one decode step.

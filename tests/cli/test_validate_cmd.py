@@ -48,7 +48,7 @@ def test_json_rows_summary_groups_and_skipped(tmp_path: Path) -> None:
     assert [row["id"] for row in data["rows"]] == ["llama_c2", "qwen_c2"]
     summary = data["summary"]
     assert summary["n"] == 2
-    assert summary["latency_model"] == "roofline"
+    assert summary["latency_model"] == "auto"  # the default: the table where one exists
     assert 0 <= summary["ttft_mape"] < 100
     assert 0 <= summary["tpot_mape"] < 100
     row = data["rows"][0]
