@@ -45,6 +45,7 @@ __all__ = [
     "SystemPrompts",
     "TokenSequence",
     "Uniform",
+    "iter_sessions",
     "open_loop",
     "sessions",
 ]
@@ -377,19 +378,61 @@ def sessions(
 ) -> list[TraceRequest]:
     """Open-loop conversations: sessions start at ``arrivals``; turn k+1 arrives a think time
     after turn k *arrived* (open loop does not wait for answers). Sorted by arrival time."""
+    return list(
+        iter_sessions(
+            n_sessions=n_sessions,
+            arrivals=arrivals,
+            shape=shape,
+            block_tokens=block_tokens,
+            rng=rng,
+        )
+    )
+
+
+def iter_sessions(
+    *,
+    n_sessions: int,
+    arrivals: Arrivals,
+    shape: SessionShape,
+    block_tokens: int,
+    rng: np.random.Generator,
+) -> Iterator[TraceRequest]:
+    """``sessions`` as a stream: memory is the sessions in progress and a chunk of start
+    times, not the workload.
+
+    The draws are those of generating eagerly — every start gap, then every session's opening
+    (system prompt, turn count) in start order, then the turns in arrival order — each kind
+    from the generator state the eager order reaches it in, so a seed gives the same requests
+    and leaves ``rng`` where the eager generator left it.
+    """
     factory = _SessionFactory(shape, block_tokens, rng)
-    starts = np.cumsum(arrivals.gaps(rng, n_sessions))
+    gaps = _draws(arrivals.gaps, _fork(rng), n_sessions, chunk_safe=True)
+    for _ in _draws(arrivals.gaps, rng, n_sessions, chunk_safe=True):
+        pass
+    openings = _SessionFactory(shape, block_tokens, _fork(rng))
+    openings.ids, openings.prompts = factory.ids, factory.prompts
+    for _ in range(n_sessions):  # move ``rng`` past the openings (they draw nothing else)
+        factory.new()
+    starts = _floats(gaps)
     heap: list[tuple[float, int, _Conversation]] = []
-    for start in starts:
-        conv = factory.new()
-        heapq.heappush(heap, (float(start), conv.session_id, conv))
-    requests: list[TraceRequest] = []
-    while heap:
+    pending = n_sessions
+    next_start = next(starts, 0.0)  # a running sum, as one cumsum over the gaps
+    index = 0
+    while heap or pending:
+        # Open sessions in start order while the next one starts before the next turn due:
+        # keys (time, session id) are unique and grow along the starts, so the heap's top is
+        # what it would be with every session queued at once.
+        while pending and (not heap or (next_start, openings.n_sessions) < heap[0][:2]):
+            conv = openings.new()
+            heapq.heappush(heap, (next_start, conv.session_id, conv))
+            pending -= 1
+            if pending:
+                next_start += next(starts)
         time_s, sid, conv = heapq.heappop(heap)
-        requests.append(factory.turn(conv, len(requests), time_s))
+        yield factory.turn(conv, index, time_s)
+        index += 1
         if conv.turns_left > 0:
             heapq.heappush(heap, (time_s + factory.think(), sid, conv))
-    return requests
 
 
 class ClosedLoopSource:

@@ -3,8 +3,10 @@ eager generator (all draws at once) gave."""
 
 from __future__ import annotations
 
+import heapq
 import tracemalloc
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,10 +22,13 @@ from simulator.workload.synthetic import (
     GammaArrivals,
     LogNormal,
     PoissonArrivals,
+    SessionShape,
     SystemPrompts,
     TokenSequence,
     Uniform,
+    iter_sessions,
     open_loop,
+    sessions,
 )
 
 
@@ -103,3 +108,56 @@ def test_a_large_open_loop_holds_a_chunk_not_the_workload() -> None:
     assert [r.index for r in first] == [0, 1, 2]
     assert first[0].timestamp_s < first[1].timestamp_s < first[2].timestamp_s
     assert peak < 32 * 2**20
+
+
+def _eager_sessions(
+    *,
+    n_sessions: int,
+    arrivals: PoissonArrivals | GammaArrivals,
+    shape: SessionShape,
+    block_tokens: int,
+    rng: np.random.Generator,
+) -> list[TraceRequest]:
+    """The session generator as it was: every session queued up front."""
+    factory = synthetic._SessionFactory(shape, block_tokens, rng)
+    starts = np.cumsum(arrivals.gaps(rng, n_sessions))
+    heap: list[tuple[float, int, Any]] = []
+    for start in starts:
+        conv = factory.new()
+        heapq.heappush(heap, (float(start), conv.session_id, conv))
+    requests: list[TraceRequest] = []
+    while heap:
+        time_s, sid, conv = heapq.heappop(heap)
+        requests.append(factory.turn(conv, len(requests), time_s))
+        if conv.turns_left > 0:
+            heapq.heappush(heap, (time_s + factory.think(), sid, conv))
+    return requests
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        SessionShape(Fixed(1), Fixed(300), Fixed(20), Fixed(0.0)),
+        SessionShape(
+            Uniform(1, 6), LogNormal(200, 0.8), Exponential(40), Exponential(3.0), (2, 90)
+        ),
+        SessionShape(
+            Empirical((1.0, 4.0, 9.0)), Empirical((30.0, 700.0)), Fixed(5), Uniform(0, 30)
+        ),
+    ],
+)
+def test_streamed_sessions_equal_the_eager_ones(
+    monkeypatch: pytest.MonkeyPatch, shape: SessionShape
+) -> None:
+    monkeypatch.setattr(synthetic, "STREAM_CHUNK", 5)
+    kwargs: dict[str, Any] = {
+        "n_sessions": 83,
+        "arrivals": GammaArrivals(0.7, 2.0),
+        "shape": shape,
+        "block_tokens": 16,
+    }
+    streamed_rng, eager_rng = np.random.default_rng(5), np.random.default_rng(5)
+    streamed = list(iter_sessions(rng=streamed_rng, **kwargs))
+    assert streamed == _eager_sessions(rng=eager_rng, **kwargs)
+    assert sessions(rng=np.random.default_rng(5), **kwargs) == streamed
+    assert streamed_rng.bit_generator.state == eager_rng.bit_generator.state
