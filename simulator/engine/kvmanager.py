@@ -178,10 +178,7 @@ class KVManager:
     def release(self, req: EngineRequest) -> None:
         """Drop ``req``'s L1 pins (its prompt blocks stay cached) and private blocks."""
         l1 = self.l1
-        held = req.blocks[: req.n_pinned]
-        l1.unpin_all(held)
-        for block in reversed(held):
-            l1.touch(block)
+        l1.release(req.blocks[: req.n_pinned])
         l1.free_private(req.n_private)
         req.n_pinned = 0
         req.n_private = 0

@@ -215,6 +215,27 @@ class CacheTier:
             if self.park:
                 self.policy.access(block, 1.0, NEVER)
 
+    def release(self, blocks: Sequence[int]) -> None:
+        """``unpin`` every block of ``blocks``, then ``touch`` them deepest first (what a
+        finishing request does), in one pass of policy accesses instead of two.
+
+        Exact: ``unpin`` re-inserts a parked block that it frees, and the ``touch`` that
+        follows moves it again, so only the touches decide the order; a block still pinned by
+        another request stays parked and untouched. A non-parking policy is touched as
+        ``touch`` does, every block, pinned or not.
+        """
+        pins, access = self.pins, self.policy.access
+        for block in blocks:
+            count = pins[block] - 1
+            if count:
+                pins[block] = count
+            else:
+                del pins[block]
+        park = self.park
+        for block in reversed(blocks):
+            if not (park and block in pins):
+                access(block, 1.0, NEVER)
+
     def unpin_all(self, blocks: Iterable[int]) -> None:
         """``unpin`` every block of ``blocks``."""
         for block in blocks:
