@@ -568,3 +568,59 @@ class RefLirs:
                 self.resident.add(b)
                 self.stack.append(b)
                 self.queue.append(b)
+
+
+class RefLhd:
+    """lhd / lhd_compute with every resident block sampled; the density table is recomputed
+    here from its own counters with the module-doc formula (written out again)."""
+
+    def __init__(self, capacity: int, use_cost: bool) -> None:
+        self.use_cost = use_cost
+        self.coarse = max(1, capacity // 16)
+        self.period = 4 * capacity
+        self.hits = [0.0] * 128
+        self.evictions = [0.0] * 128
+        self.density = [1.0 / (a + 1) for a in range(128)]
+        self.last: dict[int, int] = {}
+        self.cost: dict[int, float] = {}
+        self.resident: set[int] = set()
+        self.clock = 0
+
+    def age(self, b: int) -> int:
+        return min((self.clock - self.last[b]) // self.coarse, 127)
+
+    def victims(self, alpha: set[int], n: int) -> list[int]:
+        del n
+
+        def key(b: int) -> tuple[float, int, int]:
+            value = self.density[self.age(b)] * (self.cost[b] if self.use_cost else 1.0)
+            return (value, self.last[b], -b)
+
+        v = min((b for b in self.resident if b not in alpha), key=key)
+        self.evictions[self.age(v)] += 1.0
+        self.resident.discard(v)
+        del self.last[v], self.cost[v]
+        return [v]
+
+    def record(self, blocks: Sequence[int], index: int) -> None:
+        pass
+
+    def access(self, blocks: Sequence[int], costs: Sequence[float], ts: float) -> None:
+        del ts
+        for p in reversed(range(len(blocks))):
+            b = blocks[p]
+            if b in self.resident:
+                self.hits[self.age(b)] += 1.0
+            self.resident.add(b)
+            self.clock += 1
+            self.last[b] = self.clock
+            self.cost[b] = costs[p]
+            if self.clock % self.period == 0:
+                density = []
+                for a in range(128):
+                    num = sum(self.hits[a:])
+                    den = sum(sum(self.hits[x:]) + sum(self.evictions[x:]) for x in range(a, 128))
+                    density.append(num / den if den > 0 else 0.0)
+                self.density = density
+                self.hits = [h / 2 for h in self.hits]
+                self.evictions = [e / 2 for e in self.evictions]
