@@ -18,12 +18,10 @@ from policy_references import (
     RefLirs,
     RefPartialNodeFreq,
     RefS3FifoD,
-    RefSessionArc,
-    RefSessionRandomCompute,
-    RefSessionS3Fifo,
     RefSmallQueueRandomCompute,
     serve,
 )
+from session_references import RefSessionArc, RefSessionRandomCompute, RefSessionS3Fifo
 
 from simulator.kvcache.cost import parse_cost_model
 from simulator.kvcache.policies import make_policy
