@@ -1,6 +1,12 @@
 """``kvplan replay``: PrefixSim-style trace replay over policies × cache sizes.
 
     kvplan replay trace.lcp.zst --cache-size 8k,16k --algo lru,sieve [--json] [--jobs 4]
+    kvplan replay trace.jsonl --cache-size 8k --algo 'partial_node_random_compute:n_sample=32'
+    kvplan replay --list-policies
+
+Policies take parameters as ``name:key=value,...`` (``simulator.kvcache.params``: checked
+against the policy's constructor, one-line error and exit 2 otherwise); results are labelled
+with the spec as given. ``--list-policies`` prints ``simulator.kvcache.policy_table``.
 
 One run per (policy, size) pair, each from an empty cache with its own generator seeded by
 ``--seed`` (so results do not depend on ``--jobs``). Every run streams the trace afresh from
