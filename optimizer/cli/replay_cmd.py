@@ -1,6 +1,12 @@
 """``kvplan replay``: PrefixSim-style trace replay over policies × cache sizes.
 
     kvplan replay trace.lcp.zst --cache-size 8k,16k --algo lru,sieve [--json] [--jobs 4]
+    kvplan replay trace.jsonl --cache-size 8k --algo 'partial_node_random_compute:n_sample=32'
+    kvplan replay --list-policies
+
+Policies take parameters as ``name:key=value,...`` (``simulator.kvcache.params``: checked
+against the policy's constructor, one-line error and exit 2 otherwise); results are labelled
+with the spec as given. ``--list-policies`` prints ``simulator.kvcache.policy_table``.
 
 One run per (policy, size) pair, each from an empty cache with its own generator seeded by
 ``--seed`` (so results do not depend on ``--jobs``). Every run streams the trace afresh from
@@ -24,7 +30,7 @@ import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from functools import partial
 from itertools import tee
 from pathlib import Path
@@ -34,18 +40,16 @@ import numpy as np
 import typer
 from numpy.typing import NDArray
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-from rich.table import Table
 
 from optimizer.cli._output import console, err_console, print_json
+from optimizer.cli.replay_tables import show_holes, show_policies, show_results
 from simulator.kvcache.cost import COST_MODEL_NAMES, parse_cost_model
 from simulator.kvcache.holes import HoleStats, HoleWriter, dataset_name, holes_path
 from simulator.kvcache.params import PolicySpec, parse_policy_specs
 from simulator.kvcache.policies import POLICIES, make_policy
-from simulator.kvcache.policy_table import policy_table
 from simulator.kvcache.replay import (
     MATCH_MODES,
     REPLAY_ORDERS,
-    RESULT_KEYS,
     MatchMode,
     ReplayOrder,
     ReplayResult,
@@ -345,33 +349,6 @@ def _holes_paths(directory: Path | None, trace: Path, runs: list[_Run]) -> list[
     return probed
 
 
-def _show(results: list[ReplayResult], trace: Path, cost_model: str, block_id: str) -> None:
-    # Eight narrow columns fit an 80-column terminal; request/block totals are in the header.
-    table = Table(title="Prefix-cache replay", title_justify="left")
-    table.add_column("policy", overflow="fold")  # long names wrap, numbers never do
-    for header in ("cache", "hit", "saving", "evicted", "self-ev", "skipped", "unexp"):
-        table.add_column(header, justify="right", no_wrap=True)
-    for r in results:
-        table.add_row(
-            r.algo,
-            f"{r.cache_size:,}",
-            f"{r.block_hit_ratio:.4f}",
-            f"{r.compute_saving_ratio:.4f}",
-            f"{r.n_eviction:,}",
-            f"{r.n_self_eviction:,}",
-            f"{r.n_req_skipped:,}",
-            f"{r.n_unexpected_eviction:,}",
-        )
-    console.print(table)
-    for r in results:
-        fields = [f"trace={trace}", f"algo={r.algo}", f"cache_size={r.cache_size}"]
-        fields += [f"cost_model={cost_model}", f"block_id={block_id}"]
-        for key in RESULT_KEYS[2:]:
-            value = getattr(r, key)
-            fields.append(f"{key}={value:.6f}" if isinstance(value, float) else f"{key}={value}")
-        console.print("RESULT " + " ".join(fields), markup=False, highlight=False, soft_wrap=True)
-
-
 def replay_command(
     trace: Annotated[
         Path | None, typer.Argument(help="Trace file: Mooncake/Qwen JSONL or lcp (.zst ok).")
@@ -446,7 +423,7 @@ def replay_command(
 ) -> None:
     """Replay a trace through eviction policies at several cache sizes (PrefixSim semantics)."""
     if list_policies:
-        _show_policies(json_out)
+        show_policies(json_out)
         return
     if trace is None or cache_size is None:
         raise InputError("replay needs a TRACE and --cache-size (or --list-policies)")
@@ -475,67 +452,9 @@ def replay_command(
     console.print(described, markup=False, highlight=False, soft_wrap=True)
     order_text = f"match {match}, replay order {replay_order}"
     console.print(f"cost model {cost_model}, {order_text}", markup=False, highlight=False)
-    _show(results, trace, cost_model, block_id)
+    show_results(results, trace, cost_model, block_id)
     if dump_holes is not None:
-        _show_holes(outcomes)
-
-
-def _show_policies(json_out: bool) -> None:
-    rows = policy_table()
-    if json_out:
-        print_json([asdict(row) for row in rows])
-        return
-    table = Table(title="Eviction policies", title_justify="left")
-    table.add_column("policy", no_wrap=True)
-    for header in ("pins", "future", "context", "clock"):
-        table.add_column(header, no_wrap=True)
-    table.add_column("parameters", overflow="fold")
-    yes = {True: "yes", False: "no"}
-    for r in rows:
-        table.add_row(
-            r.name,
-            yes[r.pins_honoured],
-            yes[r.needs_future],
-            yes[r.needs_context],
-            r.clock,
-            r.params,
-        )
-    console.print(table)
-    console.print(
-        "pins = pins honoured (no self-eviction when replaying traces with pinning,"
-        " tests/kvcache/test_pin_safety.py); future = needs the trace's future (oracle);"
-        " context = needs request context (session, category, timestamp, prefix tree);"
-        " parameters: --algo name:key=value,...",
-        markup=False,
-        highlight=False,
-    )
-
-
-def _show_holes(outcomes: list[_Outcome]) -> None:
-    """Per run: holes per request (mean, mean over requests with one, max), hole lengths."""
-    table = Table(title="Holes (runs of missed blocks per request)", title_justify="left")
-    table.add_column("policy", overflow="fold")
-    for header in ("cache", "holes/req", "per missing", "max", "mean len", "max len"):
-        table.add_column(header, justify="right", no_wrap=True)
-    lines = []
-    for outcome in outcomes:
-        h, r = outcome.holes, outcome.result
-        if h is None:
-            continue
-        buckets = " ".join(f"{k}:{v:,}" for k, v in h.buckets().items())
-        table.add_row(
-            r.algo,
-            f"{r.cache_size:,}",
-            f"{h.mean_holes:.3f}",
-            f"{h.mean_holes_when_missing:.3f}",
-            f"{h.max_holes:,}",
-            f"{h.mean_length:.1f}",
-            f"{h.max_length:,}",
-        )
-        lines.append(f"hole lengths {r.algo} @ {r.cache_size} (blocks: holes): {buckets}")
-    console.print(table)
-    for line in lines:
-        console.print(line, markup=False, highlight=False, soft_wrap=True)
+        show_holes([(o.result, o.holes) for o in outcomes])
 
 
 def register(app: typer.Typer) -> None:

@@ -22,7 +22,8 @@ __all__ = ["PINS_VERIFIED", "PolicyInfo", "policy_table"]
 PINS_VERIFIED: frozenset[str] = frozenset(
     {
         "arc", "asym_cache", "belady", "belady_compute", "clock", "fifo", "gdsf", "gdsf_compute",
-        "lfu", "lirs", "lru", "partial_node_random_compute", "partial_node_random_freq",
+        "lfu", "lhd", "lhd_compute", "lirs", "lru", "partial_node_random_compute",
+        "partial_node_random_freq",
         "random_compute", "random_compute_small_queue", "s3fifo", "s3fifod", "session_belady",
         "session_arc", "session_lru", "session_random_compute", "session_s3fifo", "sieve",
         "slru", "twoq", "workload_aware", "wtinylfu",

@@ -14,15 +14,14 @@ from kvcache_helpers import TRACES_DIR, random_prefix_trace, read_mooncake
 from policy_references import (
     RefAsym,
     Reference,
+    RefLhd,
     RefLirs,
     RefPartialNodeFreq,
     RefS3FifoD,
-    RefSessionArc,
-    RefSessionRandomCompute,
-    RefSessionS3Fifo,
     RefSmallQueueRandomCompute,
     serve,
 )
+from session_references import RefSessionArc, RefSessionRandomCompute, RefSessionS3Fifo
 
 from simulator.kvcache.cost import parse_cost_model
 from simulator.kvcache.policies import make_policy
@@ -58,6 +57,14 @@ GOLDENS: dict[str, tuple[int | None, int, dict[str, object], bool, dict[str, tup
         "mooncake_synthetic_trace": (317, 34_298),
         "mooncake_conversation_trace": (1_551, 39_895),
     }),
+    "lhd": (800, 64, {"n_sample": 2048}, True, {
+        "mooncake_synthetic_trace": (32, 10_856),
+        "mooncake_conversation_trace": (725, 12_642),
+    }),
+    "lhd_compute": (800, 64, {"n_sample": 2048}, True, {
+        "mooncake_synthetic_trace": (32, 10_856),
+        "mooncake_conversation_trace": (725, 12_642),
+    }),
     "s3fifod": (1500, 256, {}, False, {
         "mooncake_synthetic_trace": (260, 34_355),
         "mooncake_conversation_trace": (1_650, 39_796),
@@ -86,6 +93,10 @@ SAVINGS = {
     ("asym_cache", "mooncake_conversation_trace"): 0.039581,
     ("random_compute_small_queue", "mooncake_synthetic_trace"): 0.009068,
     ("random_compute_small_queue", "mooncake_conversation_trace"): 0.036569,
+    ("lhd", "mooncake_synthetic_trace"): 0.002882,
+    ("lhd", "mooncake_conversation_trace"): 0.05218,
+    ("lhd_compute", "mooncake_synthetic_trace"): 0.002883,
+    ("lhd_compute", "mooncake_conversation_trace"): 0.05218,
     ("session_s3fifo", "mooncake_synthetic_trace"): 0.008672,
     ("session_s3fifo", "mooncake_conversation_trace"): 0.034417,
     ("session_random_compute", "mooncake_synthetic_trace"): 0.007041,
@@ -108,6 +119,8 @@ def _reference(algo: str, capacity: int) -> Reference:
         "partial_node_random_freq": lambda: RefPartialNodeFreq(micro_batch=8),
         "s3fifod": lambda: RefS3FifoD(capacity),
         "lirs": lambda: RefLirs(capacity),
+        "lhd": lambda: RefLhd(capacity, use_cost=False),
+        "lhd_compute": lambda: RefLhd(capacity, use_cost=True),
         "session_arc": RefSessionArc,
         "session_s3fifo": RefSessionS3Fifo,
         "session_random_compute": RefSessionRandomCompute,
@@ -123,7 +136,14 @@ def _cases(slow_algos: set[str]) -> list[object]:
     ]
 
 
-SLOW = {"partial_node_random_freq", "random_compute_small_queue", "session_random_compute"}
+# Implementation runs with a sample far larger than the cache (slow, ~5-15 s each).
+SLOW = {
+    "partial_node_random_freq",
+    "random_compute_small_queue",
+    "session_random_compute",
+    "lhd",
+    "lhd_compute",
+}
 
 
 @pytest.mark.parametrize(("algo", "name"), _cases(SLOW))

@@ -23,6 +23,7 @@ from simulator.kvcache.policies.arc import Arc
 from simulator.kvcache.policies.asym_cache import AsymCache
 from simulator.kvcache.policies.belady import Belady, BeladyCompute
 from simulator.kvcache.policies.gdsf import Gdsf, GdsfCompute
+from simulator.kvcache.policies.lhd import Lhd, LhdCompute
 from simulator.kvcache.policies.lirs import Lirs
 from simulator.kvcache.policies.partial_node import PartialNodeRandomCompute, PartialNodeRandomFreq
 from simulator.kvcache.policies.random_compute import RandomCompute, RandomComputeSmallQueue
@@ -58,6 +59,8 @@ _CLASSES: tuple[type[EvictionPolicy], ...] = (
     WTinyLfu,
     Gdsf,
     GdsfCompute,
+    Lhd,
+    LhdCompute,
     Belady,
     BeladyCompute,
     RandomCompute,

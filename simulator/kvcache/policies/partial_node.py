@@ -22,6 +22,8 @@ blocks, ``clock`` = this policy's access count; same units as ``random_compute``
   within 0.002 of micro at every size, and faster).
 
 Without ``record_request`` (a driver that does not call it) every block is its own node.
+
+``partial_node_random_freq`` is the cost-blind sibling: ``score(node) = freq / age``.
 """
 
 from __future__ import annotations
