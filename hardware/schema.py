@@ -397,4 +397,4 @@ def _lookup(table: dict[str, _Named], name: str, what: str) -> _Named:
         close = closest_key(name, table)
         hint = f" (did you mean '{table[close].name}'?)" if close else ""
         known = ", ".join(table[key].name for key in sorted(table))
-        raise InputError(f"unknown {what} '{name}'{hint}; known: {known}") from None
+        raise InputError(f"unknown {what} {name!r}{hint}; known: {known}") from None

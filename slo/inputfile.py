@@ -111,10 +111,18 @@ def check_finite(data: Any, source: str, where: str = "") -> None:
         raise InputError(f"{source}: {field}: expected a finite number, got {data}")
     if isinstance(data, Mapping):
         for key, value in data.items():
-            check_finite(value, source, f"{where}.{key}" if where else str(key))
+            name = _printable(key)
+            check_finite(value, source, f"{where}.{name}" if where else name)
     elif isinstance(data, list | tuple):
         for i, value in enumerate(data):
             check_finite(value, source, f"{where}[{i}]")
+
+
+def _printable(key: object) -> str:
+    """A key as a message shows it: as written, or quoted when it holds a line break or the
+    like (an error message must stay one line)."""
+    text = str(key)
+    return text if text.isprintable() else repr(text)
 
 
 class _DuplicateKeyError(ValueError):
@@ -176,7 +184,7 @@ def format_validation_error(err: pydantic.ValidationError, source: str) -> str:
     first = err.errors()[0]
     # pydantic marks a failed dict *key* with a trailing "[key]" part; the key itself already
     # names the place, so "targets.ttft_ms.p120" reads better than "targets.ttft_ms.p120.[key]".
-    parts = [str(part) for part in first["loc"] if part != "[key]"]
+    parts = [_printable(part) for part in first["loc"] if part != "[key]"]
     loc = ".".join(parts)
     kind = first["type"]
     if kind == "extra_forbidden":

@@ -84,7 +84,9 @@ def run() -> None:
         if isinstance(code, int) and code:
             sys.exit(code)
     except (InputError, WorkerError) as err:
-        err_console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
+        # One line whatever the input held (a key or a name with a line break in it).
+        message = str(err).replace("\r", "\\r").replace("\n", "\\n")
+        err_console.print(f"error: {message}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except typer.Abort:
         err_console.print("aborted", markup=False)

@@ -53,3 +53,11 @@ def test_oversized_file_is_refused_before_parsing(tmp_path: Path) -> None:
     path.write_bytes(b"a: " + b"x" * MAX_INPUT_BYTES + b"\n")
     with pytest.raises(InputError, match=r"big\.yaml: larger than 16 MiB"):
         load_mapping(path)
+
+
+def test_a_key_with_a_line_break_keeps_the_message_one_line(tmp_path: Path) -> None:
+    """Found by the hypothesis suite: a key ``"\\n"`` holding NaN split the message in two."""
+    with pytest.raises(InputError) as info:
+        _load(tmp_path, '{"a": {"\\n": NaN}}', "f.json")
+    assert "\n" not in str(info.value)
+    assert "a.'\\n': expected a finite number" in str(info.value)
