@@ -20,7 +20,6 @@ from typing import Any
 from optimizer.objective import Evaluation, TrialEvaluator
 from optimizer.report_sections import Planning
 from optimizer.results import StudyResult
-from simulator.cluster.capacity import capacity_search
 from slo.inputfile import InputError
 
 __all__ = ["MAX_EXTRA_INSTANCES", "plan"]
@@ -102,16 +101,7 @@ def plan(
 
 def _headroom(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> dict[str, Any]:
     try:
-        config = evaluator.config_for(params)
-        found = capacity_search(
-            config,
-            evaluator.workload,
-            evaluator.meets_slo,
-            seed=evaluator.seed,
-            catalog=evaluator.catalog,
-            max_time_scale=1.0,
-            drop_overlong_requests=evaluator.drop_overlong,
-        )
+        found = evaluator.capacity_above_nominal(evaluator.config_for(params))
     except InputError as err:  # e.g. a closed-loop workload has no arrival rate to scale
         return {"load_scale": None, "requests_per_s": None, "note": str(err)}
     return {
