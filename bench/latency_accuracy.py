@@ -1,6 +1,14 @@
-"""Accuracy of the kernel sources against the H100 profiles, per kernel class, on held-out rows.
+"""Accuracy of the kernel sources against the measured profiles, per GPU, on held-out rows.
 
-    python bench/latency_accuracy.py [--holdout 0.2] [--seed 0] [--shapes catalog|all] [--json]
+    python bench/latency_accuracy.py [--gpu h100_sxm ...] [--engine vllm] [--holdout 0.2]
+        [--seed 0] [--shapes catalog|all] [--json]
+
+For every ``--gpu`` (default: every catalog GPU with shipped profiles) and ``--engine``, two
+tables: kernel-time error per class (below), and **step-time error** — decode and prefill steps
+of catalog models (``STEP_CASES``) composed by the latency model's operator planner from each
+kernel source, against the same steps composed from the GPU's *full* measured profile (verbatim,
+every row): what a step costs if every kernel took its measured time. The table source is built
+from the fitting rows only, so the held-out shapes of a step come from interpolation.
 
 Split: ``simulator.latency.fit.grid_holdout_split`` holds out a share of every axis's interior grid
 values (GEMM m, n, k; attention batch and length; all-reduce size) with every row using one; the
@@ -12,7 +20,7 @@ rows only:
   so a held-out row is answered by interpolation between its measured neighbours — this is the
   table's interpolation accuracy; ``table (monotone)`` is the grid the simulator uses;
 - ``calibrated``: ``ScaledKernels`` with coefficients fitted on the fitting rows (identical to the
-  shipped ``simulator/data/calibration/h100_sxm.yaml`` for the default arguments).
+  shipped ``simulator/data/calibration/<gpu>_<engine>.yaml`` for the default arguments).
 
 Shape filter (``--shapes catalog``, the default): GEMM ``(n, k)`` grid points that bracket a layer
 of a catalog model at TP 1, 2, 4 or 8 (experts whole, as under EP), attention head configurations
@@ -36,14 +44,39 @@ from rich.console import Console
 from rich.table import Table
 
 from hardware.catalog import shipped_catalog
+from simulator.latency import Deployment
 from simulator.latency.calibrated import ScaledKernels
 from simulator.latency.fit import catalog_shape_filter, fit_calibration, grid_holdout_split
 from simulator.latency.kernels import KERNEL_CLASSES, KernelClass, KernelTimer
+from simulator.latency.model import ComposedLatencyModel
+from simulator.latency.profile_files import ENGINES, resolve_profile_files
 from simulator.latency.profiles import ProfileSet, shipped_profiles
 from simulator.latency.roofline import RooflineKernels
 from simulator.latency.table import ProfileKernels, ProfileTable, TableFallbackWarning
 
 _Row = Any  # a pandas itertuples row
+
+#: (model, TP) pairs of the step comparison: dense models at TP 1-8 and one MoE.
+STEP_CASES: tuple[tuple[str, int], ...] = (
+    ("Qwen/Qwen3-8B", 1),
+    ("meta-llama/Llama-3.1-8B-Instruct", 2),
+    ("Qwen/Qwen3-32B", 2),
+    ("Qwen/Qwen3-32B", 4),
+    ("meta-llama/Llama-3.1-70B", 4),
+    ("meta-llama/Llama-3.1-70B", 8),
+    ("Qwen/Qwen3-30B-A3B", 2),
+)
+#: Decode steps: (requests, KV length); prefill steps: (requests, prompt tokens).
+DECODE_BATCHES: tuple[tuple[int, int], ...] = (
+    (1, 1000), (8, 2000), (32, 1500), (64, 4000), (128, 3000), (256, 1200)
+)  # fmt: skip
+PREFILL_BATCHES: tuple[tuple[int, int], ...] = (
+    (1, 300),
+    (1, 1500),
+    (1, 6000),
+    (4, 2000),
+    (2, 7000),
+)
 
 
 def _call(kind: KernelClass) -> Callable[[KernelTimer, _Row], float]:
@@ -80,11 +113,41 @@ def _errors(timer: KernelTimer, kind: KernelClass, rows: pd.DataFrame) -> np.nda
     return errors
 
 
-def evaluate(holdout: float, seed: int, shapes: str) -> dict[str, Any]:
-    """MAPE and p90 error per source and class on the held-out rows (a JSON-ready dict)."""
+def step_errors(
+    gpu_name: str, sources: dict[str, KernelTimer], reference: KernelTimer
+) -> dict[str, dict[str, list[float]]]:
+    """Signed step-time errors (%) per source and phase against ``reference``."""
     catalog = shipped_catalog()
-    gpu = catalog.gpu("h100_sxm")
-    profiles: ProfileSet = shipped_profiles("h100_sxm")
+    gpu = catalog.gpu(gpu_name)
+    out: dict[str, dict[str, list[float]]] = {
+        name: {"decode": [], "prefill": []} for name in sources
+    }
+    for model_name, tp in STEP_CASES:
+        deployment = Deployment(catalog.model(model_name), gpu, tp=tp)
+        truth = ComposedLatencyModel(deployment, reference, name="measured")
+        models = {n: ComposedLatencyModel(deployment, t, name=n) for n, t in sources.items()}
+        batches = {
+            "decode": [[(kv, 1)] * b for b, kv in DECODE_BATCHES],
+            "prefill": [[(0, n)] * b for b, n in PREFILL_BATCHES],
+        }
+        for phase, steps in batches.items():
+            for batch in steps:
+                measured = truth.step_seconds(batch)
+                for name, model in models.items():
+                    error = (model.step_seconds(batch) / measured - 1.0) * 100.0
+                    out[name][phase].append(error)
+    return out
+
+
+def evaluate(
+    holdout: float, seed: int, shapes: str, gpu_name: str = "h100_sxm", engine: str = "vllm"
+) -> dict[str, Any]:
+    """MAPE and p90 error per source and class on the held-out rows, and the step-time errors
+    (a JSON-ready dict)."""
+    catalog = shipped_catalog()
+    gpu = catalog.gpu(gpu_name)
+    full: ProfileSet = shipped_profiles(gpu_name, engine)
+    profiles = full
     if shapes == "catalog":
         profiles = catalog_shape_filter(list(catalog.models.values()), profiles).apply(profiles)
     fitting, held = grid_holdout_split(profiles, holdout, seed)
@@ -97,6 +160,7 @@ def evaluate(holdout: float, seed: int, shapes: str) -> dict[str, Any]:
     }
     results: dict[str, Any] = {
         "gpu": gpu.name,
+        "engine": engine,
         "holdout": holdout,
         "seed": seed,
         "shapes": shapes,
@@ -113,13 +177,25 @@ def evaluate(holdout: float, seed: int, shapes: str) -> dict[str, Any]:
                 results["p90_pct"].setdefault(name, {})[kind] = round(
                     float(np.percentile(err, 90)), 2
                 )
+        reference = ProfileKernels(ProfileTable(full, roofline, monotone=False), roofline)
+        steps = {n: sources[n] for n in ("roofline", "table (monotone)", "calibrated")}
+        errors = step_errors(gpu.name, steps, reference)
+    results["step_mape_pct"] = {
+        name: {phase: round(float(np.mean(np.abs(e))), 2) for phase, e in by_phase.items()}
+        for name, by_phase in errors.items()
+    }
+    results["step_bias_pct"] = {
+        name: {phase: round(float(np.median(e)), 2) for phase, e in by_phase.items()}
+        for name, by_phase in errors.items()
+    }
     return results
 
 
 def _print(results: dict[str, Any]) -> None:
     table = Table(
-        title=f"Kernel-time error on held-out H100 profile rows (shapes: {results['shapes']}, "
-        f"holdout {results['holdout']}, seed {results['seed']}): MAPE % (p90 %)"
+        title=f"Kernel-time error on held-out {results['gpu']} {results['engine']} profile rows "
+        f"(shapes: {results['shapes']}, holdout {results['holdout']}, seed {results['seed']}): "
+        "MAPE % (p90 %)"
     )
     table.add_column("source", no_wrap=True)
     labels = {"context_attention": "context attn", "generation_attention": "decode attn"}
@@ -132,19 +208,48 @@ def _print(results: dict[str, Any]) -> None:
     Console().print(table)
 
 
+def _print_steps(all_results: list[dict[str, Any]]) -> None:
+    """One row per GPU: step-time MAPE (median signed error) per source and phase."""
+    names = list(all_results[0]["step_mape_pct"])
+    table = Table(
+        title="Step-time error against steps composed from every measured kernel: MAPE % "
+        "(median signed %)"
+    )
+    table.add_column("GPU / engine", no_wrap=True)
+    for name in names:
+        for phase in ("decode", "prefill"):
+            table.add_column(f"{name}\n{phase}", justify="right")
+    for results in all_results:
+        cells = [
+            f"{results['step_mape_pct'][n][p]:.1f} ({results['step_bias_pct'][n][p]:+.1f})"
+            for n in names
+            for p in ("decode", "prefill")
+        ]
+        table.add_row(f"{results['gpu']} / {results['engine']}", *cells)
+    Console().print(table)
+
+
 def main() -> None:
     """Parse the arguments, evaluate, print."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--holdout", type=float, default=0.2, help="held-out share of rows")
     parser.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
     parser.add_argument("--shapes", choices=("catalog", "all"), default="catalog")
+    parser.add_argument("--gpu", action="append", help="GPU (repeatable; default: all shipped)")
+    parser.add_argument("--engine", choices=ENGINES, default="vllm")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = parser.parse_args()
-    results = evaluate(args.holdout, args.seed, args.shapes)
+    shipped = [g for g in shipped_catalog().gpus if resolve_profile_files(g, args.engine)]
+    results = [
+        evaluate(args.holdout, args.seed, args.shapes, gpu, args.engine)
+        for gpu in args.gpu or shipped
+    ]
     if args.json:
         print(json.dumps(results, indent=2))
-    else:
-        _print(results)
+        return
+    for one in results:
+        _print(one)
+    _print_steps(results)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,11 @@ roofline latency model, vLLM preset. Target: ≤ 20 s on one core and ≤ 1 GiB 
     python bench/sim_speed.py                       # time and memory, one line of metrics
     python bench/sim_speed.py --profile 15          # plus the top cProfile entries
     python bench/sim_speed.py --max-requests 2000 --instances 2
+    python bench/sim_speed.py --overload 3          # 3x the trace's arrival rate
+
+Overload (``--overload K``: arrivals K times as fast, i.e. ``time_scale / K``) is the expensive
+regime: queues grow, every step carries a prefill chunk next to every running decode, so the
+engine cannot batch steps into decode runs and pays per request per step.
 
 Wall and CPU time cover reading the trace and the whole simulation (``simulate``); on a shared
 machine CPU time is the steadier figure. Peak memory is the process's maximum resident set.
@@ -35,6 +40,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--trace", type=Path, default=TRACE)
     parser.add_argument("--max-requests", type=int, default=None)
     parser.add_argument("--time-scale", type=float, default=1.0)
+    parser.add_argument("--overload", type=float, default=1.0, metavar="K", help="arrival rate x K")
     parser.add_argument("--model", default="meta-llama/Llama-3.1-70B")
     parser.add_argument("--gpu", default="h100_sxm")
     parser.add_argument("--tp", type=int, default=4)
@@ -73,7 +79,7 @@ def main(argv: list[str] | None = None) -> int:
         {
             "kind": "trace",
             "path": str(args.trace),
-            "time_scale": args.time_scale,
+            "time_scale": args.time_scale / args.overload,
             "max_requests": args.max_requests,
         }
     )
@@ -92,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     d = result.diagnostics
     print(
-        f"wall {wall:.2f} s  cpu {cpu:.2f} s  peak RSS {peak_mib:.0f} MiB  "
+        f"wall {wall:.2f} s  cpu {cpu:.2f} s  ({summary.n_requests / cpu:,.0f} requests per "
+        f"CPU-second)  peak RSS {peak_mib:.0f} MiB  "
         f"requests {summary.n_requests} (rejected {summary.n_rejected})  "
         f"steps {d['steps']:.0f}  events {d['events']:.0f}  "
         f"TTFT p50/p90 {summary.ttft_ms.p50:.0f}/{summary.ttft_ms.p90:.0f} ms  "

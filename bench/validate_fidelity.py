@@ -27,6 +27,7 @@ Default input: ``../shared/data/silicon/silicon_h100_calibration.csv`` next to t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import time
 from collections.abc import Callable, Sequence
@@ -50,13 +51,14 @@ from optimizer.validate import (
     run_validation,
     select_rows,
 )
+from optimizer.validate_report import ErrorStats, parse_holdout
 from simulator.latency import Batch, Deployment, load_preset, make_latency_model
 
 DEFAULT_SILICON = (
     Path(__file__).resolve().parents[2] / "shared/data/silicon/silicon_h100_calibration.csv"
 )
 DENSE_MODELS = ("Qwen3-32B", "Llama-3.1-8B-Instruct", "Llama-3.1-70B")
-console = Console()
+console = Console(width=150)  # wide enough for the statistics tables when redirected
 
 
 def _regimes() -> dict[str, Callable[[RowResult], str]]:
@@ -133,6 +135,30 @@ def group_table(report: FidelityReport, seconds: float) -> Table:
     table.add_section()
     table.add_row("all", "", str(summary["n"]), f"{100 * summary['ttft_mape']:.1f}%",
                   f"{100 * summary['tpot_mape']:.1f}%")  # fmt: skip
+    return table
+
+
+def stats_table(report: FidelityReport, by: str, title: str = "") -> Table:
+    """MAPE, median APE, median bias and MAPE without the worst 1% per group of ``by``."""
+    table = Table(title=title or f"{report.latency_model} by {by} (bias + = simulator slower)")
+    table.add_column(by)
+    table.add_column("rows", justify="right")
+    for metric in ("TTFT", "TPOT"):
+        for what in ("MAPE", "med APE", "bias", "-1%"):
+            table.add_column(f"{metric} {what}", justify="right")
+    summary = report.summary()
+    overall = [("all", summary["n"], ErrorStats(**summary["ttft"]), ErrorStats(**summary["tpot"]))]
+    groups = [(g.label, g.n, g.ttft, g.tpot) for g in report.groups(by)]  # type: ignore[arg-type]
+    for i, (label, n, *stats) in enumerate([*groups, *overall]):
+        if i == len(groups):
+            table.add_section()
+        cells = [
+            f"{100 * s.mape:.1f}%" if j == 0 else
+            f"{100 * s.median_ape:.1f}%" if j == 1 else
+            f"{100 * s.median_bias:+.0f}%" if j == 2 else f"{100 * s.mape_trimmed:.1f}%"
+            for s in stats for j in range(4)
+        ]  # fmt: skip
+        table.add_row(label, str(n), *cells)
     return table
 
 
@@ -223,6 +249,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="Add the fitted per-backend TTFT constant (optimizer.validate.FITTED_TTFT_OFFSET_MS).",
     )
     parser.add_argument("--json", type=Path, default=None, help="Write every report here.")
+    parser.add_argument(
+        "--by",
+        default="group",
+        help="Comma-separated groupings for the "
+        "statistics tables: group, gpu, engine, model, concurrency, harness.",
+    )
+    parser.add_argument(
+        "--holdouts",
+        default="",
+        help="Comma-separated KEY=VALUE hold-outs "
+        "scored from the same run (with --ttft-offset, refitted without them).",
+    )
     args = parser.parse_args(argv)
     rows, _ = read_silicon(args.silicon)
     picked = [r for m in args.models.split(",") for r in select_rows(rows, model=m.strip())]
@@ -243,10 +281,22 @@ def main(argv: Sequence[str] | None = None) -> None:
         )
         seconds = time.perf_counter() - start
         console.print(group_table(report, seconds))
+        for by in [b.strip() for b in args.by.split(",") if b.strip()]:
+            console.print(stats_table(report, by))
+        held: dict[str, Any] = {}
+        for spec in [h.strip() for h in args.holdouts.split(",") if h.strip()]:
+            # Scored as simulated, then with the TTFT offset refitted on the other rows (a run
+            # with --ttft-offset would already carry the shipped offset, so none is refitted).
+            for refit in (False, True) if not args.ttft_offset else (False,):
+                part = dataclasses.replace(report, ttft_offset=refit).held_out(parse_holdout(spec))
+                fitted = f", TTFT offset refitted without them: {part.fitted_offsets_ms}"
+                title = f"held out {spec}{fitted if refit else ' (nothing fitted)'}"
+                console.print(stats_table(part, "group", title))
+                held[f"{spec}{' refit' if refit else ''}"] = part.summary()
         console.print(regime_table(report))
         console.print(worst_table(report))
         console.print(prefill_factor_table(report))
-        reports[latency] = {**report.to_dict(), "seconds": seconds}
+        reports[latency] = {**report.to_dict(), "seconds": seconds, "holdouts": held}
     if args.json is not None:
         args.json.write_text(json.dumps(reports, indent=1, default=float))
 

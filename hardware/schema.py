@@ -17,6 +17,7 @@ from typing import Literal, Protocol, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from hardware.checkpoints import RECIPES, Checkpoint, resolve_checkpoint
 from slo.inputfile import InputError
 
 __all__ = [
@@ -52,8 +53,18 @@ BYTES_PER_ELEMENT: dict[str, float] = {
 }
 
 
+#: Plausible ranges of catalog figures: a mistyped exponent (``hbm_tb_per_s: 1e-300`` made one
+#: decode step last longer than the universe, and the simulation never ended) is refused at
+#: load. The bounds are generous — a hundred times past any shipping part either way.
+_MIN_TB_PER_S, _MAX_TB_PER_S = 0.01, 1_000.0
+_MIN_GB_PER_S, _MAX_GB_PER_S = 0.01, 100_000.0
+_MIN_TFLOPS, _MAX_TFLOPS = 0.01, 1_000_000.0
+_MAX_HBM_GIB = 16_384.0
+_MAX_USD_PER_HOUR = 10_000.0
+
+
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class GpuSpec(_Frozen):
@@ -69,23 +80,35 @@ class GpuSpec(_Frozen):
     )
     hbm_gib: float = Field(
         gt=0,
+        le=_MAX_HBM_GIB,
         description="GPU memory per GPU in GiB as the driver reports it (nvidia-smi total / 1024), "
         "not the marketing figure read as decimal GB.",
     )
-    hbm_tb_per_s: float = Field(gt=0, description="HBM bandwidth per GPU in TB/s.")
+    hbm_tb_per_s: float = Field(
+        ge=_MIN_TB_PER_S, le=_MAX_TB_PER_S, description="HBM bandwidth per GPU in TB/s."
+    )
     gpu_link: Literal["nvlink", "infinity_fabric", "pcie"] = Field(
         description="Interconnect between GPUs of one node."
     )
     gpu_link_gb_per_s: float = Field(
-        gt=0, description="GPU-to-GPU bandwidth per GPU per direction in GB/s."
+        ge=_MIN_GB_PER_S,
+        le=_MAX_GB_PER_S,
+        description="GPU-to-GPU bandwidth per GPU per direction in GB/s.",
     )
-    pcie_gb_per_s: float = Field(gt=0, description="Host PCIe bandwidth per direction in GB/s.")
+    pcie_gb_per_s: float = Field(
+        ge=_MIN_GB_PER_S,
+        le=_MAX_GB_PER_S,
+        description="Host PCIe bandwidth per direction in GB/s.",
+    )
     nic_gb_per_s: float = Field(
-        gt=0, description="Inter-node network bandwidth per GPU per direction in GB/s."
+        ge=_MIN_GB_PER_S,
+        le=_MAX_GB_PER_S,
+        description="Inter-node network bandwidth per GPU per direction in GB/s.",
     )
-    gpus_per_node: int = Field(ge=1, description="GPUs in the usual server of this chip.")
+    gpus_per_node: int = Field(ge=1, le=1024, description="GPUs in the usual server of this chip.")
     usd_per_gpu_hour: float = Field(
         ge=0,
+        le=_MAX_USD_PER_HOUR,
         description="Default price per GPU-hour in USD: an assumption (typical on-demand cloud "
         "list price); override it with --catalog.",
     )
@@ -93,8 +116,11 @@ class GpuSpec(_Frozen):
     @model_validator(mode="after")
     def _positive_tflops(self) -> Self:
         for precision, tflops in self.dense_tflops.items():
-            if not tflops > 0:
-                raise ValueError(f"dense_tflops.{precision} must be greater than 0")
+            if not _MIN_TFLOPS <= tflops <= _MAX_TFLOPS:
+                raise ValueError(
+                    f"dense_tflops.{precision} must lie in [{_MIN_TFLOPS:g}, {_MAX_TFLOPS:g}] "
+                    f"TFLOPS, got {tflops:g}"
+                )
         return self
 
     def supports(self, precision: str) -> bool:
@@ -117,9 +143,13 @@ class StorageTierSpec(_Frozen):
     )
     description: str = Field(default="", description="What the entry models.")
     read_gb_per_s: float = Field(
-        gt=0, description="Read bandwidth into the GPU server in GB/s (DRAM: per GPU)."
+        ge=_MIN_GB_PER_S,
+        le=_MAX_GB_PER_S,
+        description="Read bandwidth into the GPU server in GB/s (DRAM: per GPU).",
     )
-    write_gb_per_s: float = Field(gt=0, description="Write bandwidth in GB/s (DRAM: per GPU).")
+    write_gb_per_s: float = Field(
+        ge=_MIN_GB_PER_S, le=_MAX_GB_PER_S, description="Write bandwidth in GB/s (DRAM: per GPU)."
+    )
     latency_us: float = Field(ge=0, description="Fixed latency per transfer in microseconds.")
     capacity_gib_min: float = Field(ge=0, description="Smallest capacity offered, GiB.")
     capacity_gib_max: float = Field(gt=0, description="Largest capacity offered, GiB.")
@@ -183,6 +213,15 @@ class ModelSpec(_Frozen):
     first_dense_layers: int = Field(
         default=0, ge=0, description="Leading layers that use the dense MLP in an MoE model."
     )
+    checkpoint_recipe: Literal[
+        "none", "modelopt_fp8", "modelopt_nvfp4", "fp8_block", "fp8_dynamic", "fp8_kv",
+        "mxfp4", "int4", "int8",
+    ] = Field(
+        default="none",
+        description="Quantisation recipe of the checkpoint published under this name "
+        "(hardware/checkpoints.py RECIPES; 'none' = weights in bf16, e.g. DeepSeek-V3 is "
+        "'fp8_block').",
+    )  # fmt: skip
     q_lora_rank: int = Field(default=0, ge=0, description="MLA query compression rank (0 = none).")
     kv_lora_rank: int = Field(default=0, ge=0, description="MLA KV latent width.")
     qk_nope_head_dim: int = Field(default=0, ge=0, description="MLA per-head non-RoPE Q/K width.")
@@ -309,13 +348,28 @@ class Catalog(_Frozen):
         return _lookup(self.gpus, name, "GPU")
 
     def model(self, name: str) -> ModelSpec:
-        """The model called ``name`` (case-insensitive; the part after '/' also matches)."""
+        """The model called ``name`` (case-insensitive; the part after '/' also matches; a
+        quantised checkpoint's name, e.g. ``nvidia/Llama-3.1-8B-Instruct-FP8``, gives its base
+        model — ``checkpoint`` says with which recipe)."""
         key = name.lower()
         if key not in self.models:
             by_short = {k.rsplit("/", 1)[-1]: k for k in self.models}
             if key in by_short:
                 return self.models[by_short[key]]
+            resolved = resolve_checkpoint(name, self.models)
+            if resolved is not None:
+                return self.models[resolved.base]
         return _lookup(self.models, name, "model")
+
+    def checkpoint(self, name: str) -> Checkpoint:
+        """The base model and quantisation recipe of checkpoint ``name`` (``hardware/
+        checkpoints.py``): a quantised repository's suffix names its recipe, any other known
+        name is the original checkpoint (recipe ``none``). ``InputError`` when unknown."""
+        resolved = resolve_checkpoint(name, self.models)
+        if resolved is not None:
+            return resolved
+        model = self.model(name)
+        return Checkpoint(name, model.name.lower(), RECIPES[model.checkpoint_recipe])
 
     def storage_tier(self, name: str) -> StorageTierSpec:
         """The storage tier called ``name`` (case-insensitive)."""

@@ -114,6 +114,7 @@ class TrialEvaluator:
         catalog: Catalog,
         seed: int,
         latency_model: str | None = None,
+        kernel_profiles_dir: str | None = None,
         capacity: bool = False,
         overlong: OverlongPolicy = "drop",
         screen: bool = True,
@@ -134,6 +135,7 @@ class TrialEvaluator:
         self.catalog = catalog
         self.seed = seed
         self.latency_model = latency_model
+        self.kernel_profiles_dir = kernel_profiles_dir
         self.roles = list(spec.objectives.directions)
         self.constraint_names = [
             "fits",
@@ -216,6 +218,8 @@ class TrialEvaluator:
         merged = dict(params)
         if self.latency_model is not None and "latency_model" not in merged:
             merged["latency_model"] = self.latency_model
+        if self.kernel_profiles_dir is not None:
+            merged.setdefault("kernel_profiles_dir", self.kernel_profiles_dir)
         return to_config(self.space.model, merged)
 
     def evaluate_params(self, params: Mapping[str, Any]) -> Evaluation:

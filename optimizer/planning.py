@@ -10,6 +10,12 @@ All figures come from extra simulations on the study's own workload and seed:
   at which the pick still meets the SLO, by ``capacity_search`` (bisection to 2.5%, up to 8×);
   open-loop workloads only.
 - **baseline**: the user's configuration evaluated the same way, and each pick's saving.
+
+How the simulations run (``plan_runner``): evaluations whose configuration a trial already
+ran are copied from it when ``plan`` is given a ``ReusingEvaluator``, the headroom search
+skips the nominal load (a pick met the SLO there in its trial) and gives up on a simulation
+once the attainment floor is out of reach, and a ``runner`` may spread the per-pick tasks over
+worker processes; none of it changes a figure (the headroom's simulation count aside).
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from optimizer.objective import Evaluation, TrialEvaluator
+from optimizer.plan_runner import InProcess, PlanRunner, miss_rule
 from optimizer.report_sections import Planning
 from optimizer.results import StudyResult
+from simulator.cluster.capacity import capacity_search
 from slo.inputfile import InputError
 
 __all__ = ["MAX_EXTRA_INSTANCES", "plan"]
@@ -72,36 +80,56 @@ def plan(
     *,
     baseline: Mapping[str, Any] | None = None,
     headroom: bool = True,
+    runner: PlanRunner | None = None,
     on_step: Callable[[str], None] | None = None,
 ) -> Planning:
     """Measure tier value and headroom for each distinct pick, and compare with ``baseline``.
 
-    ``on_step`` is told what is being measured before each step (progress for a person).
+    ``runner`` runs the per-pick tasks (default: here, with ``evaluator``); the baseline is
+    evaluated with ``evaluator``. ``on_step`` is told what is being measured before each
+    stage (progress for a person).
     """
     say = on_step or (lambda _text: None)
-    tier_value: dict[str, list[dict[str, Any]]] = {}
-    headroom_rows: dict[str, dict[str, Any]] = {}
-    seen: dict[int, str] = {}
+    runner = runner or InProcess(evaluator)
+    picks: dict[int, tuple[str, dict[str, Any]]] = {}
     for pick in result.picks:
-        number = pick.trial.number
-        if number in seen:
-            continue
-        seen[number] = pick.label
-        params = dict(pick.trial.params)
-        say(f"planning {len(seen)}/{len(result.picks)}: what each cache tier buys ({pick.label})")
-        tier_value[pick.label] = _tier_rows(evaluator, params)
-        if headroom:
-            say(f"planning {len(seen)}/{len(result.picks)}: headroom ({pick.label})")
-            headroom_rows[pick.label] = _headroom(evaluator, params)
+        picks.setdefault(pick.trial.number, (pick.label, dict(pick.trial.params)))
+    labels = [label for label, _ in picks.values()]
+    points = [params for _, params in picks.values()]
+    # Headroom searches first: they are the long tasks, so a pool starts them early.
+    tasks = [("headroom", p) for p in points] if headroom else []
+    tasks += [("tiers", p) for p in points]
+    say(f"planning: what each cache tier buys and the headroom of {len(points)} pick(s)")
+    done = runner.map(_pick_task, tasks)
+    rows = done[len(points) :] if headroom else done
+    tier_value = dict(zip(labels, rows, strict=True))
+    headroom_rows = dict(zip(labels, done[: len(points)], strict=True)) if headroom else {}
     if baseline is not None:
         say("planning: your baseline")
     base_info = _baseline(evaluator, result, baseline) if baseline is not None else None
     return Planning(tier_value=tier_value, headroom=headroom_rows, baseline=base_info)
 
 
+def _pick_task(evaluator: TrialEvaluator, task: tuple[str, dict[str, Any]]) -> Any:
+    """One planning task of a pick: its tier rows or its headroom (module-level: picklable)."""
+    kind, params = task
+    return _headroom(evaluator, params) if kind == "headroom" else _tier_rows(evaluator, params)
+
+
 def _headroom(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> dict[str, Any]:
     try:
-        found = evaluator.capacity_above_nominal(evaluator.config_for(params))
+        config = evaluator.config_for(params)
+        found = capacity_search(
+            config,
+            evaluator.workload,
+            evaluator.meets_slo,
+            seed=evaluator.seed,
+            catalog=evaluator.catalog,
+            max_time_scale=1.0,
+            drop_overlong_requests=evaluator.drop_overlong,
+            passes_at_max=True,  # a pick met the SLO at the nominal load in its trial
+            give_up=miss_rule(evaluator.spec),  # stop a failing simulation once it is certain
+        )
     except InputError as err:  # e.g. a closed-loop workload has no arrival rate to scale
         return {"load_scale": None, "requests_per_s": None, "note": str(err)}
     return {

@@ -3,8 +3,14 @@
 ``OptimizeSetup`` is plain data (paths and settings), so ``--workers N`` can hand it to N
 processes; each rebuilds the evaluator from the same files and joins the same study through
 the shared storage. A study runs until it holds ``n_trials`` completed trials that each
-evaluated a new configuration (a trial repeating one is free: ``optimizer.objective``);
-re-running the same command after an interruption runs only the missing ones.
+evaluated a new configuration (a trial repeating one is free: ``optimizer.objective``) —
+``n_trials`` is the study's total, shared by every worker and every process that joins it,
+enforced through the storage (``optimizer.claims``). Re-running the same command after an
+interruption fails the RUNNING trials the dead run left and runs only the missing ones.
+
+Ending: Ctrl-C (or SIGTERM to a worker) marks the unfinished trials FAILED and raises
+``Interrupted``; a worker that fails or is killed ends the run with ``WorkerError`` (one line);
+workers exit when their parent dies (``optimizer.workers``).
 
 Determinism: one worker and a seed give the same trials and the same front every time. With
 several workers the set of trials depends on timing (each worker's sampler is seeded
@@ -14,21 +20,25 @@ several workers the set of trials depends on timing (each worker's sampler is se
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
-import time
-from collections.abc import Callable, Sequence
+import os
+import signal
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from typing import Any
 
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from hardware.catalog import load_catalog
+from optimizer import claims
 from optimizer.configs import validate_space_names
 from optimizer.objective import TrialEvaluator, is_repeat
 from optimizer.results import TrialRecord
 from optimizer.space import default_space_path, load_space
 from optimizer.study import CONSTRAINTS_ATTR, make_sampler, make_storage, open_study
+from optimizer.workers import Pool, die_with_parent, worker_guard
 from optimizer.workloads import describe_workload, workload_from_arg
 from simulator.cluster.overlong import OverlongPolicy
 from slo import SloSpec, load_slo
@@ -36,13 +46,15 @@ from slo.inputfile import InputError
 
 __all__ = [
     "MAX_TRIALS_PER_NEW",
+    "Interrupted",
     "OptimizeSetup",
+    "WorkerError",
     "build_evaluator",
     "count_complete",
     "count_simulated",
     "open_setup_study",
-    "optimize_until",
     "records_of",
+    "run_trials",
     "run_workers",
 ]
 
@@ -65,6 +77,8 @@ class OptimizeSetup:
     seed: int
     n_trials: int
     latency_model: str | None = None
+    #: The user's imported kernel profiles (``ServingConfig.kernel_profiles_dir``).
+    kernel_profiles_dir: str | None = None
     time_scale: float | None = None
     max_requests: int | None = None
     capacity: bool = False
@@ -92,6 +106,7 @@ def build_evaluator(setup: OptimizeSetup) -> TrialEvaluator:
         catalog=catalog,
         seed=setup.seed,
         latency_model=setup.latency_model,
+        kernel_profiles_dir=setup.kernel_profiles_dir,
         capacity=setup.capacity,
         overlong=setup.overlong,
     )
@@ -141,42 +156,112 @@ def count_simulated(study: optuna.Study) -> int:
     return sum(1 for t in trials if not is_repeat(t))
 
 
-def optimize_until(
+class WorkerError(Exception):
+    """Worker processes failed; ``str(err)`` is one line (the CLI prints it and exits 2)."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """The run was stopped (Ctrl-C): unfinished trials are FAILED, finished ones stored.
+
+    ``str(err)`` is one line for the user (the CLI exits 130)."""
+
+
+def run_trials(
     study: optuna.Study,
     evaluator: TrialEvaluator,
-    new_configurations: int,
+    n_target: int,
+    *,
+    max_trials: int,
     callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
 ) -> None:
-    """Run trials until this call has evaluated ``new_configurations`` new configurations.
+    """Run trials until the study holds ``n_target`` configurations (``optimizer.claims``).
 
-    Repeats of a tried configuration are free (``TrialEvaluator``) and do not count; a sampler
-    that only repeats (a space about exhausted) is stopped after ``MAX_TRIALS_PER_NEW`` trials
-    per configuration asked for.
+    Looks at the storage before each trial, so any number of processes share the total. Stops
+    after ``max_trials`` trials of this call (a sampler that only repeats tried configurations,
+    on a space about exhausted). A trial that raises — ``KeyboardInterrupt`` included — is
+    marked FAILED and the exception propagates.
     """
-    done = 0
+    for _ in range(max_trials):
+        if claims.claimed(study) >= n_target:
+            return
+        trial: optuna.Trial | None = None
+        heartbeat: claims.Heartbeat | None = None
+        try:
+            # Held off until the trial names its worker, so no trial is left without one.
+            with _signals_deferred():
+                trial = study.ask()
+                heartbeat = claims.Heartbeat(trial)
+                heartbeat.start()
+            values, state = _run_trial(study, trial, evaluator, n_target)
+            frozen = study.tell(trial, values, state=state)
+        except optuna.exceptions.UpdateFinishedTrialError:
+            continue  # another process took this worker for dead and failed the trial
+        except BaseException:
+            if trial is not None:
+                with contextlib.suppress(Exception):
+                    study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+            raise
+        finally:
+            if heartbeat is not None:
+                heartbeat.stop()
+        for callback in callbacks:
+            callback(study, frozen)
 
-    def count(study: optuna.Study, trial: FrozenTrial) -> None:
-        nonlocal done
-        if trial.state == TrialState.COMPLETE and not is_repeat(trial):
-            done += 1
-        if done >= new_configurations:
-            study.stop()
 
-    study.optimize(
-        evaluator,
-        n_trials=new_configurations * MAX_TRIALS_PER_NEW,
-        callbacks=[count, *callbacks],
-        gc_after_trial=False,
-    )
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM inside the block and deliver them at its end (main thread)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    held = (signal.SIGINT, signal.SIGTERM)
+    previous: dict[int, Any] = {
+        int(number): signal.signal(number, lambda n, _f: pending.append(n)) for number in held
+    }
+    try:
+        yield
+    finally:
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+        if pending:
+            handler = previous[pending[0]]
+            if callable(handler):
+                handler(pending[0], None)
+            elif handler == signal.SIG_DFL:
+                os.kill(os.getpid(), pending[0])
 
 
-def _worker_main(setup: OptimizeSetup, worker: int, n_trials: int) -> None:
-    optuna.logging.set_verbosity(optuna.logging.WARNING)
-    evaluator = build_evaluator(setup)
-    study = open_setup_study(setup, evaluator, worker=worker)
-    # On Ctrl-C the parent reports; finished trials are already stored.
-    with contextlib.suppress(KeyboardInterrupt):
-        optimize_until(study, evaluator, n_trials)
+def _run_trial(
+    study: optuna.Study, trial: optuna.Trial, evaluator: TrialEvaluator, n_target: int
+) -> tuple[Sequence[float] | None, TrialState]:
+    """One trial by the claim protocol: its values (or None) and the state to tell."""
+    evaluator.space.suggest(trial)
+    decision = claims.decide(study, trial.number, trial.params, n_target)
+    trial.set_user_attr(claims.CLAIM_ATTR, decision.kind)
+    if decision.kind == "surplus":
+        return None, TrialState.FAIL
+    if decision.kind == "wait":
+        assert decision.of is not None
+        trial.set_user_attr(claims.CLAIM_OF_ATTR, decision.of)
+        if not claims.wait_for(study, decision.of):
+            trial.set_user_attr(claims.CLAIM_ATTR, "abandoned")
+            return None, TrialState.FAIL
+    # ``repeat`` and a finished ``wait`` find the completed trial and copy it; ``new`` simulates.
+    try:
+        return evaluator(trial), TrialState.COMPLETE
+    except optuna.TrialPruned:
+        return None, TrialState.PRUNED
+
+
+def _worker_main(setup: OptimizeSetup, worker: int, parent_pid: int, report: Connection) -> None:
+    with worker_guard(report):
+        die_with_parent(parent_pid)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        evaluator = build_evaluator(setup)
+        study = open_setup_study(setup, evaluator, worker=worker)
+        missing = setup.n_trials - claims.claimed(study)
+        run_trials(study, evaluator, setup.n_trials, max_trials=missing * MAX_TRIALS_PER_NEW)
 
 
 def run_workers(
@@ -185,49 +270,58 @@ def run_workers(
     workers: int,
     on_progress: Callable[[optuna.Study], None] | None = None,
 ) -> optuna.Study:
-    """Run the missing trials of the study with ``workers`` processes (1 = in this process).
+    """Run the study until it holds ``setup.n_trials`` configurations, with ``workers``
+    processes (1 = in this process), together with any other process joining the study.
 
-    The study is complete when it holds ``setup.n_trials`` simulated configurations (repeats
-    of a configuration are recorded for the sampler but not counted). ``on_progress(study)``
-    is called after each trial (one worker) or about once a second (several workers).
-    ``KeyboardInterrupt`` stops cleanly: finished trials stay stored.
+    Repeats of a configuration are recorded for the sampler but not counted. RUNNING trials
+    left by a killed run are failed first. ``on_progress(study)`` is called after each trial
+    (one worker) or about once a second (several). Raises ``Interrupted`` on Ctrl-C (after
+    failing the unfinished trials) and ``WorkerError`` when a worker process failed.
     """
     evaluator = build_evaluator(setup)
     study = open_setup_study(setup, evaluator)
-    missing = setup.n_trials - count_simulated(study)
-    if missing <= 0:
-        return study
-    if workers <= 1:
-        callbacks = [lambda s, _t: on_progress(s)] if on_progress else []
-        with contextlib.suppress(KeyboardInterrupt):  # finished trials stay stored
-            optimize_until(study, evaluator, missing, callbacks)
-        return study
-    if setup.storage is None:
+    if workers > 1 and setup.storage is None:
         raise InputError(
             "--workers needs a shared --storage (sqlite:///FILE, a journal file "
             "or postgresql://...)"
         )
-    shares = [missing // workers + (1 if i < missing % workers else 0) for i in range(workers)]
-    context = multiprocessing.get_context("spawn")
-    processes = [
-        context.Process(target=_worker_main, args=(setup, i, share), daemon=True)
-        for i, share in enumerate(shares)
-        if share
-    ]
-    for process in processes:
-        process.start()
+    missing = setup.n_trials - claims.claimed(study)  # fails stale RUNNING trials
+    if missing <= 0:
+        return study
+    failed_before = _failed(study)
     try:
-        while any(p.is_alive() for p in processes):
-            if on_progress:
-                on_progress(study)
-            time.sleep(1.0)
+        if workers <= 1:
+            callbacks = [lambda s, _t: on_progress(s)] if on_progress else []
+            run_trials(
+                study,
+                evaluator,
+                setup.n_trials,
+                max_trials=missing * MAX_TRIALS_PER_NEW,
+                callbacks=callbacks,
+            )
+            return study
+        pool = Pool(_worker_main, [(setup, i, os.getpid()) for i in range(workers)])
+        pool.start()
+        pool.supervise((lambda: on_progress(study)) if on_progress else None)
     except KeyboardInterrupt:
-        for process in processes:
-            process.join(timeout=30)
-    failed = [p.exitcode for p in processes if p.exitcode not in (0, None)]
+        claims.fail_stale(study)  # trials of workers that were killed before they could
+        unfinished = len(_failed(study) - failed_before)
+        done = count_simulated(study)
+        raise Interrupted(
+            f"interrupted: {done} of {setup.n_trials} trials done and stored, "
+            f"{unfinished} unfinished marked failed; rerun the same command to continue"
+        ) from None
+    failed = pool.failures()
     if failed:
-        raise RuntimeError(f"{len(failed)} worker process(es) failed (exit codes {failed})")
+        raise WorkerError(
+            f"{len(failed)} of {workers} workers failed ({'; '.join(failed)}); finished "
+            "trials are stored: rerun the same command to complete the study"
+        )
     return study
+
+
+def _failed(study: optuna.Study) -> set[int]:
+    return {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
 
 
 def records_of(study: optuna.Study) -> list[TrialRecord]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -30,11 +30,13 @@ if TYPE_CHECKING:
     from optimizer.silicon_disagg import DisaggRow
 
 __all__ = [
+    "KNOWN_COLUMNS",
     "REQUIRED_COLUMNS",
     "MeasuredRow",
     "Row",
     "SiliconRow",
     "Skipped",
+    "check_header",
     "identity_fields",
     "read_silicon",
     "select_rows",
@@ -50,6 +52,40 @@ REQUIRED_COLUMNS = (
     "osl",
     "batch_size",
     "tp_size",
+    "silicon_ttft_ms",
+    "silicon_tpot_ms",
+)
+#: Per-role column suffixes of a disaggregated row (``prefill_tp_size``, ``decode_tp_size``, ...).
+ROLE_SUFFIXES = (
+    "batch_size",
+    "num_workers",
+    "tp_size",
+    "pp_size",
+    "attention_dp_size",
+    "moe_tp_size",
+    "moe_ep_size",
+)
+#: Every column the format defines (aiconfigurator's silicon CSV): anything else is a typo.
+KNOWN_COLUMNS = (
+    "id",
+    "silicon_data_source",
+    "backend",
+    "backend_version",
+    "model_path",
+    "system",
+    "precision",
+    "mode",
+    "isl",
+    "osl",
+    "gemm_quant_mode",
+    "moe_quant_mode",
+    "batch_size",
+    "tp_size",
+    "pp_size",
+    "attention_dp_size",
+    "moe_tp_size",
+    "moe_ep_size",
+    *(f"{role}_{what}" for role in ("prefill", "decode") for what in ROLE_SUFFIXES),
     "silicon_ttft_ms",
     "silicon_tpot_ms",
 )
@@ -77,6 +113,11 @@ class MeasuredRow:
     """Weight precision as written (``gemm_quant_mode``, else ``precision``; may be empty)."""
     measured_ttft_ms: float
     measured_tpot_ms: float
+    source: str = field(default="", kw_only=True)
+    """``silicon_data_source`` as written: which harness produced the row
+    (``optimizer/benchmark_rules.py`` reads it)."""
+    backend_version: str = field(default="", kw_only=True)
+    """``backend_version`` as written (may be empty)."""
 
     @property
     def mode(self) -> str:
@@ -112,6 +153,8 @@ def identity_fields(line: int, record: Mapping[str, str | None]) -> dict[str, An
         "backend": text("backend").lower(),
         "system": text("system"),
         "precision": precision if precision != "nan" else "",
+        "source": text("silicon_data_source"),
+        "backend_version": text("backend_version"),
     }
 
 
@@ -175,13 +218,7 @@ def read_silicon(path: str | Path) -> tuple[list[Row], list[Skipped]]:
         with path.open(newline="", encoding="utf-8") as handle:
             reader = csv.DictReader(handle)
             header = reader.fieldnames or []
-            missing = [c for c in REQUIRED_COLUMNS if c not in header]
-            if missing:
-                raise InputError(
-                    f"{path}: line 1: missing column{'s' if len(missing) > 1 else ''} "
-                    f"{', '.join(missing)} (a silicon benchmark CSV needs "
-                    f"{', '.join(REQUIRED_COLUMNS)})"
-                )
+            check_header(path, header, KNOWN_COLUMNS, REQUIRED_COLUMNS, "a silicon benchmark CSV")
             rows: list[Row] = []
             skipped: list[Skipped] = []
             for record in reader:
@@ -203,6 +240,24 @@ def read_silicon(path: str | Path) -> tuple[list[Row], list[Skipped]]:
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise InputError(f"{path}: cannot read as CSV: {err}") from None
     return rows, skipped
+
+
+def check_header(
+    path: Path, header: Sequence[str], known: Sequence[str], required: Sequence[str], what: str
+) -> None:
+    """``InputError`` naming ``path``, line 1 and the column when ``header`` has a column not
+    in ``known`` or lacks one of ``required`` (``what`` names the format in the message)."""
+    unknown = [c for c in header if c not in known]
+    if unknown:
+        raise InputError(
+            f"{path}: line 1: unknown column {unknown[0]!r} ({what} has {', '.join(known)})"
+        )
+    missing = [c for c in required if c not in header]
+    if missing:
+        raise InputError(
+            f"{path}: line 1: missing column{'s' if len(missing) > 1 else ''} "
+            f"{', '.join(missing)} ({what} needs {', '.join(required)})"
+        )
 
 
 def _skip(record: dict[str, Any], line: int, reason: str) -> Skipped:

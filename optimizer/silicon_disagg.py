@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hardware.schema import Catalog
-from optimizer.silicon import MeasuredRow, _number, identity_fields
+from optimizer.silicon import ROLE_SUFFIXES, MeasuredRow, _number, identity_fields
 from simulator.config import ServingConfig
 from slo.inputfile import InputError, validate
 
@@ -59,15 +59,7 @@ Role = Literal["prefill", "decode"]
 _ROLES: tuple[Role, Role] = ("prefill", "decode")
 
 #: Per-role column suffixes (``prefill_tp_size``, ``decode_tp_size``, ...).
-ROLE_COLUMNS = (
-    "batch_size",
-    "num_workers",
-    "tp_size",
-    "pp_size",
-    "attention_dp_size",
-    "moe_tp_size",
-    "moe_ep_size",
-)
+ROLE_COLUMNS = ROLE_SUFFIXES
 _CONCURRENCY = re.compile(r"(?:^|;)\s*silicon_concurrency\s*=\s*([^;]*)")
 
 

@@ -16,7 +16,8 @@ A dimension with ``when`` is sampled only in trials where every named dimension 
 given values (``chunk_tokens`` only for ``chunked``); built-in conditions cover the usual cases
 (``CONDITIONS`` below), so a user need not write them. What this module is not: it does not know
 what a dimension *means* — ``optimizer.configs`` turns sampled parameters into a
-``ServingConfig`` and checks names against the catalog and the plug-in registries.
+``ServingConfig``, and ``optimizer.space_check`` checks every value against the catalog, the
+plug-in registries and the config fields at load, before any trial.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class TrialLike(Protocol):
 class Dimension(BaseModel):
     """One searched dimension: a list of choices, or a numeric range."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     choices: list[Scalar] | None = Field(
         default=None, description="Categorical values to choose from (at least one)."
@@ -145,7 +146,7 @@ class Dimension(BaseModel):
 class SearchSpace(BaseModel):
     """A validated space file (see the module docstring for the format)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     model: str = Field(description="Model served by every candidate (catalog name).")
     dimensions: dict[str, Dimension] = Field(
@@ -169,6 +170,13 @@ class SearchSpace(BaseModel):
                     raise ValueError(f"{name}.when: '{parent}' must be listed before '{name}'")
                 if not allowed:
                     raise ValueError(f"{name}.when.{parent} must list at least one value")
+                choices = self.dimensions[parent].choices
+                never = [v for v in allowed if choices is not None and v not in choices]
+                if never:
+                    raise ValueError(
+                        f"{name}.when.{parent}: {never[0]!r} is not one of {parent}'s choices, "
+                        f"so {name} would never be sampled for it"
+                    )
         return self
 
     def condition(self, name: str) -> dict[str, list[Scalar]]:
@@ -188,8 +196,17 @@ class SearchSpace(BaseModel):
         return {**self.fixed, **params}
 
     def grid(self) -> dict[str, list[Scalar]]:
-        """Finite values per dimension, for Optuna's grid sampler (conditional ones included)."""
-        return {name: dim.values() for name, dim in self.dimensions.items()}
+        """Finite values per dimension, for Optuna's grid sampler (conditional ones included).
+
+        Raises ``ValueError`` naming the dimension when one is a continuous range.
+        """
+        grid: dict[str, list[Scalar]] = {}
+        for name, dim in self.dimensions.items():
+            try:
+                grid[name] = dim.values()
+            except ValueError as err:
+                raise ValueError(f"dimensions.{name}: {err}") from None
+        return grid
 
 
 def default_space_path() -> Path:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -46,6 +47,10 @@ CONSTRAINTS_ATTR = "constraints"
 TPE_STARTUP_TRIALS = 5
 #: NSGA-II population size (see ``_nsga2``).
 NSGA2_POPULATION = 16
+#: Second looks at a new RDB database whose tables another process was creating meanwhile.
+_SCHEMA_RACE_RETRIES = 3
+#: What losing that race says (PostgreSQL, MySQL, SQLite).
+_SCHEMA_RACE_MARKS = ("duplicate key", "already exists", "UNIQUE constraint")
 #: Study user attribute holding the definition fingerprint.
 FINGERPRINT_ATTR = "kvplan_fingerprint"
 
@@ -63,12 +68,14 @@ def _nsga2(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler
 
 def _tpe(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
     del grid
-    return optuna.samplers.TPESampler(
-        seed=seed,
-        n_startup_trials=TPE_STARTUP_TRIALS,
-        multivariate=True,
-        group=True,
-    )
+    with warnings.catch_warnings():  # ``group`` is "experimental" since Optuna 2.8
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(
+            seed=seed,
+            n_startup_trials=TPE_STARTUP_TRIALS,
+            multivariate=True,
+            group=True,
+        )
 
 
 def _gp(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
@@ -140,15 +147,22 @@ def make_storage(url: str | None) -> BaseStorage:
     # SQLAlchemy's default PostgreSQL driver is psycopg2; kvplan ships psycopg 3.
     if url.startswith("postgresql://"):
         engine_url = "postgresql+psycopg://" + url.removeprefix("postgresql://")
-    try:
-        with warnings.catch_warnings():
-            # Heartbeats are "experimental" in Optuna 5 but are what fails trials of a killed
-            # worker (after grace_period) so a resumed study does not wait on them.
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return RDBStorage(engine_url, heartbeat_interval=30, grace_period=120)
-    except Exception as err:  # SQLAlchemy raises many driver-specific types
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise InputError(f"--storage {shown}: cannot open: {first}") from None
+    for attempt in range(_SCHEMA_RACE_RETRIES + 1):
+        try:
+            # No Optuna heartbeat: kvplan's own (``optimizer.claims``) covers every storage,
+            # and it is what fails the trials of a killed worker.
+            return RDBStorage(engine_url)
+        except Exception as err:  # SQLAlchemy raises many driver-specific types
+            text = str(err).strip()
+            # Processes opening a new database at once race to create Optuna's tables; the
+            # loser sees a unique-key violation and finds the tables on a second look.
+            racing = any(mark in text for mark in _SCHEMA_RACE_MARKS)
+            if racing and attempt < _SCHEMA_RACE_RETRIES:
+                time.sleep(0.2 + 0.3 * attempt)
+                continue
+            first = text.splitlines()[0] if text else type(err).__name__
+            raise InputError(f"--storage {shown}: cannot open: {first}") from None
+    raise AssertionError("unreachable")
 
 
 def _without_password(url: str) -> str:

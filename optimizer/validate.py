@@ -6,8 +6,13 @@ concurrent users sending requests of exactly ``isl`` input and ``osl`` output to
 ``silicon_ttft_ms`` / ``silicon_tpot_ms`` are the measured means). Every row, aggregated
 (``mode == agg``) or disaggregated (``disagg``), is simulated as the benchmark ran:
 
-- **Workload**: a closed loop of ``batch_size`` users, fixed lengths, prompts of fresh blocks
-  (the benchmark's random-token prompts share no prefix), every user starting at time 0.
+- **Workload**: a closed loop of ``batch_size`` users, prompts of fresh blocks (the
+  benchmark's random-token prompts share no prefix), every user starting at time 0, with the
+  client protocol of the row's harness (``benchmark_rules.PROTOCOLS``): aiperf sends exactly
+  ``isl`` / ``osl`` tokens, 20 requests per user; InferenceX's client draws each length
+  uniformly from [0.8·L, L] and sends 10 per user — its requests finish at different steps,
+  which is what desynchronises its users (no parameter is fitted: both are the harnesses'
+  documented settings).
 - **Client turnaround** (assumption, ``CLIENT_TURNAROUND_S`` = 1 ms): a user's next request
   reaches the engine that long after its previous response ended, not at the same instant.
   With the overlap scheduler of TensorRT-LLM and SGLang (on in their presets, and in these
@@ -18,34 +23,32 @@ concurrent users sending requests of exactly ``isl`` input and ``osl`` output to
   idle server with all N users sending at once — exactly the simulated start — and warm-up
   leaves nothing behind that the simulator models (no shared prefixes; JIT and allocation
   effects are not simulated). Every simulated request counts.
-- **Length of the run**: aiperf sends 20·N requests (20 rounds of N). We simulate
+- **Length of the run**: aiperf sends 20·N requests (20 rounds of N; InferenceX 10·N). We simulate
   ``rounds`` rounds (``DEFAULT_ROUNDS``) and extrapolate: the closed loop settles into a
   periodic pattern within a few rounds, so the second-to-last simulated round stands for the
   steady rounds not simulated, and the last (drain) round for the benchmark's last
   (``benchmark_mean``). The first rounds, where all users start together, keep their 1/20
   weight each, as in the benchmark. ``--rounds 20`` simulates the whole benchmark
   (``bench/validate_fidelity.py`` measures the difference).
-- **Deployment**: ``tp_size`` GPUs of ``system``, the ``backend`` preset, weight precision from
-  ``gemm_quant_mode`` / ``precision`` (empty: fp8 if the model name says FP8, else bf16), KV
-  cache in fp8 with fp8 weights and bf16 otherwise (``_kv_precision`` gives the evidence), MoE
-  experts split ``moe_ep_size`` ways. A disaggregated row deploys its prefill and decode
-  workers as a PD deployment (``optimizer/silicon_disagg.py``) with the same precision rules;
-  its concurrency comes from ``silicon_data_source`` (module doc there). The report groups
-  its rows by (model, backend, mode).
-- **Engine limits** (``deployment="benchmark"``, the default): the rows were measured on
-  deployments written by aiconfigurator's generator, whose benchmark rules
-  (``generator/rule_plugin/benchmark/{trtllm,vllm}.rule``) size the engine to the benchmark
-  instead of leaving the engine defaults: ``max_batch_size`` / ``--max-num-seqs`` = the
-  concurrency N, and ``max_num_tokens`` / ``--max-num-batched-tokens`` = N + isl + 1500 for
-  aggregated workers; the generated TensorRT-LLM engine arguments also give the KV cache 0.80
-  of the free memory (``free_gpu_memory_fraction``; the engine default is 0.9, which matters
-  now that its ``GUARANTEED_NO_EVICT`` admission is modelled). ``benchmark_engine_settings``
-  applies them to TensorRT-LLM and vLLM rows.
-  The step budget is what matters: with N + isl + 1500 tokens only one or two prompts are
-  prefilled per step, not the 8,192-token default's eight 1k prompts at once. SGLang rows keep
-  the preset (the rule's ``max_prefill_tokens`` = isl + 1500 goes with ``enable_mixed_chunk``,
-  a scheduling mode the simulator does not express; the prefill-first preset matches these
-  rows better). ``deployment="defaults"`` runs every backend on its preset's engine defaults.
+- **Deployment**: ``tp_size`` GPUs of ``system``, the ``backend`` preset, weight and KV-cache
+  precision from the checkpoint's quantisation recipe and the engine's ``auto`` rule, MoE
+  experts split ``moe_ep_size`` ways (``optimizer/benchmark_rules.py``: a ModelOpt FP8 or NVFP4
+  checkpoint carries an FP8 KV cache, a vendor block-FP8 or bf16 one does not). A
+  disaggregated row deploys its prefill and decode workers as a PD deployment
+  (``optimizer/silicon_disagg.py``) with the same precision rules; its concurrency comes from
+  ``silicon_data_source`` (module doc there). The report groups rows by (model, backend,
+  mode), or by ``gpu`` / ``engine`` / ``model`` / ``concurrency`` (``validate_report.py``).
+- **Engine limits** (``deployment="benchmark"``, the default): the engine arguments of the
+  harness that produced the row, from ONE table of rules with their sources
+  (``benchmark_rules.RULES``; a generator's override applies only to rows that say they came
+  from it): aiconfigurator's generator sizes TensorRT-LLM, vLLM and SGLang workers to the
+  benchmark (running cap N, a step budget of N + isl + 1500, TensorRT-LLM's KV cache 0.80 of
+  the free memory, SGLang's running cap); InferenceX's vLLM launch scripts pass
+  ``--max-num-seqs N --max-num-batched-tokens 8192 --async-scheduling``. Settings that follow
+  the engine's release (SGLang's by-TP memory fraction before 0.5.4) apply to both
+  deployments. ``deployment="generator"`` takes a generator's rules literally where the rows
+  contradict them (SGLang's mixed chunked prefill: ``DeploymentRule.note``);
+  ``deployment="defaults"`` runs every backend on its preset's engine defaults.
 
 **Fitted, opt-in** (``ttft_offset=True``): ``FITTED_TTFT_OFFSET_MS`` adds a constant per
 backend to the predicted TTFT — request-path latency outside the engine's step loop (HTTP
@@ -67,7 +70,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -79,12 +82,21 @@ from numpy.typing import NDArray
 
 from hardware.catalog import load_catalog
 from hardware.schema import Catalog
+from optimizer.benchmark_rules import (
+    benchmark_engine_settings,
+    kv_precision,
+    protocol,
+    version_settings,
+    weight_precision,
+)
 from optimizer.silicon import Row, SiliconRow, Skipped, read_silicon, select_rows
 from optimizer.silicon_disagg import DisaggRow, disagg_config
 from optimizer.simconfig import closed_loop_workload
+from optimizer.validate_report import FidelityReport, mape
 from simulator.api import SimResult, simulate
 from simulator.config import ServingConfig
 from simulator.latency.presets import BACKEND_PRESETS
+from simulator.workload.spec import WorkloadSpec
 from slo.inputfile import InputError, validate
 
 __all__ = [
@@ -101,6 +113,7 @@ __all__ = [
     "Skipped",
     "benchmark_engine_settings",
     "benchmark_mean",
+    "mape",
     "read_silicon",
     "run_validation",
     "select_rows",
@@ -116,18 +129,8 @@ StartMode = Literal["together", "spread"]
 
 #: How the measured engines were configured (``row_config``): ``benchmark`` = the limits
 #: aiconfigurator's benchmark generator sets (module doc), ``defaults`` = the backend presets.
-DEPLOYMENTS = ("benchmark", "defaults")
-Deployment = Literal["benchmark", "defaults"]
-
-#: Tokens aiconfigurator's benchmark rules add to the prompt length in an aggregated worker's
-#: ``max_num_tokens`` (``agg max_num_tokens = max_batch_size + isl + 1500``).
-_MAX_NUM_TOKENS_HEADROOM = 1500
-#: Backends whose benchmark deployment ``benchmark_engine_settings`` sizes (module doc).
-_SIZED_BACKENDS = ("trtllm", "vllm")
-#: ``kv_cache_config.free_gpu_memory_fraction`` of aiconfigurator's generated TensorRT-LLM
-#: engine arguments (the template's default, ``extra_engine_args.*.yaml.j2``; the engine's
-#: own default is 0.9). vLLM's launch template passes no ``--gpu-memory-utilization``.
-_TRTLLM_FREE_GPU_MEMORY_FRACTION = 0.80
+DEPLOYMENTS = ("benchmark", "generator", "defaults")
+Deployment = Literal["benchmark", "generator", "defaults"]
 
 #: Fitted (not documented) constant TTFT latency per backend, in ms, added when
 #: ``ttft_offset`` is on (module doc). TensorRT-LLM, with its overlap scheduler modelled: the
@@ -146,25 +149,6 @@ DEFAULT_ROUNDS = 5
 CLIENT_TURNAROUND_S = 0.001
 #: Requests per user aiperf sends in the profiling phase (``--num-requests 20·N``).
 BENCHMARK_ROUNDS = 20
-
-#: ``gemm_quant_mode`` / ``precision`` spellings → the simulator's weight precision.
-_PRECISIONS = {
-    "bf16": "bf16",
-    "bfloat16": "bf16",
-    "fp16": "fp16",
-    "float16": "fp16",
-    "fp8": "fp8",
-    "fp8_block": "fp8",
-    "fp8_static": "fp8",
-    "nvfp4": "fp4",
-    "mxfp4": "fp4",
-    "fp4": "fp4",
-    "int8": "int8",
-    "w8a8": "int8",
-    "int4": "int4",
-    "w4a16": "int4",
-    "awq": "int4",
-}
 
 
 # ----- rows -------------------------------------------------------------------------------------
@@ -206,24 +190,7 @@ def _relative(predicted: float, measured: float) -> float:
     return (predicted - measured) / measured if measured > 0 else math.nan
 
 
-def _weight_precision(row: Row) -> str | None:
-    """The simulator's weight precision for ``row``; None when the spelling is unknown."""
-    if not row.precision:
-        return "fp8" if "fp8" in row.model.lower() else "bf16"
-    return _PRECISIONS.get(row.precision)
-
-
-def _kv_precision(row: Row) -> str:
-    """KV-cache precision: fp8 with fp8 weights, else bf16 (the dataset does not record it).
-
-    Evidence for fp8: Llama-3.1-70B fp8 on 2 H100s with 32 users of 1024 + 8192 tokens ran
-    without queueing (measured TTFT 289 ms); its 295k KV tokens fit only at one byte per
-    element. TRT-LLM's FP8 recipes quantise the KV cache too.
-    """
-    return "fp8" if _weight_precision(row) == "fp8" else "bf16"
-
-
-def _unsupported(row: Row) -> str | None:
+def _unsupported(row: Row, catalog: Catalog) -> str | None:
     """Why the settings of ``row`` (apart from catalog names and, for a disaggregated row,
     its pools) cannot be simulated, if so."""
     if row.backend not in BACKEND_PRESETS:
@@ -233,33 +200,9 @@ def _unsupported(row: Row) -> str | None:
             return f"pipeline parallelism (pp_size={row.pp}) is not modelled"
         if row.attention_dp > 1:
             return f"data-parallel attention (attention_dp_size={row.attention_dp}) is not modelled"
-    if _weight_precision(row) is None:
+    if weight_precision(row, catalog) is None:
         return f"unknown precision '{row.precision}'"
     return None
-
-
-def benchmark_engine_settings(row: SiliconRow) -> dict[str, Any]:
-    """``ServingConfig`` overrides for the engine limits of ``row``'s benchmark deployment.
-
-    aiconfigurator's benchmark rules for aggregated TensorRT-LLM and vLLM workers:
-    ``max_batch_size`` (``--max-num-seqs``) = N, the benchmark's concurrency, and
-    ``max_num_tokens`` (``--max-num-batched-tokens``) = N + isl + 1500 tokens per step. For vLLM
-    the per-request chunk bound is the same budget (V1 chunks a prompt only to fit the step).
-    TensorRT-LLM keeps its preset's whole-context scheduling (chunked prefill stays off in
-    those deployments). Empty for other backends (SGLang keeps its preset; module doc).
-    """
-    if row.backend not in _SIZED_BACKENDS:
-        return {}
-    budget = row.concurrency + row.isl + _MAX_NUM_TOKENS_HEADROOM
-    settings: dict[str, Any] = {
-        "max_running_requests": row.concurrency,
-        "max_batched_tokens": budget,
-    }
-    if row.backend == "vllm":
-        settings["chunk_tokens"] = budget
-    if row.backend == "trtllm":
-        settings["hbm_utilization"] = _TRTLLM_FREE_GPU_MEMORY_FRACTION
-    return settings
 
 
 def row_config(
@@ -274,17 +217,18 @@ def row_config(
     A disaggregated row gets per-pool limits from the benchmark rules and its recorded batch
     sizes with ``deployment="benchmark"`` (``optimizer/silicon_disagg.py``, ``role_limits``).
     """
-    problem = _unsupported(row)
+    problem = _unsupported(row, catalog)
     if problem:
         return problem
+    weights = weight_precision(row, catalog)
     if isinstance(row, DisaggRow):
         return disagg_config(
             row,
             catalog,
             latency_model=latency_model,
-            weight_precision=_weight_precision(row),
-            kv_precision=_kv_precision(row),
-            engine_limits=deployment == "benchmark",
+            weight_precision=weights,
+            kv_precision=kv_precision(row, catalog),
+            engine_limits=deployment != "defaults",
         )
     try:
         model = catalog.model(row.model)
@@ -305,22 +249,23 @@ def row_config(
         "gpu": gpu.name,
         "tp": row.tp,
         "ep": ep,
-        "weight_precision": _weight_precision(row),
-        "kv_precision": _kv_precision(row),
+        "weight_precision": weights,
+        "kv_precision": kv_precision(row, catalog),
         "backend": row.backend,
         "latency_model": latency_model,
+        **version_settings(row, row.tp),
     }
-    if deployment == "benchmark":
-        fields.update(benchmark_engine_settings(row))
+    if deployment != "defaults":
+        fields.update(benchmark_engine_settings(row, literal=deployment == "generator"))
     try:
         return validate(ServingConfig, fields, f"row {row.id}")
     except InputError as err:
         return f"cannot express the deployment: {err}"
 
 
-def rounds_for(rounds: int) -> int:
-    """Requests per user actually simulated: ``rounds`` capped at the benchmark's 20."""
-    return max(1, min(BENCHMARK_ROUNDS, rounds))
+def rounds_for(rounds: int, total: int = BENCHMARK_ROUNDS) -> int:
+    """Requests per user actually simulated: ``rounds`` capped at the benchmark's ``total``."""
+    return max(1, min(total, rounds))
 
 
 def simulate_row(
@@ -354,17 +299,20 @@ def simulate_row(
         if isinstance(pilot, Skipped):
             return pilot
         ramp_s = float(np.mean([r.e2e_s for r in pilot.records])) / row.concurrency
-    result = _run(row, config, catalog, seed, rounds=rounds_for(rounds), ramp_s=ramp_s)
+    total = protocol(row).requests_per_user
+    simulated = rounds_for(rounds, total)
+    result = _run(row, config, catalog, seed, rounds=simulated, ramp_s=ramp_s)
     if isinstance(result, Skipped):
         return result
     order = np.argsort([r.index for r in result.records], kind="stable")
     arrays = result.per_request_ms()
-    users, simulated = row.concurrency, rounds_for(rounds)
+    users = row.concurrency
     offset_ms = FITTED_TTFT_OFFSET_MS.get(row.backend, 0.0) if ttft_offset else 0.0
+    ttft = benchmark_mean(arrays["ttft_ms"][order], users, simulated, total)
     return RowResult(
         row=row,
-        predicted_ttft_ms=benchmark_mean(arrays["ttft_ms"][order], users, simulated) + offset_ms,
-        predicted_tpot_ms=benchmark_mean(arrays["tpot_ms"][order], users, simulated),
+        predicted_ttft_ms=ttft + offset_ms,
+        predicted_tpot_ms=benchmark_mean(arrays["tpot_ms"][order], users, simulated, total),
         requests=len(result.records),
     )
 
@@ -388,6 +336,13 @@ def _run(
         turnaround_s=CLIENT_TURNAROUND_S,
         source=f"row {row.id}",
     )
+    ratio = protocol(row).length_ratio
+    if ratio < 1:
+        # The harness draws each length uniformly from [ratio · L, L] (benchmark_rules).
+        data = workload.root.model_dump()
+        data["input_tokens"] = {"dist": "uniform", "low": ratio * row.isl, "high": row.isl}
+        data["output_tokens"] = {"dist": "uniform", "low": ratio * row.osl, "high": row.osl}
+        workload = validate(WorkloadSpec, data, f"row {row.id}")
     result = simulate(config, workload, seed=seed, catalog=catalog)
     if not result.feasible or result.summary is None:
         return Skipped(row.line, row.id, row.model, row.backend, f"infeasible: {result.reason}")
@@ -403,8 +358,10 @@ def _run(
     return result
 
 
-def benchmark_mean(values: NDArray[np.float64], users: int, rounds: int) -> float:
-    """The mean a ``BENCHMARK_ROUNDS``-round benchmark would report, from ``rounds`` rounds.
+def benchmark_mean(
+    values: NDArray[np.float64], users: int, rounds: int, total: int = BENCHMARK_ROUNDS
+) -> float:
+    """The mean a ``total``-round benchmark would report, from ``rounds`` rounds.
 
     ``values`` are per request in issue order; round k is requests ``k·users … (k+1)·users − 1``.
     The closed loop settles into a periodic pattern within a few rounds, except for the last
@@ -412,110 +369,23 @@ def benchmark_mean(values: NDArray[np.float64], users: int, rounds: int) -> floa
     decode steps are faster). So the benchmark's rounds map onto the simulated ones as: the
     first ``rounds − 1`` as simulated, the steady rounds not simulated as copies of the
     second-to-last simulated round, and the benchmark's own last round as the simulated last
-    (drain) round — a request-weighted mean with weight ``BENCHMARK_ROUNDS − rounds + 1`` on
-    the second-to-last round. With ``rounds`` of 1 or ``BENCHMARK_ROUNDS``, or fewer values
+    (drain) round — a request-weighted mean with weight ``total − rounds + 1`` on
+    the second-to-last round. With ``rounds`` of 1 or ``total``, or fewer values
     than full rounds (rejections), it is the plain mean. NaN entries (one-token outputs' TPOT)
     are ignored.
     """
     finite = values[~np.isnan(values)]
     if not len(finite):
         return math.nan
-    if rounds >= BENCHMARK_ROUNDS or len(values) != users * rounds or rounds < 2:
+    if rounds >= total or len(values) != users * rounds or rounds < 2:
         return float(finite.mean())
     per_round = values.reshape(rounds, users)
     means = np.array([np.nanmean(r) if np.any(~np.isnan(r)) else math.nan for r in per_round])
     if np.isnan(means).any():
         return float(finite.mean())
     weights = np.ones(rounds)
-    weights[-2] += BENCHMARK_ROUNDS - rounds
+    weights[-2] += total - rounds
     return float(np.dot(means, weights) / weights.sum())
-
-
-@dataclass(frozen=True, slots=True)
-class GroupSummary:
-    """MAPE of one (model, backend, mode) group."""
-
-    model: str
-    backend: str
-    n: int
-    ttft_mape: float
-    tpot_mape: float
-    mode: str = "agg"
-    """``agg`` or ``disagg``: a disaggregated deployment is a group of its own."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready."""
-        return {
-            "model": self.model,
-            "backend": self.backend,
-            "mode": self.mode,
-            "n": self.n,
-            "ttft_mape": self.ttft_mape,
-            "tpot_mape": self.tpot_mape,
-        }
-
-
-def mape(errors: Iterable[float]) -> float:
-    """Mean absolute relative error (a fraction) over the finite ``errors``; NaN when none."""
-    values = [abs(e) for e in errors if math.isfinite(e)]
-    return float(np.mean(values)) if values else math.nan
-
-
-@dataclass(frozen=True, slots=True)
-class FidelityReport:
-    """Every simulated and skipped row of one validation run."""
-
-    latency_model: str
-    rounds: int
-    results: tuple[RowResult, ...]
-    skipped: tuple[Skipped, ...]
-    start: StartMode = "together"
-    deployment: Deployment = "benchmark"
-    ttft_offset: bool = False
-
-    def groups(self) -> list[GroupSummary]:
-        """MAPE per (model, backend, mode), in order of first appearance."""
-
-        def key(result: RowResult) -> tuple[str, str, str]:
-            return result.row.model, result.row.backend, result.row.mode
-
-        out = []
-        for model, backend, mode in dict.fromkeys(key(r) for r in self.results):
-            members = [r for r in self.results if key(r) == (model, backend, mode)]
-            out.append(
-                GroupSummary(
-                    model,
-                    backend,
-                    len(members),
-                    mape(r.ttft_error for r in members),
-                    mape(r.tpot_error for r in members),
-                    mode,
-                )
-            )
-        return out
-
-    def summary(self) -> dict[str, Any]:
-        """Overall MAPE (fractions) over every simulated row, and the counts."""
-        return {
-            "ttft_mape": mape(r.ttft_error for r in self.results),
-            "tpot_mape": mape(r.tpot_error for r in self.results),
-            "n": len(self.results),
-            "n_skipped": len(self.skipped),
-            "latency_model": self.latency_model,
-            "rounds": self.rounds,
-            "start": self.start,
-            "deployment": self.deployment,
-            "ttft_offset": self.ttft_offset,
-        }
-
-    def to_dict(self) -> dict[str, Any]:
-        """``{"rows", "summary", "groups", "skipped"}`` (what ``kvplan validate --json`` prints)."""
-        return {
-            "rows": [r.to_dict() for r in self.results],
-            "summary": self.summary(),
-            "groups": [g.to_dict() for g in self.groups()],
-            "skipped": [s.to_dict() for s in self.skipped],
-        }
 
 
 def _simulate_one(

@@ -1,5 +1,11 @@
 """The workload argument of ``simulate`` / ``optimize``: a trace path, a workload file, or the
-bundled default (a slice of the real Mooncake conversation trace)."""
+bundled default (a slice of the real Mooncake conversation trace).
+
+A trace replay is read through once here, before any simulation: a corrupt line anywhere in
+the replayed part is one ``file:line`` error now rather than a traceback inside trial 0, and a
+window (``start_s``/``end_s``) that selects no request is refused instead of "simulating"
+nothing and reporting it feasible. Reading costs about what parsing the trace in one trial does.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +15,8 @@ from typing import Any
 from simulator.api import WorkloadBuilder, build_source
 from simulator.cluster.overlong import OverlongPolicy, OverlongTally, scan_overlong
 from simulator.workload.bundled import bundled_trace_path
-from simulator.workload.spec import WorkloadSpec, load_workload
+from simulator.workload.spec import TraceWorkload, WorkloadSpec, load_workload
+from simulator.workload.trace import open_trace
 from slo.inputfile import InputError, validate
 
 __all__ = [
@@ -61,7 +68,29 @@ def workload_from_arg(
         data = builder.spec.root.model_dump()
         data["path"] = str(path.parent / builder.spec.root.path)
         return _with_overrides(data, str(path), time_scale, max_requests)
+    if isinstance(builder.spec.root, TraceWorkload):
+        _check_replay(builder.spec.root, builder.base, str(path))
     return builder
+
+
+def _check_replay(trace: TraceWorkload, base: Path, source: str) -> None:
+    """Read the replayed part of ``trace`` once (module docstring); ``InputError`` if bad."""
+    reader = open_trace(base / trace.path, block_size_tokens=trace.block_tokens)
+    selected = 0
+    for request in reader:
+        if request.timestamp_s < trace.start_s:
+            continue
+        if trace.end_s is not None and request.timestamp_s >= trace.end_s:
+            continue
+        selected += 1
+        if trace.max_requests is not None and selected >= trace.max_requests:
+            break
+    if not selected:
+        end = "the end" if trace.end_s is None else f"{trace.end_s:g} s"
+        raise InputError(
+            f"{source}: no requests in the replayed window ({trace.start_s:g} s to {end} of the "
+            "trace's own time)"
+        )
 
 
 def _with_overrides(
@@ -71,7 +100,10 @@ def _with_overrides(
         data["time_scale"] = time_scale
     if max_requests is not None:
         data["max_requests"] = max_requests
-    return validate(WorkloadSpec, data, source)
+    spec = validate(WorkloadSpec, data, source)
+    assert isinstance(spec.root, TraceWorkload)  # only trace replays take overrides
+    _check_replay(spec.root, Path("."), source)
+    return spec
 
 
 def describe_workload(builder: WorkloadBuilder) -> dict[str, Any]:

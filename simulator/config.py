@@ -124,9 +124,16 @@ class ServingConfig(BaseModel):
         "later, or swap it to L2 (needs L2; falls back to recompute when L2 is full).",
     )
     latency_model: str = Field(
-        default="roofline",
-        description="Step-time model: 'roofline', 'table', 'calibrated[:FILE]', or the "
-        "analytic 'constant:SECONDS' / 'linear:BASE,PER_TOKEN[,PER_CONTEXT_TOKEN]'.",
+        default="auto",
+        description="Step-time model: 'auto' (the measured kernel table of the GPU and "
+        "backend's engine where one exists, else the roofline), 'roofline', 'table[:DIR]', "
+        "'calibrated[:FILE]', or the analytic 'constant:SECONDS' / "
+        "'linear:BASE,PER_TOKEN[,PER_CONTEXT_TOKEN]'.",
+    )
+    kernel_profiles_dir: str | None = Field(
+        default=None,
+        description="Directory of user-imported kernel profiles (`kvplan profiles import`; "
+        "one sub-directory per GPU), preferred over the shipped ones; None = shipped only.",
     )
     router: str = Field(
         default="round_robin",

@@ -38,6 +38,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from simulator.sampling import QueueSamples, SampleLog
+
 __all__ = [
     "Cost",
     "QueueSamples",
@@ -102,18 +104,6 @@ class RequestRecord:
         return self.prefetch_queue_s + self.waiting_queue_s + self.swapped_queue_s
 
 
-@dataclass(frozen=True, slots=True)
-class QueueSamples:
-    """Queue lengths summed over instances, sampled every ``interval_s`` from time 0."""
-
-    interval_s: float
-    time_s: NDArray[np.float64]
-    waiting: NDArray[np.int64]
-    prefetch: NDArray[np.int64]
-    running: NDArray[np.int64]
-    swapped: NDArray[np.int64]
-
-
 class Recorder:
     """Collects what the engine reports during one run (not thread-safe; one per run)."""
 
@@ -128,7 +118,7 @@ class Recorder:
         self._in_system_area = 0.0
         self._last_change_s = 0.0
         self.first_arrival_s = math.inf
-        self.samples: list[tuple[float, int, int, int, int]] = []
+        self.samples = SampleLog()
         self._loads = _LoadIntegral()
 
     # ----- called by the engine -----------------------------------------------------------------
@@ -167,9 +157,10 @@ class Recorder:
         if len(repeated):
             self._gap_chunks.append((repeated, weight))
 
-    def sample(self, now: float, waiting: int, prefetch: int, running: int, swapped: int) -> None:
-        """Queue lengths (summed over instances) at ``now``."""
-        self.samples.append((now, waiting, prefetch, running, swapped))
+    def sample(self, now: float, queues: tuple[int, int, int, int], *, weight: float = 1.0) -> None:
+        """Queue lengths (waiting, prefetch, running, swapped; summed over instances) at
+        ``now``, standing for ``weight`` grid points (``QueueSamples``)."""
+        self.samples.add(now, queues, weight)
 
     def _in_system_change(self, now: float, delta: int) -> None:
         self._in_system_area += self._in_system * (now - self._last_change_s)
@@ -196,9 +187,7 @@ class Recorder:
 
     def queue_samples(self, interval_s: float) -> QueueSamples:
         """The sampled queue lengths as arrays."""
-        data = np.asarray(self.samples, dtype=np.float64).reshape(-1, 5)
-        ints = data[:, 1:].astype(np.int64)
-        return QueueSamples(interval_s, data[:, 0], ints[:, 0], ints[:, 1], ints[:, 2], ints[:, 3])
+        return self.samples.arrays(interval_s)
 
 
 class _LoadIntegral:
@@ -435,11 +424,10 @@ def summarize(
     hit = {k: (v / prompt if prompt else 0.0) for k, v in tiers.items()}
     output = sum(r.output_tokens for r in records)
     out_rate = rate(output)
-    samples = recorder.samples
-    names = ("waiting", "prefetch", "running", "swapped")
+    queues = recorder.queue_samples(sample_interval_s)
     mean_queues = {
-        name: (float(np.mean([s[i + 1] for s in samples])) if samples else 0.0)
-        for i, name in enumerate(names)
+        name: queues.mean(getattr(queues, name))
+        for name in ("waiting", "prefetch", "running", "swapped")
     }
     itl_values, itl_weights = recorder.itl_values()
     usd_per_mtok = cost.usd_per_hour / (out_rate * 3600.0) * 1e6 if out_rate > 0 else math.inf

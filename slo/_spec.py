@@ -138,7 +138,9 @@ def _known_target(name: object) -> object:
 
 _TargetKey = Annotated[TargetMetric, BeforeValidator(_known_target)]
 _StatKey = Annotated[str, AfterValidator(canonical_stat)]
-_Milliseconds = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+#: Longest latency target, ms (a week): a bigger figure is a typo, and would be no target at all.
+MAX_TARGET_MS = 7 * 24 * 3600 * 1000.0
+_Milliseconds = Annotated[float, Field(gt=0, le=MAX_TARGET_MS, allow_inf_nan=False)]
 
 
 def _non_empty(stats: dict[str, float]) -> dict[str, float]:
@@ -161,17 +163,22 @@ class Budget(_Frozen):
     usd_per_hour: float | None = Field(
         default=None,
         gt=0,
+        le=1e9,
         allow_inf_nan=False,
         description="Most the whole deployment may cost per hour, USD (GPUs plus cache tiers).",
     )
     usd_per_month: float | None = Field(
         default=None,
         gt=0,
+        le=1e12,
         allow_inf_nan=False,
         description="Most the deployment may cost per month, USD (a month is 730 hours).",
     )
     max_gpus: int | None = Field(
-        default=None, ge=1, description="Most GPUs the deployment may use, over all instances."
+        default=None,
+        ge=1,
+        le=10_000_000,
+        description="Most GPUs the deployment may use, over all instances.",
     )
 
     def limits(self) -> dict[str, float]:
@@ -186,7 +193,9 @@ class Objective(_Frozen):
 
     In a file, a bare metric name is enough (``latency: ttft_ms.p99``); the direction follows from
     the role (latency and cost are minimized, throughput maximized). The mapping form
-    ``{metric: ..., direction: ...}`` overrides the direction, for unusual studies only.
+    ``{metric: ..., direction: ...}`` may state the direction, but only the role's own: every
+    metric a role accepts has one meaningful direction, and the opposite one (a maximized
+    latency) would search for the worst configurations.
     """
 
     metric: str = Field(description="Flat metric name, e.g. 'ttft_ms.p90' or 'usd_per_hour'.")
@@ -244,6 +253,18 @@ class Objectives(_Frozen):
             key: _objective_input(key, value) if key in _ROLE_DIRECTION else value
             for key, value in data.items()
         }
+
+    @field_validator("latency", "throughput", "cost")
+    @classmethod
+    def _role_direction(cls, value: Objective, info: ValidationInfo) -> Objective:
+        role = str(info.field_name)
+        expected = _ROLE_DIRECTION[role]
+        if value.direction != expected:
+            raise ValueError(
+                f"direction {value.direction!r} would search for the worst {role}; {role} "
+                f"objectives are {expected}d (omit direction)"
+            )
+        return value
 
     @field_validator("latency")
     @classmethod

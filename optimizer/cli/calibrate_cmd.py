@@ -6,9 +6,10 @@ some models), holds out ``--holdout`` of them by grid value, fits the coefficien
 (``simulator.latency.fit``) and writes the calibration YAML. It prints the fit quality per kernel
 class and variant: MAPE on the fitting rows and on the held-out rows.
 
-Use the file with the ``calibrated:FILE`` latency model. The default calibration that ships
-(``simulator/data/calibration/h100_sxm.yaml``) was made with
-``kvplan calibrate --gpu h100_sxm --out simulator/data/calibration/h100_sxm.yaml``.
+Use the file with the ``calibrated:FILE`` latency model. The calibrations that ship, one per GPU
+and engine with shipped profiles (``simulator/data/calibration/<gpu>_<engine>.yaml``), were made
+with ``kvplan calibrate --gpu GPU --engine ENGINE --out
+simulator/data/calibration/GPU_ENGINE.yaml``.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from optimizer.cli._output import console, print_json
 from simulator.latency.calibrated import Calibration
 from simulator.latency.fit import catalog_shape_filter, fit_calibration
 from simulator.latency.kernels import KERNEL_CLASSES
+from simulator.latency.profile_files import DEFAULT_ENGINE, ENGINES
 from simulator.latency.profiles import load_profiles, shipped_profiles_dir
 from slo.inputfile import InputError
 
@@ -39,6 +41,7 @@ def register(app: typer.Typer) -> None:
 def run_calibration(
     *,
     gpu_name: str,
+    engine: str = DEFAULT_ENGINE,
     profiles_dir: Path | None,
     holdout: float,
     seed: int,
@@ -49,12 +52,14 @@ def run_calibration(
     """Load, filter and fit (the command without its output); ``InputError`` for bad input."""
     catalog = load_catalog(catalog_file)
     gpu = catalog.gpu(gpu_name)
+    if engine not in ENGINES:
+        raise InputError(f"--engine: expected one of {', '.join(ENGINES)}, got '{engine}'")
     if profiles_dir is None:
         directory = shipped_profiles_dir(gpu.name)
-        source = f"kvplan's shipped profiles hardware/data/profiles/{directory.name}"
+        source = f"kvplan's shipped {engine} profiles hardware/data/profiles/{directory.name}"
     else:
-        directory, source = profiles_dir, f"kernel profiles in {profiles_dir}"
-    profiles = load_profiles(directory, gpu=gpu.name)
+        directory, source = profiles_dir, f"{engine} kernel profiles in {profiles_dir}"
+    profiles = load_profiles(directory, gpu=gpu.name, engine=engine)
     if shapes not in ("catalog", "all"):
         raise InputError(f"--shapes: expected 'catalog' or 'all', got '{shapes}'")
     if models and shapes == "all":
@@ -127,14 +132,18 @@ def calibrate(
         Path | None,
         typer.Option(
             "--profiles",
-            help="Profile directory (gemm/context_attention/generation_attention/nccl CSVs); "
-            "default: the profiles shipped for --gpu.",
+            help="Profile directory (gemm/context_attention/generation_attention/nccl CSVs, "
+            "'<engine>_' prefixed or not); default: the profiles shipped for --gpu.",
             show_default=False,
         ),
     ] = None,
     gpu: Annotated[
         str, typer.Option("--gpu", help="Catalog key of the GPU the profiles were measured on.")
     ] = "h100_sxm",
+    engine: Annotated[
+        str,
+        typer.Option("--engine", help="Whose kernels to fit: vllm, sglang or trtllm."),
+    ] = DEFAULT_ENGINE,
     holdout: Annotated[
         float,
         typer.Option("--holdout", min=0.0, max=0.9, help="Share of rows held out (by grid value)."),
@@ -162,6 +171,7 @@ def calibrate(
     """Fit the calibrated latency model to kernel profiles and write the calibration YAML."""
     calibration = run_calibration(
         gpu_name=gpu,
+        engine=engine,
         profiles_dir=profiles,
         holdout=holdout,
         seed=seed,

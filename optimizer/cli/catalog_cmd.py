@@ -109,7 +109,7 @@ def model_figures(model: ModelSpec) -> dict[str, Any]:
     shape = {
         key: value
         for key, value in model.model_dump().items()
-        if key != "name" and not (type(value) is int and value == 0)
+        if key not in ("name", "checkpoint_recipe") and not (type(value) is int and value == 0)
     }
     return {
         "name": model.name,
@@ -277,6 +277,10 @@ def models_show(  # noqa: PLR0917  (one parameter per CLI option, as typer requi
     cat = load_catalog(catalog)
     model = cat.model(name)
     figures = model_figures(model)
+    # A quantised checkpoint's name (nvidia/...-FP8) fixes the defaults of both precisions.
+    recipe = cat.checkpoint(name).recipe
+    figures["checkpoint"] = {"recipe": recipe.name, "weights": recipe.weights,
+                             "kv_cache": recipe.kv_cache}  # fmt: skip
     if gpu is None:
         defaults = (
             ("--tp", tp, 1),
@@ -289,7 +293,11 @@ def models_show(  # noqa: PLR0917  (one parameter per CLI option, as typer requi
             raise InputError(f"models show: {', '.join(given)} needs --gpu")
     else:
         deployment = Deployment(
-            model, cat.gpu(gpu), tp=tp, weight_precision=precision, kv_precision=kv_precision
+            model,
+            cat.gpu(gpu),
+            tp=tp,
+            weight_precision=recipe.weights if precision == "bf16" else precision,
+            kv_precision=recipe.kv_cache if kv_precision == "bf16" else kv_precision,
         )
         figures.update(deployment_figures(deployment, load_preset(backend)))
     _emit(figures, json_out)

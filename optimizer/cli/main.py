@@ -8,20 +8,24 @@ from __future__ import annotations
 
 import sys
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
 import typer
 
 from optimizer.cli import (
+    analyze_cmd,
     calibrate_cmd,
     catalog_cmd,
     convert_cmd,
     optimize_cmd,
+    profiles_cmd,
     replay_cmd,
     simulate_cmd,
     slo_cmd,
     validate_cmd,
 )
 from optimizer.cli._output import err_console
+from optimizer.run import WorkerError
 from slo.inputfile import InputError
 
 __all__ = ["app", "run"]
@@ -61,9 +65,11 @@ for _module in (
     catalog_cmd,
     slo_cmd,
     replay_cmd,
+    analyze_cmd,
     calibrate_cmd,
     convert_cmd,
     optimize_cmd,
+    profiles_cmd,
     simulate_cmd,
     validate_cmd,
 ):
@@ -77,7 +83,7 @@ def run() -> None:
         code = app(standalone_mode=False)
         if isinstance(code, int) and code:
             sys.exit(code)
-    except InputError as err:
+    except (InputError, WorkerError) as err:
         err_console.print(f"error: {err}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(2)
     except typer.Abort:
@@ -93,6 +99,20 @@ def run() -> None:
         # typer in recent releases, a separate package in older ones — so match by shape.
         show, code = getattr(exc, "show", None), getattr(exc, "exit_code", None)
         if callable(show) and isinstance(code, int):
-            show()
+            _usage_error(exc, show)
             sys.exit(code)
         raise
+
+
+def _usage_error(exc: Exception, show: Any) -> None:
+    """A usage error as one line (``error: ... (see kvplan CMD --help)``), like every other
+    bad input; click's own three-line form where the exception has no message to format."""
+    message = getattr(exc, "format_message", None)
+    if not callable(message):
+        show()
+        return
+    ctx = getattr(exc, "ctx", None)
+    command = getattr(ctx, "command_path", None) or "kvplan"
+    err_console.print(
+        f"error: {message()} (see {command} --help)", markup=False, highlight=False, soft_wrap=True
+    )

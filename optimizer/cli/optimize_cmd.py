@@ -16,12 +16,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from optimizer.cli._output import err_console
 from optimizer.cli._overlong import OverlongOpt, overlong_policy, overlong_scan
+from optimizer.cli._preflight import check_out_dir, preflight_optimize
 from optimizer.cli.optimize_output import Output, emit, load_report_attr, store_report
-from optimizer.objective import TrialEvaluator
+from optimizer.cli.profiles_cmd import space_latency_notes, user_profiles_dir
 from optimizer.picks import DEFAULT_TOLERANCE, objective_infos, wants_capacity
 from optimizer.report import ReportContext
 from optimizer.results import summarise
 from optimizer.run import (
+    Interrupted,
     OptimizeSetup,
     build_evaluator,
     count_complete,
@@ -32,7 +34,7 @@ from optimizer.run import (
 from optimizer.study import SAMPLERS, make_storage
 from optimizer.workload_profile import profile_workload
 from slo import SloSpec, load_slo
-from slo.inputfile import InputError, load_mapping
+from slo.inputfile import InputError
 
 __all__ = ["register"]
 
@@ -52,25 +54,6 @@ def _progress_callback(progress: Progress, task: Any, directions: Mapping[str, s
         )
 
     return update
-
-
-def _baseline_params(path: Path | None, evaluator: TrialEvaluator) -> dict[str, Any] | None:
-    """The baseline's settings; refused when it names another model than the study's (its
-    figures would compare different models)."""
-    if path is None:
-        return None
-    data = load_mapping(path)
-    if not data:
-        raise InputError(f"{path}: expected configuration settings (gpu, tp, instances, ...)")
-    named = data.pop("model", None)
-    model = evaluator.space.model
-    catalog = evaluator.catalog
-    if named is not None and catalog.model(str(named)).name != catalog.model(model).name:
-        raise InputError(
-            f"{path}: model: '{named}' differs from the study's model '{model}' (the space "
-            "file's); compare configurations of the same model"
-        )
-    return data
 
 
 SloOpt = Annotated[Path | None, typer.Option("--slo", help="SLO file; default: bundled.")]
@@ -159,6 +142,7 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         seed=seed,
         n_trials=trials,
         latency_model=latency,
+        kernel_profiles_dir=user_profiles_dir(),
         time_scale=time_scale,
         max_requests=max_requests,
         capacity=capacity,
@@ -166,12 +150,22 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
     )
     if sampler not in SAMPLERS:
         raise InputError(f"unknown sampler '{sampler}'; known: {', '.join(SAMPLERS)}")
+    baseline_params = preflight_optimize(
+        space_path=setup.space_path,
+        catalog_path=setup.catalog_path,
+        sampler=sampler,
+        seed=seed,
+        storage=storage,
+        latency=latency,
+        time_scale=time_scale,
+        out=out,
+        baseline=baseline,
+    )
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # TPE's ``group`` option is "experimental" in Optuna 5: a notice for library users, noise
     # for a person reading a plan.
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     evaluator = build_evaluator(setup)
-    baseline_params = _baseline_params(baseline, evaluator)
     model = evaluator.space.model
     overlong_scan(
         evaluator.workload, model, evaluator.catalog, seed=seed, policy=overlong, quiet=as_json
@@ -195,18 +189,38 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         disable=as_json,
     ) as progress:
         task = progress.add_task("trials", total=trials)
-        result_study = run_workers(
-            setup, workers=workers, on_progress=_progress_callback(progress, task, directions)
-        )
+        try:
+            result_study = run_workers(
+                setup, workers=workers, on_progress=_progress_callback(progress, task, directions)
+            )
+        except Interrupted as err:  # typer would turn it into a silent exit 130
+            progress.stop()
+            err_console.print(str(err), markup=False, highlight=False, soft_wrap=True)
+            raise typer.Exit(130) from None
     records = records_of(result_study)
     result = summarise(records, directions, tolerance=tolerance, objectives=infos)
     planning = None
     if plan_picks and result.picks:
         status = err_console.status("planning: measuring tier value and headroom of the picks")
         with status if not as_json else contextlib.nullcontext():
+            from optimizer.plan_runner import planning_runner  # noqa: PLC0415
             from optimizer.planning import plan  # noqa: PLC0415  (loads the planner on demand)
 
-            planning = plan(evaluator, result, baseline=baseline_params, on_step=status.update)
+            def planned(done: int, total: int) -> None:
+                if not as_json:
+                    status.update(f"measuring tier value and headroom of the picks: {done}/{total}")
+
+            # Reuses the trials' results; in the worker pool when --workers > 1.
+            with planning_runner(
+                setup, evaluator, records, workers=workers, progress=planned
+            ) as runner:
+                planning = plan(
+                    evaluator,
+                    result,
+                    baseline=baseline_params,
+                    runner=runner,
+                    on_step=None if as_json else status.update,
+                )
     elapsed = time.perf_counter() - started
     settings = {
         "model": model,
@@ -223,9 +237,13 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         slo=evaluator.spec,
         settings=settings,
         workload=profile,
-        latency_model=latency or "roofline",
+        latency_model=latency
+        or "auto (the GPU and engine's kernel table where measured, else roofline)",
     )
     store_report(result_study, context, planning, tolerance)
+    if not as_json:
+        for note in space_latency_notes(evaluator.space, latency):
+            err_console.print(note, markup=False, highlight=False)
     simulated = count_simulated(result_study)
     repeats = count_complete(result_study) - simulated
     repeated = f" (+{repeats} repeats of tried configurations, not simulated)" if repeats else ""
@@ -243,6 +261,8 @@ def report(
     as_json: JsonOpt = False,
 ) -> None:
     """Re-render results and the planning report of a stored study (no simulation)."""
+    if out is not None:
+        check_out_dir(out)
     backend = make_storage(storage)
     try:
         loaded = optuna.load_study(study_name=study, storage=backend)

@@ -19,11 +19,12 @@ objects with exactly the RESULT keys. Warnings go to stderr.
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from functools import partial
 from itertools import tee
 from pathlib import Path
@@ -37,8 +38,10 @@ from rich.table import Table
 
 from optimizer.cli._output import console, err_console, print_json
 from simulator.kvcache.cost import COST_MODEL_NAMES, parse_cost_model
-from simulator.kvcache.holes import HoleWriter, dataset_name, holes_path
+from simulator.kvcache.holes import HoleStats, HoleWriter, dataset_name, holes_path
+from simulator.kvcache.params import PolicySpec, parse_policy_specs
 from simulator.kvcache.policies import POLICIES, make_policy
+from simulator.kvcache.policy_table import policy_table
 from simulator.kvcache.replay import (
     MATCH_MODES,
     REPLAY_ORDERS,
@@ -48,6 +51,7 @@ from simulator.kvcache.replay import (
     ReplayResult,
     replay,
 )
+from simulator.kvcache.served_future import without_skipped
 from simulator.workload import (
     BLOCK_ID_MODES,
     FutureTable,
@@ -97,7 +101,7 @@ def _choice(option: str, value: str, choices: Sequence[str]) -> str:
 class _Run:
     """One (policy, size) replay; plain data so it can travel to a worker process."""
 
-    algo: str
+    spec: PolicySpec
     cache_size: int
     cost_model: str
     match: MatchMode
@@ -128,6 +132,8 @@ class _Outcome:
     result: ReplayResult
     stats: ReadStats
     info: TraceInfo
+    holes: HoleStats | None = None
+    """Hole statistics of the run (``--dump-holes`` only)."""
 
 
 def _stored_future(reader: TraceReader) -> bool:
@@ -135,14 +141,26 @@ def _stored_future(reader: TraceReader) -> bool:
     return isinstance(reader, LcpTrace) and reader.header.has_next_access
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class _SharedFuture:
+    """The whole trace's future and each request's distinct block count (the skip rule)."""
+
+    table: FutureTable
+    distinct: NDArray[np.int64]
+
+    def rows(self, capacity: int) -> Iterator[_FutureRow]:
+        """The future as a replay at ``capacity`` sees it: skipped requests' accesses removed."""
+        return without_skipped(self.table, self.distinct <= capacity).rows()
+
+
 def _streams(
-    reader: TraceReader, future: FutureTable | None, oracle: bool
+    reader: TraceReader, future: _SharedFuture | None, oracle: bool, capacity: int
 ) -> tuple[Iterable[TraceRequest], Iterable[_FutureRow] | None]:
     """A new pass over the trace: the requests and, for an oracle, their future."""
     if not oracle:
         return reader.requests(), None
     if future is not None:
-        return reader.requests(), future.rows()
+        return reader.requests(), future.rows(capacity)
     # The file stores the future: one annotated pass, split in two. ``replay`` zips the halves
     # in lockstep, so ``tee`` buffers at most one request.
     first, second = tee(reader.annotated())
@@ -152,13 +170,13 @@ def _streams(
 def _execute(
     run: _Run,
     reader: TraceReader,
-    future: FutureTable | None,
+    future: _SharedFuture | None,
     tick: Callable[[int], None] | None = None,
 ) -> _Outcome:
     """Replay one run over a new pass of ``reader`` (the cost model is re-parsed: closures do
     not pickle). ``future`` is the shared future when the file does not store one."""
-    policy = make_policy(run.algo, run.cache_size, seed=run.seed)
-    requests, rows = _streams(reader, future, policy.needs_next_access)
+    policy = make_policy(run.spec.name, run.cache_size, seed=run.seed, **run.spec.kwargs())
+    requests, rows = _streams(reader, future, policy.needs_next_access, run.cache_size)
     if tick is not None:
         requests = _ticking(requests, tick)
     options: dict[str, Any] = {
@@ -171,6 +189,7 @@ def _execute(
     }
     # Policies may also warn through ``warnings``; fold those into the result so that they
     # reach the user once, the same way, from worker processes too.
+    holes: HoleStats | None = None
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         if run.holes is None:
@@ -178,10 +197,12 @@ def _execute(
         else:
             with HoleWriter(run.holes) as writer:
                 result = replay(requests, policy, on_holes=writer, **options)
+            holes = writer.stats
+            stats_path = run.holes.with_suffix(".stats.json")
+            stats_path.write_text(json.dumps(holes.summary(), indent=2) + "\n", encoding="utf-8")
     extra = tuple(dict.fromkeys(str(w.message) for w in caught))
-    if extra:
-        result = replace(result, warnings=result.warnings + extra)
-    return _Outcome(result, reader.stats, reader.info)
+    result = replace(result, algo=run.spec.label, warnings=result.warnings + extra)
+    return _Outcome(result, reader.stats, reader.info, holes)
 
 
 def _ticking(
@@ -198,7 +219,7 @@ def _ticking(
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(source: _Source, future: FutureTable | None) -> None:
+def _init_worker(source: _Source, future: _SharedFuture | None) -> None:
     _WORKER["source"] = source
     _WORKER["future"] = future
 
@@ -220,18 +241,34 @@ def _progress() -> Progress:
     )
 
 
-def _shared_future(reader: TraceReader, runs: list[_Run]) -> FutureTable | None:
-    """The future for oracle runs when the file does not store it, else ``None``.
+def _shared_future(reader: TraceReader, runs: list[_Run]) -> _SharedFuture | None:
+    """The future for oracle runs, unless the file stores one that no run needs to change.
 
     The one mode whose memory is proportional to the trace: a full pass builds the future of
     every block access (``build_future``: 16 bytes per access while building, 8 kept, plus
-    16 per request), held for all runs. Requests themselves are not kept.
+    16 per request), held for all runs. Requests themselves are not kept. A stored future
+    is used as is only when no oracle run can skip a request (the header's longest request
+    fits every oracle's cache); otherwise skipped requests must leave the future.
     """
-    if _stored_future(reader) or not any(POLICIES[r.algo].needs_next_access for r in runs):
+    oracle_sizes = [r.cache_size for r in runs if POLICIES[r.spec.name].needs_next_access]
+    if not oracle_sizes:
         return None
+    if _stored_future(reader):
+        assert isinstance(reader, LcpTrace)
+        if reader.header.max_blocks_per_request <= min(oracle_sizes):
+            return None
+    distinct: list[int] = []
+
+    def counted(requests: Iterable[TraceRequest]) -> Iterator[TraceRequest]:
+        for request in requests:
+            distinct.append(len(set(request.block_ids)))
+            yield request
+
     with _progress() as progress:
         task = progress.add_task("trace future", total=_known_count(reader))
-        return build_future(_ticking(reader.requests(), partial(progress.advance, task)))
+        ticking = _ticking(counted(reader.requests()), partial(progress.advance, task))
+        table = build_future(ticking)
+    return _SharedFuture(table, np.array(distinct, dtype=np.int64))
 
 
 def _known_count(reader: TraceReader) -> int | None:
@@ -250,7 +287,7 @@ def _run_all(runs: list[_Run], source: _Source, reader: TraceReader, jobs: int) 
         with _progress() as progress:
             for run in runs:
                 total = _known_count(reader)
-                task = progress.add_task(f"{run.algo} @ {run.cache_size}", total=total)
+                task = progress.add_task(f"{run.spec.label} @ {run.cache_size}", total=total)
                 outcomes.append(_execute(run, reader, future, partial(progress.advance, task)))
                 progress.remove_task(task)
         return outcomes
@@ -299,7 +336,7 @@ def _holes_paths(directory: Path | None, trace: Path, runs: list[_Run]) -> list[
     dataset = dataset_name(trace)
     probed = []
     for run in runs:
-        path = holes_path(directory, dataset, run.cache_size, run.algo)
+        path = holes_path(directory, dataset, run.cache_size, run.spec.label)
         try:
             path.open("w", encoding="utf-8").close()
         except OSError as err:
@@ -337,17 +374,31 @@ def _show(results: list[ReplayResult], trace: Path, cost_model: str, block_id: s
 
 def replay_command(
     trace: Annotated[
-        Path, typer.Argument(help="Trace file: Mooncake/Qwen JSONL or lcp (.zst ok).")
-    ],
+        Path | None, typer.Argument(help="Trace file: Mooncake/Qwen JSONL or lcp (.zst ok).")
+    ] = None,
     *,
     cache_size: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--cache-size", help="Capacities in blocks, comma-separated; k/m/g = ×1024 (8k)."
         ),
-    ],
+    ] = None,
+    list_policies: Annotated[
+        bool,
+        typer.Option(
+            "--list-policies",
+            help="Print every policy: pins honoured, needs future, needs request context,"
+            " clock, parameters; then exit.",
+        ),
+    ] = False,
     algo: Annotated[
-        str, typer.Option("--algo", help=f"Policies, comma-separated: {', '.join(POLICIES)}.")
+        str,
+        typer.Option(
+            "--algo",
+            help="Policies, comma-separated, each optionally name:key=value,... (e.g."
+            " partial_node_random_compute:eviction_mode=drain,n_sample=32); see"
+            " --list-policies.",
+        ),
     ] = "lru",
     cost_model: Annotated[
         str,
@@ -394,17 +445,19 @@ def replay_command(
     ] = True,
 ) -> None:
     """Replay a trace through eviction policies at several cache sizes (PrefixSim semantics)."""
+    if list_policies:
+        _show_policies(json_out)
+        return
+    if trace is None or cache_size is None:
+        raise InputError("replay needs a TRACE and --cache-size (or --list-policies)")
     sizes = [parse_block_count(item) for item in _split(cache_size) or [""]]
-    algos = _split(algo)
-    for name in algos or [""]:
-        if name not in POLICIES:
-            raise InputError(f"--algo {name!r}: unknown policy; known: {', '.join(POLICIES)}")
+    specs = parse_policy_specs(algo)
     parse_cost_model(cost_model)  # fail fast, before the trace is read
     match_mode = cast(MatchMode, _choice("--match", match, MATCH_MODES))
     order = cast(ReplayOrder, _choice("--replay-order", replay_order, REPLAY_ORDERS))
     runs = [
-        _Run(name, size, cost_model, match_mode, order, pin, verify, seed, holes=None)
-        for name in algos
+        _Run(spec, size, cost_model, match_mode, order, pin, verify, seed, holes=None)
+        for spec in specs
         for size in sizes
     ]
     _choice("--block-id", block_id, sorted(BLOCK_ID_MODES))
@@ -423,6 +476,66 @@ def replay_command(
     order_text = f"match {match}, replay order {replay_order}"
     console.print(f"cost model {cost_model}, {order_text}", markup=False, highlight=False)
     _show(results, trace, cost_model, block_id)
+    if dump_holes is not None:
+        _show_holes(outcomes)
+
+
+def _show_policies(json_out: bool) -> None:
+    rows = policy_table()
+    if json_out:
+        print_json([asdict(row) for row in rows])
+        return
+    table = Table(title="Eviction policies", title_justify="left")
+    table.add_column("policy", no_wrap=True)
+    for header in ("pins", "future", "context", "clock"):
+        table.add_column(header, no_wrap=True)
+    table.add_column("parameters", overflow="fold")
+    yes = {True: "yes", False: "no"}
+    for r in rows:
+        table.add_row(
+            r.name,
+            yes[r.pins_honoured],
+            yes[r.needs_future],
+            yes[r.needs_context],
+            r.clock,
+            r.params,
+        )
+    console.print(table)
+    console.print(
+        "pins = pins honoured (no self-eviction when replaying traces with pinning,"
+        " tests/kvcache/test_pin_safety.py); future = needs the trace's future (oracle);"
+        " context = needs request context (session, category, timestamp, prefix tree);"
+        " parameters: --algo name:key=value,...",
+        markup=False,
+        highlight=False,
+    )
+
+
+def _show_holes(outcomes: list[_Outcome]) -> None:
+    """Per run: holes per request (mean, mean over requests with one, max), hole lengths."""
+    table = Table(title="Holes (runs of missed blocks per request)", title_justify="left")
+    table.add_column("policy", overflow="fold")
+    for header in ("cache", "holes/req", "per missing", "max", "mean len", "max len"):
+        table.add_column(header, justify="right", no_wrap=True)
+    lines = []
+    for outcome in outcomes:
+        h, r = outcome.holes, outcome.result
+        if h is None:
+            continue
+        buckets = " ".join(f"{k}:{v:,}" for k, v in h.buckets().items())
+        table.add_row(
+            r.algo,
+            f"{r.cache_size:,}",
+            f"{h.mean_holes:.3f}",
+            f"{h.mean_holes_when_missing:.3f}",
+            f"{h.max_holes:,}",
+            f"{h.mean_length:.1f}",
+            f"{h.max_length:,}",
+        )
+        lines.append(f"hole lengths {r.algo} @ {r.cache_size} (blocks: holes): {buckets}")
+    console.print(table)
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def register(app: typer.Typer) -> None:

@@ -44,6 +44,8 @@ from rich.table import Table
 from hardware.catalog import load_catalog
 from optimizer.cli._output import console, err_console, print_json
 from optimizer.cli._overlong import OverlongOpt, overlong_scan
+from optimizer.cli._preflight import check_config_names, check_finite_flags, check_seed
+from optimizer.cli.profiles_cmd import config_latency_notes, user_profiles_dir
 from optimizer.simconfig import closed_loop_workload, merge_config
 from optimizer.workloads import describe_workload, workload_from_arg
 from simulator.api import SimResult, WorkloadBuilder, simulate
@@ -140,7 +142,8 @@ def write_requests(result: SimResult, directory: Path) -> list[Path]:
     frame = pd.DataFrame([asdict(record) for record in result.records])
     for name, values in result.per_request_ms().items():
         if name != "itl_ms":  # per request that is the worst gap; max_itl_s already holds it
-            frame[name] = values
+            # Rejected requests trail the arrays as inf rows; they have no record to join.
+            frame[name] = values[: len(frame)]
     written = [directory / "requests.csv"]
     frame.to_csv(written[0], index=False)
     if importlib.util.find_spec("pyarrow") is not None:
@@ -264,6 +267,8 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     overlong: OverlongOpt = "drop",
 ) -> None:
     """Simulate one serving configuration on one workload."""
+    check_seed(seed)
+    check_finite_flags({"--l2-gib": l2_gib, "--time-scale": time_scale})
     flags = {
         "model": model, "gpu": gpu, "tp": tp, "instances": instances, "precision": precision,
         "kv_precision": kv_precision, "backend": backend, "scheduler": scheduler,
@@ -279,12 +284,15 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
             "l3_capacity_gib": l3_gib,
         },
     )  # fmt: skip
+    if serving.kernel_profiles_dir is None:  # the user's imported profiles (kvplan profiles)
+        serving = _with_flags(serving, {"kernel_profiles_dir": user_profiles_dir()})
     if slo_file is not None and not capacity:
         raise InputError("--slo: only with --capacity (kvplan slo check evaluates one run)")
     builder = _workload(
         workload, time_scale, max_requests, concurrency, (input_tokens, output_tokens, requests)
     )
     cat = load_catalog(catalog)
+    check_config_names(serving, cat, str(config) if config is not None else "command line")
     tally = overlong_scan(builder, serving.model, cat, seed=seed, policy=overlong)
     drop = overlong == "drop"
     status = err_console.status("simulating…") if err_console.is_terminal else nullcontext()
@@ -423,6 +431,8 @@ def _print_tables(result: SimResult, workload: dict[str, Any]) -> None:
     console.print(
         f"[bold]{where}[/bold], backend {cfg.backend}, latency {cfg.latency_model}", highlight=False
     )
+    for note in config_latency_notes(cfg):
+        console.print(note, markup=False, highlight=False)
     console.print(f"workload: {_describe(workload)}", markup=False, highlight=False)
     console.print(f"memory: {result.reason}", markup=False, highlight=False)
     console.print(f"engine: {result.engine}", markup=False, highlight=False)

@@ -31,7 +31,7 @@ from slo.inputfile import load_mapping
 __all__ = ["register"]
 
 slo_app = typer.Typer(
-    help="SLO files: validate them, and evaluate them against measured metrics.",
+    help="SLO files: check one, and evaluate it against numbers you give (slo check --metrics).",
     no_args_is_help=True,
 )
 

@@ -2,12 +2,18 @@
 
     kvplan validate --silicon silicon_h100_calibration.csv --model Qwen3-32B --limit 20
     kvplan validate --silicon bench.csv --latency calibrated --json --jobs 4
+    kvplan validate --silicon bench.csv --by concurrency --holdout model=Llama-3.1-8B-Instruct
+    kvplan validate --steps examples/steps_h100_from_silicon.csv --latency table
 
 Every aggregated row of the CSV (aiconfigurator's silicon format) is simulated as the closed-loop
 benchmark it was (``optimizer/validate.py`` documents the workload, warm-up and run length) and
-compared with the measured mean TTFT and TPOT. Output: MAPE per (model, backend) group and
-overall, the skipped rows with their reasons, and with ``--rows`` every row; ``--json`` prints
-``{"rows", "summary", "groups", "skipped"}`` with MAPE as fractions.
+compared with the measured mean TTFT and TPOT. Output per group (``--by``) and overall, for
+TTFT and TPOT: MAPE, median APE, median signed bias and MAPE without the worst 1% of rows
+(``optimizer/validate_report.py``); the skipped rows with their reasons; with ``--rows`` every
+row. ``--holdout KEY=VALUE`` scores only the matching rows, with what is fitted to rows refitted
+on the others. ``--json`` prints ``{"rows", "summary", "groups", "skipped"}`` (fractions).
+``--steps FILE`` checks the latency model alone on measured fixed batches
+(``optimizer/validate_steps.py``).
 
 ``--limit N`` simulates at most N rows spread evenly over the selection (every group keeps its
 share), which is what a quick check wants; the full run is ``bench/validate_fidelity.py``.
@@ -15,6 +21,7 @@ share), which is what a quick check wants; the full run is ``bench/validate_fide
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from pathlib import Path
@@ -24,6 +31,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from hardware.catalog import load_catalog
 from optimizer.cli._output import console, err_console, print_json
 from optimizer.validate import (
     DEFAULT_ROUNDS,
@@ -34,7 +42,10 @@ from optimizer.validate import (
     run_validation,
     select_rows,
 )
+from optimizer.validate_report import GROUP_KEYS, ErrorStats, parse_holdout
+from optimizer.validate_steps import read_steps, validate_steps
 from simulator.config import ServingConfig
+from simulator.latency import latency_note
 from slo.inputfile import InputError
 
 __all__ = ["register"]
@@ -50,8 +61,32 @@ def register(app: typer.Typer) -> None:
 
 def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer requires)
     silicon: Annotated[
-        Path, typer.Option("--silicon", help="Measured benchmarks (aiconfigurator silicon CSV).")
-    ],
+        Path | None,
+        typer.Option("--silicon", help="Measured benchmarks (aiconfigurator silicon CSV)."),
+    ] = None,
+    steps: Annotated[
+        Path | None,
+        typer.Option(
+            "--steps",
+            help="Measured fixed batches (CSV: gpu, engine, model, tp, precision, batch, "
+            "measured_ms): step-time error of the latency model alone.",
+        ),
+    ] = None,
+    by: Annotated[
+        str,
+        typer.Option(
+            "--by",
+            help="Group rows by: group (model+backend), gpu, engine, model, concurrency, harness.",
+        ),
+    ] = "group",
+    holdout: Annotated[
+        str | None,
+        typer.Option(
+            "--holdout",
+            help="KEY=VALUE (model, engine, gpu, concurrency N or LO-HI, harness): score only "
+            "these rows, with anything fitted to rows (--ttft-offset) refitted on the others.",
+        ),
+    ] = None,
     latency: Annotated[
         str, typer.Option("--latency", help="Latency model spec: roofline, table, calibrated[:F].")
     ] = DEFAULT_LATENCY,
@@ -88,8 +123,9 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     deployment: Annotated[
         str,
         typer.Option(
-            help="Engine limits: 'benchmark' (those of the benchmark's generated deployment) "
-            "or 'defaults' (the backend preset's)."
+            help="Engine limits: 'benchmark' (the harness's deployment rules), 'generator' "
+            "(those rules taken literally where the rows contradict them) or 'defaults' (the "
+            "backend preset's)."
         ),
     ] = "benchmark",
     ttft_offset: Annotated[
@@ -102,6 +138,15 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     ] = False,
 ) -> None:
     """Simulate measured serving benchmarks and report the error of mean TTFT and TPOT."""
+    if (silicon is None) == (steps is None):
+        raise InputError("validate: give one of --silicon FILE or --steps FILE")
+    if steps is not None:
+        _validate_steps(steps, latency, catalog, json_out)
+        return
+    assert silicon is not None  # checked above
+    if by not in GROUP_KEYS:
+        raise InputError(f"--by {by!r}: expected one of {', '.join(GROUP_KEYS)}")
+    held = parse_holdout(holdout) if holdout else None
     if start not in START_MODES:
         raise InputError(f"--start {start!r}: expected one of {', '.join(START_MODES)}")
     if deployment not in DEPLOYMENTS:
@@ -118,7 +163,8 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
             rounds=rounds,
             start=start,  # type: ignore[arg-type]  # checked above
             deployment=deployment,  # type: ignore[arg-type]  # checked above
-            ttft_offset=ttft_offset,
+            # A hold-out refits the offset on the other rows: simulate without it first.
+            ttft_offset=ttft_offset and held is None,
             jobs=jobs,
             skipped=_filtered(skipped, model, backend),
             progress=lambda n: progress.advance(task, n),
@@ -126,13 +172,54 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
             # every row; the report is the product here.
             quiet=True,
         )
+    if held is not None:
+        report = dataclasses.replace(report, ttft_offset=ttft_offset).held_out(held)
     if json_out:
-        print_json(report.to_dict())
+        print_json(report.to_dict(by))  # type: ignore[arg-type]  # checked above
         return
     if show_rows:
         console.print(_rows_table(report))
-    console.print(_groups_table(report))
+    for note in dict.fromkeys(
+        n for row in picked if (n := latency_note(latency, row.system, row.backend))
+    ):
+        console.print(note, markup=False, highlight=False)
+    for table in _groups_tables(report, by):
+        console.print(table)
+    console.print("MAPE -1% = MAPE without the worst 1% of rows", markup=False)
+    if held is not None:
+        fitted = report.fitted_offsets_ms
+        what = (
+            f"TTFT offset refitted on the other rows: {fitted}"
+            if fitted is not None
+            else "nothing is fitted to rows without --ttft-offset: these are the rows' scores"
+        )
+        console.print(f"held out: {held.key}={held.value} ({what})", markup=False)
     _print_skipped(report)
+
+
+def _validate_steps(path: Path, latency: str, catalog: Path | None, json_out: bool) -> None:
+    report = validate_steps(read_steps(path), latency_model=latency, catalog=load_catalog(catalog))
+    if json_out:
+        print_json(report.to_dict())
+        return
+    table = Table(title=f"Step times of '{latency}' against measured batches", title_justify="left")
+    for header in ("line", "id", "requests", "measured ms", "predicted ms", "err"):
+        table.add_column(header, justify="right" if header != "id" else "left")
+    for row, predicted in report.rows:
+        error = (predicted - row.measured_ms) / row.measured_ms
+        table.add_row(str(row.line), row.id, str(len(row.batch)), f"{row.measured_ms:.2f}",
+                      f"{predicted:.2f}", _signed(error))  # fmt: skip
+    stats = report.stats()
+    table.add_section()
+    table.add_row("", "all", str(stats.n), "", "", "")
+    console.print(table)
+    console.print(
+        f"step time: MAPE {_pct(stats.mape)}, median APE {_pct(stats.median_ape)}, median "
+        f"bias {_signed(stats.median_bias)}, MAPE without the worst 1% {_pct(stats.mape_trimmed)}",
+        markup=False,
+    )
+    for skip in report.skipped:
+        console.print(f"skipped line {skip.line} ({skip.id}): {skip.reason}", markup=False)
 
 
 def _filtered(skipped: list[Any], model: str | None, backend: str | None) -> list[Any]:
@@ -167,30 +254,36 @@ def _signed(value: float) -> str:
     return "-" if not math.isfinite(value) else f"{100 * value:+.0f}%"
 
 
-def _groups_table(report: FidelityReport) -> Table:
+def _groups_tables(report: FidelityReport, by: str = "group") -> list[Table]:
+    """One table per metric (TTFT, TPOT), one row per group and the overall row."""
     summary = report.summary()
-    table = Table(
-        title=f"Fidelity of '{report.latency_model}' (MAPE of mean TTFT / TPOT; "
-        f"{report.rounds} of 20 rounds simulated)",
-        title_justify="left",
-    )
-    for header in ("model", "backend"):
-        table.add_column(header)
-    for header in ("rows", "TTFT MAPE", "TPOT MAPE"):
-        table.add_column(header, justify="right")
-    for group in report.groups():
-        table.add_row(
-            group.model,
-            group.backend if group.mode == "agg" else f"{group.backend} {group.mode}",
-            str(group.n),
-            _pct(group.ttft_mape),
-            _pct(group.tpot_mape),
+    groups = report.groups(by)  # type: ignore[arg-type]  # checked by the caller
+    tables = []
+    for metric in ("ttft", "tpot"):
+        name = metric.upper()
+        table = Table(
+            title=f"{name} of '{report.latency_model}': error of the mean ({report.rounds} of "
+            "20 rounds simulated; bias + = predicted slower)",
+            title_justify="left",
         )
-    table.add_section()
-    table.add_row(
-        "all", "", str(summary["n"]), _pct(summary["ttft_mape"]), _pct(summary["tpot_mape"])
+        table.add_column(by, overflow="fold")
+        for header in ("rows", f"{name} MAPE", "median APE", "bias", "MAPE -1%"):
+            table.add_column(header, justify="right")
+        for group in groups:
+            table.add_row(group.label, str(group.n), *_stats(getattr(group, metric)))
+        table.add_section()
+        table.add_row("all", str(summary["n"]), *_stats(ErrorStats(**summary[metric])))
+        tables.append(table)
+    return tables
+
+
+def _stats(stats: ErrorStats) -> tuple[str, str, str, str]:
+    return (
+        _pct(stats.mape),
+        _pct(stats.median_ape),
+        _signed(stats.median_bias),
+        _pct(stats.mape_trimmed),
     )
-    return table
 
 
 def _rows_table(report: FidelityReport) -> Table:

@@ -67,6 +67,7 @@ from simulator.kvcache.policies import POLICIES
 from simulator.latency import (
     BackendPreset,
     Deployment,
+    LatencyContext,
     Link,
     kv_bytes,
     link_to_tier,
@@ -262,8 +263,12 @@ def _engine(
             f"the KV cache holds {kv_tokens} tokens per instance, less than one "
             f"{block_tokens}-token block of the workload"
         )
+    roots = [config.kernel_profiles_dir] if config.kernel_profiles_dir else []
     timer: StepTimer = parse_analytic(config.latency_model) or make_latency_model(
-        config.latency_model, deployment, params=preset.compose_params()
+        config.latency_model,
+        deployment,
+        params=preset.compose_params(),
+        context=LatencyContext.of(preset.name, roots),
     )
     if config.spec_tokens:
         timer = SpeculativeTimer(

@@ -6,7 +6,10 @@ each time, so only the timing changes). ``capacity_search`` bisects ``time_scale
 over ``[min_time_scale, max_time_scale]`` until the bracket is within ``step`` (2.5%):
 
 1. the lowest load (``max_time_scale``) is simulated first; if it fails the configuration is
-   **infeasible even at the lowest load** (``Capacity.time_scale is None``);
+   **infeasible even at the lowest load** (``Capacity.time_scale is None``). A caller that
+   already knows it passes (``passes_at_max``: the optimizer's picks met the SLO at the
+   nominal load in their trial) skips it, and it is simulated at the end only if it is the
+   answer (its result is returned);
 2. then the highest load (``min_time_scale``); if it passes the search stops there
    (``Capacity.at_limit``: the capacity is at least that);
 3. otherwise ``lo`` (fails) and ``hi`` (passes) close in: ``mid = sqrt(lo · hi)`` until
@@ -32,6 +35,7 @@ import numpy as np
 
 from hardware.schema import Catalog
 from simulator.api import SimResult, WorkloadBuilder, simulate
+from simulator.cluster.give_up import Decided, MissRule, Watched
 from simulator.cluster.source import OpenLoopSource, RequestSource
 from simulator.config import ServingConfig
 from simulator.workload.request import TraceRequest
@@ -68,6 +72,8 @@ class Capacity:
     """The simulation at ``time_scale``, or the failing one at the lowest load."""
     at_limit: bool = False
     """True when the highest load searched (``min_time_scale``) still passed."""
+    given_up: int = 0
+    """Simulations (among ``simulations``) abandoned as failing (``give_up``)."""
 
     @property
     def feasible(self) -> bool:
@@ -125,6 +131,8 @@ def capacity_search(
     max_time_scale: float = MAX_TIME_SCALE,
     step: float = DEFAULT_STEP,
     drop_overlong_requests: bool = True,
+    passes_at_max: bool = False,
+    give_up: MissRule | None = None,
 ) -> Capacity:
     """The smallest ``time_scale`` in the bracket at which ``meets(simulate(...))`` holds.
 
@@ -132,43 +140,104 @@ def capacity_search(
     sessions shape); it is rebuilt from ``seed`` for every simulation. An infeasible
     configuration (``SimResult.feasible`` False) never passes and costs one simulation.
     ``drop_overlong_requests`` is passed to every ``simulate``.
+    ``passes_at_max``: the caller knows ``max_time_scale`` passes (module docstring, step 1);
+    the answer is the same, one simulation fewer unless ``max_time_scale`` is the answer.
+    ``give_up``: the attainment floor and bars that ``meets`` requires; a simulation above the
+    lowest load is then abandoned as failing once the floor is out of reach (``give_up.py``;
+    the answer is the same, the simulation shorter). ``Capacity.given_up`` counts them.
     """
     if not 0 < min_time_scale <= max_time_scale:
         raise ValueError("need 0 < min_time_scale <= max_time_scale")
     if not step > 0:
         raise ValueError("step must be > 0")
-    runs: list[SimResult] = []
-
-    def run(scale: float) -> tuple[bool, SimResult]:
-        result = simulate(
-            config,
-            TimeScaled(workload, scale),
-            seed=seed,
-            catalog=catalog,
-            drop_overlong_requests=drop_overlong_requests,
-        )
-        runs.append(result)
-        return result.feasible and meets(result), result
-
-    ok, lowest = run(max_time_scale)
-    if not ok:
-        return Capacity(None, None, len(runs), lowest)
+    search = _Search(
+        config,
+        workload,
+        meets,
+        seed=seed,
+        catalog=catalog,
+        give_up=give_up,
+        drop_overlong_requests=drop_overlong_requests,
+    )
+    lowest: SimResult | None = None
+    if not passes_at_max:
+        ok, lowest = search.run(max_time_scale)
+        if not ok:
+            return Capacity(None, None, search.simulations, lowest)
     if min_time_scale == max_time_scale:
-        return _found(max_time_scale, lowest, len(runs), at_limit=True)
-    ok, highest = run(min_time_scale)
+        if lowest is None:
+            lowest = search.run(max_time_scale)[1]
+        return search.found(max_time_scale, lowest, at_limit=True)
+    ok, highest = search.probe(min_time_scale)
     if ok:
-        return _found(min_time_scale, highest, len(runs), at_limit=True)
+        assert highest is not None
+        return search.found(min_time_scale, highest, at_limit=True)
     lo, hi, best = min_time_scale, max_time_scale, lowest
     while hi / lo > 1 + step:
         mid = math.sqrt(lo * hi)
-        ok, result = run(mid)
+        ok, result = search.probe(mid)
         if ok:
             hi, best = mid, result
         else:
             lo = mid
-    return _found(hi, best, len(runs), at_limit=False)
+    if best is None:  # nothing above the lowest load passed: simulate it for its result
+        best = search.run(max_time_scale)[1]
+    return search.found(hi, best, at_limit=False)
 
 
-def _found(scale: float, result: SimResult, simulations: int, *, at_limit: bool) -> Capacity:
-    rate = result.summary.requests_per_s if result.summary is not None else None
-    return Capacity(scale, rate, simulations, result, at_limit)
+class _Search:
+    """The simulations of one capacity search, and what they cost."""
+
+    def __init__(
+        self,
+        config: ServingConfig,
+        workload: WorkloadBuilder,
+        meets: Callable[[SimResult], bool],
+        *,
+        seed: int,
+        catalog: Catalog | None,
+        give_up: MissRule | None,
+        drop_overlong_requests: bool,
+    ) -> None:
+        self.config, self.workload, self.meets = config, workload, meets
+        self.seed, self.catalog = seed, catalog
+        self.drop_overlong_requests = drop_overlong_requests
+        self.give_up = give_up if give_up is not None and give_up.bounded else None
+        self.simulations = 0
+        self.given_up = 0
+        self._counts: list[int] = []  # requests per simulation, counted once (``Watched``)
+
+    def run(self, scale: float) -> tuple[bool, SimResult]:
+        """Simulate at ``scale``: whether ``meets`` holds, and the result."""
+        return self._judge(self._simulate(TimeScaled(self.workload, scale)))
+
+    def probe(self, scale: float) -> tuple[bool, SimResult | None]:
+        """``run`` above the lowest load, given up (None) once the floor is out of reach."""
+        if self.give_up is None:
+            return self.run(scale)
+        try:
+            result = self._simulate(
+                Watched(TimeScaled(self.workload, scale), self.give_up, self._counts)
+            )
+        except Decided:
+            self.given_up += 1
+            return False, None
+        return self._judge(result)
+
+    def found(self, scale: float, result: SimResult, *, at_limit: bool) -> Capacity:
+        """The answer ``scale`` with the simulation at it."""
+        rate = result.summary.requests_per_s if result.summary is not None else None
+        return Capacity(scale, rate, self.simulations, result, at_limit, self.given_up)
+
+    def _simulate(self, workload: WorkloadBuilder) -> SimResult:
+        self.simulations += 1
+        return simulate(
+            self.config,
+            workload,
+            seed=self.seed,
+            catalog=self.catalog,
+            drop_overlong_requests=self.drop_overlong_requests,
+        )
+
+    def _judge(self, result: SimResult) -> tuple[bool, SimResult]:
+        return result.feasible and self.meets(result), result

@@ -190,9 +190,10 @@ class EngineInstance:
                 total += req.stop_at - req.generated
         return total
 
-    def ready(self, req: EngineRequest) -> bool:
-        """Whether ``req``'s L2→L1 load is done."""
-        return req.ready_s <= self.kernel.now
+    @property
+    def now(self) -> float:
+        """Current simulated time (s)."""
+        return self.kernel.now
 
     def kv_utilization(self, until_s: float) -> float:
         """Time-averaged share of L1 held by in-flight requests from 0 to ``until_s``."""
@@ -261,8 +262,11 @@ class EngineInstance:
     # ----- scheduler host API -------------------------------------------------------------------
     def grow(self, req: EngineRequest, n_tokens: int) -> bool:
         """See ``SchedulerHost.grow``."""
-        kv, l1 = self.kv, self.kv.l1
         target = req.processed + n_tokens
+        n_held = len(req.blocks)
+        if req.n_pinned == n_held and -(-target // self.block_tokens) <= n_held + req.n_private:
+            return True  # every prompt block pinned and room in the last block: most decodes
+        kv, l1 = self.kv, self.kv.l1
         need = kv.grow_need(req, target)
         while need > l1.available():
             victim = self.running[-1]
@@ -462,8 +466,10 @@ class EngineInstance:
         """Steps the batch can repeat unchanged: 1 unless it is a quiescent pure decode."""
         if self.preempted_in_step or len(batch) != len(self.running):
             return 1
-        for req, n in batch.items():
-            if n != 1 or not req.decoding:
+        if max(batch.values()) != 1:  # a prefill chunk (checked in C: batches are large)
+            return 1
+        for req in batch:
+            if not req.decoding:
                 return 1
         k = min(MAX_RUN_STEPS, *(req.stop_at - req.generated for req in batch))
         if k <= 1:

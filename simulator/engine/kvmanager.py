@@ -170,8 +170,7 @@ class KVManager:
             return
         done = list(req.blocks[lo:hi])
         if self.l2 is not None:
-            for block in done:
-                self.l2.insert(block)
+            self.l2.insert_all(done)
         if self._to_l3 is not None:
             self._to_l3(done)
 
@@ -291,19 +290,20 @@ def _pin_all(tier: CacheTier, blocks: Sequence[int]) -> list[int]:
     """Pin every occurrence of ``blocks`` in ``tier``, adding the absent ones (room was
     checked); return the added blocks. Resident blocks are pinned first so that making room
     for the others cannot evict them."""
-    missing = []
+    has, pin = tier.has, tier.pin
+    missing: dict[int, None] = {}
+    repeats: list[int] = []
     for block in blocks:
-        if tier.has(block):
-            tier.pin(block)
+        if block in missing:
+            repeats.append(block)  # a repeated id inside one request: pinned once added
+        elif has(block):
+            pin(block)
         else:
-            missing.append(block)
-    added = []
-    for block in missing:
-        if tier.has(block):  # a repeated id inside one request, added just above
-            tier.pin(block)
-        else:
-            tier.add_pinned(block)
-            added.append(block)
+            missing[block] = None
+    added = list(missing)
+    tier.add_pinned_all(added)
+    for block in repeats:
+        pin(block)
     return added
 
 
@@ -312,10 +312,4 @@ def _never(_block: int) -> bool:
 
 
 def _copy_down(lower: CacheTier) -> EvictSink:
-    insert = lower.insert
-
-    def sink(victims: list[int]) -> None:
-        for block in victims:
-            insert(block)
-
-    return sink
+    return lower.insert_all

@@ -19,6 +19,9 @@ from simulator.metrics import Recorder, RequestRecord
 
 __all__ = ["Progress", "apply_run", "apply_step", "hit_tokens", "record_of"]
 
+#: No repeated gaps (``Recorder.gaps`` with individual gaps only).
+_NO_GAPS: NDArray[np.float64] = np.empty(0)
+
 #: Indices of ``EngineRequest.queue_s``.
 Q_PREFETCH, Q_WAITING, Q_SWAPPED = 0, 1, 2
 
@@ -41,27 +44,34 @@ def apply_step(batch: Batch, end_s: float, kv: KVManager, recorder: Recorder) ->
     or the next one (an inter-token gap). Prompt blocks it completed are written through.
     """
     progress = Progress([])
+    done, gaps = progress.done, []
+    prefill_tokens = decode_tokens = 0
     for req, n in batch.items():
         before = req.processed
-        if req.decoding:
-            progress.decode_tokens += n
+        prompt_len, generated = req.prompt_len, req.generated
+        if generated > 0 and before + 1 == prompt_len + generated:  # req.decoding
+            decode_tokens += n
         else:
-            progress.prefill_tokens += n
-        req.processed = before + n
+            prefill_tokens += n
+        processed = req.processed = before + n
         req.computed_total += n
-        if before < req.prompt_len:
-            kv.written(req, before, req.processed)
-        if req.processed == req.prompt_len + req.generated:
-            req.generated += 1
+        if before < prompt_len:
+            kv.written(req, before, processed)
+        if processed == prompt_len + generated:
+            req.generated = generated + 1
             if req.first_token_s < 0:
                 req.first_token_s = end_s
             else:
                 gap = end_s - req.last_token_s
-                recorder.gap(gap)
+                gaps.append(gap)
                 req.max_gap_s = max(req.max_gap_s, gap)
             req.last_token_s = end_s
-            if req.generated >= req.stop_at:
-                progress.done.append(req)
+            if generated + 1 >= req.stop_at:
+                done.append(req)
+    if gaps:
+        recorder.gaps(gaps, _NO_GAPS, 0)
+    progress.prefill_tokens = prefill_tokens
+    progress.decode_tokens = decode_tokens
     return progress
 
 

@@ -56,8 +56,10 @@ class SchedulerHost(Protocol):
     """Overlap scheduling: waiting requests queued after this time are not visible to this
     step's admission (None = all are)."""
 
-    def ready(self, req: EngineRequest) -> bool:
-        """Whether a running request's L2→L1 load is done (it may be scheduled)."""
+    @property
+    def now(self) -> float:
+        """Current simulated time (s); a running request whose ``ready_s`` (end of its L2→L1
+        load) is later may not be scheduled yet."""
         ...
 
     def grow(self, req: EngineRequest, n_tokens: int) -> bool:
@@ -110,22 +112,29 @@ class Scheduler(ABC):
         host: SchedulerHost, batch: Batch, budget: int, cap: int, decoding: bool | None
     ) -> int:
         """Give running requests (all, or only decoding / only prefilling ones) their tokens."""
-        for req in list(host.running):
+        # The hottest loop of an overloaded engine (every running request, every step): the
+        # request's ``remaining`` and ``decoding`` properties are inlined.
+        now, grow = host.now, host.grow
+        for req in list(host.running):  # a copy: ``grow`` may preempt from the tail
             if budget <= 0:
                 break
-            if req.state != RUNNING or req in batch or not host.ready(req):
+            if req.state != RUNNING or req in batch or req.ready_s > now:
                 continue
-            if decoding is not None and req.decoding != decoding:
+            remaining = req.prompt_len + req.generated - req.processed
+            if decoding is not None and (req.generated > 0 and remaining == 1) != decoding:
                 continue
-            n = min(req.remaining, cap, budget)
-            if host.grow(req, n):
+            n = min(remaining, cap, budget)
+            if grow(req, n):
                 batch[req] = n
                 budget -= n
         return budget
 
     @staticmethod
-    def _live(batch: Batch) -> Batch:
-        # A request scheduled early in the step may have been preempted later in it.
+    def _live(host: SchedulerHost, batch: Batch) -> Batch:
+        # A request scheduled early in the step may have been preempted later in it (only
+        # when the step preempted one).
+        if not host.preempted_in_step:
+            return batch
         return {req: n for req, n in batch.items() if req.state == RUNNING}
 
 
@@ -139,7 +148,7 @@ class ChunkedScheduler(Scheduler):
         cap = host.chunk_tokens
         budget = self._run(host, batch, host.max_batched_tokens, cap, None)
         self._admit(host, batch, budget, cap, whole=False)
-        return self._live(batch)
+        return self._live(host, batch)
 
 
 class DecodeFirstScheduler(Scheduler):
@@ -154,7 +163,7 @@ class DecodeFirstScheduler(Scheduler):
         budget = self._run(host, batch, budget, budget, True)
         budget = self._run(host, batch, budget, budget, False)
         self._admit(host, batch, budget, budget, whole=True)
-        return self._live(batch)
+        return self._live(host, batch)
 
 
 class PrefillFirstScheduler(Scheduler):
@@ -167,11 +176,11 @@ class PrefillFirstScheduler(Scheduler):
         budget = host.max_batched_tokens
         budget = self._run(host, batch, budget, budget, False)
         self._admit(host, batch, budget, budget, whole=True)
-        batch = self._live(batch)
+        batch = self._live(host, batch)
         if batch:
             return batch
         self._run(host, batch, host.max_batched_tokens, 1, True)
-        return self._live(batch)
+        return self._live(host, batch)
 
 
 #: Every scheduling policy by name; ``ServingConfig.scheduler`` takes one of these keys.

@@ -9,9 +9,11 @@ Decode runs. When a batch is pure decode and nothing can change until a request 
 event arrives, the engine advances ``K`` steps in one event. Step ``k`` of the run times the
 batch ``[(c_i + k, 1)]``. A timer may provide ``decode_run_seconds(cache_lens, n_steps)`` to
 answer for all ``k`` at once (exact); otherwise ``decode_run_durations`` evaluates
-``step_seconds`` at both ends and bisects while the midpoint deviates from the straight line by
-more than ``rel_tol`` (0.2%) — exact for models that are affine in the KV length (the memory-
-bound decode attention of a roofline is), and within ``rel_tol`` per step elsewhere.
+``step_seconds`` (or, cheaper, the timer's optional ``decode_step_pricer(cache_lens)(k)``,
+which must give the same seconds) at both ends and bisects while the midpoint deviates from the
+straight line by more than ``rel_tol`` (0.2%) — exact for models that are affine in the KV
+length (the memory-bound decode attention of a roofline is), and within ``rel_tol`` per step
+elsewhere.
 """
 
 from __future__ import annotations
@@ -60,10 +62,14 @@ def decode_run_durations(
     closed_form = getattr(timer, "decode_run_seconds", None)
     if closed_form is not None:
         return np.asarray(closed_form(cache_lens, n_steps), dtype=np.float64)
-    step = timer.step_seconds
+    pricer = getattr(timer, "decode_step_pricer", None)
+    if pricer is not None:
+        at: Callable[[int], float] = pricer(cache_lens)
+    else:
+        step = timer.step_seconds
 
-    def at(k: int) -> float:
-        return step([(c + k, 1) for c in cache_lens])
+        def at(k: int) -> float:
+            return step([(c + k, 1) for c in cache_lens])
 
     out = np.empty(n_steps, dtype=np.float64)
     if n_steps <= _EXACT_STEPS:
@@ -113,8 +119,26 @@ def _fill(
         f_mid = at(mid)
         line = f_lo + (f_hi - f_lo) * (mid - lo) / (hi - lo)
         if abs(f_mid - line) <= rel_tol * abs(f_mid):
-            out[lo : hi + 1] = np.linspace(f_lo, f_hi, hi - lo + 1)
+            _linspace_into(out, lo, hi, f_lo, f_hi)
             out[mid] = f_mid
         else:
             stack.append((lo, mid, f_lo, f_mid))
             stack.append((mid, hi, f_mid, f_hi))
+
+
+def _linspace_into(out: NDArray[np.float64], lo: int, hi: int, f_lo: float, f_hi: float) -> None:
+    """``out[lo..hi] = np.linspace(f_lo, f_hi, hi - lo + 1)``, bit for bit (numpy's own
+    steps: arange, times the step, plus the start, the end set exactly) without its
+    per-call overhead, which dominated short decode runs."""
+    div = hi - lo
+    y = np.arange(div + 1, dtype=np.float64)
+    delta = f_hi - f_lo
+    step = delta / div
+    if step == 0:  # numpy's branch for denormal steps
+        y /= div
+        y *= delta
+    else:
+        y *= step
+    y += f_lo
+    y[-1] = f_hi
+    out[lo : hi + 1] = y

@@ -89,8 +89,6 @@ class StoreWriter:
         self.kernel.at(done_s, lambda: self._land(todo))
 
     def _land(self, blocks: list[int]) -> None:
-        insert, pending = self.tier.insert, self._pending
-        for block in blocks:
-            pending.discard(block)
-            insert(block)
+        self._pending.difference_update(blocks)
+        self.tier.insert_all(blocks)
         self.n_written += len(blocks)

@@ -26,7 +26,7 @@ requests; ``kvmanager.py`` composes tiers into request-level operations.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from simulator.kvcache.policies.base import NEVER, EvictionPolicy
 
@@ -91,26 +91,37 @@ class CacheTier:
         return len(self.pins) + self.private
 
     # ----- mutations ----------------------------------------------------------------------------
-    def make_room(self, n: int) -> bool:
+    def make_room(self, n: int, *, one_by_one: bool = False) -> bool:
         """Ensure ``n`` free slots by evicting unpinned blocks; False (and nothing done) if
-        even evicting every unpinned block would not free enough."""
+        even evicting every unpinned block would not free enough.
+
+        ``one_by_one``: hand the victims to ``on_evict`` one at a time, as ``n`` calls of
+        ``make_room(1)`` would (a store writer queues each hand-over as one write).
+        """
         # Inlined free(): this is the hottest method of the engine (every allocation).
-        cached = len(self.policy) + len(self.pins) if self.park else len(self.policy)
-        short = n - (self.capacity - cached - self.private)
+        policy = self.policy
+        cached = len(policy) + len(self.pins) if self.park else len(policy)
+        free = self.capacity - cached - self.private
+        short = n - free
         if short <= 0:
             return True
-        if short > self.available() - self.free():
+        if short > self.capacity - self.private - len(self.pins) - free:
             return False
+        on_evict = self.on_evict
         while short > 0:
-            victims = self.policy.evict_n(short, self.pins)
+            victims = policy.evict_n(short, self.pins)
             if not victims:
                 raise RuntimeError(
-                    f"{self.name}: policy {self.policy.name!r} evicted nothing with "
+                    f"{self.name}: policy {policy.name!r} evicted nothing with "
                     f"{self.available() - self.free()} unpinned blocks resident"
                 )
             self.n_evicted += len(victims)
-            if self.on_evict is not None:
-                self.on_evict(victims)
+            if on_evict is not None:
+                if one_by_one and len(victims) > 1:
+                    for victim in victims:
+                        on_evict([victim])
+                else:
+                    on_evict(victims)
             short = n - self.free()
         return True
 
@@ -127,6 +138,54 @@ class CacheTier:
             return False
         self.policy.access(block, 1.0, NEVER)
         return True
+
+    def insert_all(self, blocks: Sequence[int]) -> None:
+        """``insert`` every block of ``blocks`` in order, with one eviction per run of absent
+        blocks on a parking tier (the same victims, in the same order, as block by block).
+
+        Why it is exact: the blocks of a run enter the policy at its recent end, so evicting
+        for each in turn takes the oldest resident blocks, the same ones one ``evict_n`` takes
+        for the whole run — as long as enough blocks resided before it (else block by block).
+        A block further on that the run evicts is re-checked when its turn comes, as
+        ``insert`` would. Other policies may change their order on insertion: block by block.
+        """
+        if not self.park:
+            for block in blocks:
+                self.insert(block)
+            return
+        has, access, n = self.has, self.policy.access, len(blocks)
+        i = 0
+        while i < n:
+            run: dict[int, None] = {}
+            j = i
+            while j < n and blocks[j] not in run and not has(blocks[j]):
+                run[blocks[j]] = None
+                j += 1
+            if not run:
+                i += 1  # resident now: nothing to do, as ``insert``
+                continue
+            if self.make_room(len(run), one_by_one=True):
+                for block in run:
+                    access(block, 1.0, NEVER)
+            else:
+                for block in run:
+                    self.insert(block)
+            i = j
+
+    def add_pinned_all(self, blocks: Sequence[int]) -> None:
+        """``add_pinned`` every block of ``blocks`` (distinct, absent; room was checked).
+
+        On a parking tier the new blocks never enter the policy, so one ``make_room`` for all
+        of them evicts what one per block would; other policies see each insertion in turn.
+        """
+        if not self.park:
+            for block in blocks:
+                self.add_pinned(block)
+            return
+        self.make_room(len(blocks), one_by_one=True)
+        pins = self.pins
+        for block in blocks:
+            pins[block] = 1
 
     def pin(self, block: int) -> None:
         """Take one reference on cached ``block`` (it must be resident)."""

@@ -11,8 +11,10 @@ For each request α = (b0 … bn-1), b0 nearest the root (DESIGN.md "The serve l
    two can be compared on one trajectory.
 2. **allocate**: ``needed = M - free`` (M = distinct missing blocks). Victims are requested with
    ``evict_n`` until ``needed`` victims *outside* α are gone; a victim inside α is a
-   self-eviction (counted, no progress). α is pinned (``pin=True``) for policies that can honour
-   it. Then ``record_request`` fires (policies that override it only).
+   self-eviction (counted, no progress). A round that frees more blocks than the policy reports
+   (``n_unobserved_eviction_round``) re-probes α to tell self-evictions from progress. α is
+   pinned (``pin=True``) for policies that can honour it. Then ``record_request`` fires
+   (policies that override it only).
 3. **access**: α is replayed into the policy, deepest block first by default. A shrink of the
    cache here is ``n_unexpected_eviction`` (must be 0); with ``verify`` every block of α must be
    resident afterwards, else ``RuntimeError`` (a policy bug, not a user error).
@@ -38,6 +40,7 @@ from numpy.typing import NDArray
 from simulator.kvcache.cost import UNIFORM, CostModel
 from simulator.kvcache.holes import find_holes
 from simulator.kvcache.policies.base import NEVER, EvictionPolicy, RequestContext
+from simulator.kvcache.served_future import distinct_counts, without_skipped
 from simulator.workload.future import build_future
 from simulator.workload.request import TraceRequest
 
@@ -85,6 +88,9 @@ class ReplayResult:
     """Phase-2 victims that belonged to the request being served."""
     n_unexpected_eviction: int
     """Blocks lost in phase 3 (must be 0 for a correct policy)."""
+    n_unobserved_eviction_round: int
+    """Phase-2 rounds in which the policy freed more blocks than it reported (composite
+    policies evicting inside sub-caches); the request was then re-probed to count them."""
     n_block_hits: int
     """Hits counted in phase 1 (by the match mode)."""
     total_cost: float
@@ -100,7 +106,7 @@ class ReplayResult:
 
 
 #: The keys of ``ReplayResult.summary`` in RESULT-line order.
-RESULT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(ReplayResult))[:10]
+RESULT_KEYS: tuple[str, ...] = tuple(f.name for f in fields(ReplayResult))[:11]
 
 
 def replay(
@@ -118,10 +124,12 @@ def replay(
     """Serve ``requests`` in order through ``policy`` (fresh or warm) and count.
 
     ``future`` gives, per request, ``(next_access per block position, index of the session's
-    next request)`` as ``simulator.workload.future.FutureTable.rows()`` yields them; when
+    next request)`` as ``simulator.workload.future.FutureTable.rows()`` yields them, and should
+    leave out the requests this capacity skips (``served_future.without_skipped``); when
     ``None`` and the policy ``needs_next_access``, the requests are materialised and annotated
-    here (the one case that holds the trace). Otherwise ``requests`` and ``future`` are
-    consumed lazily, one request at a time, and nothing per request is kept: a streamed trace
+    here, skipped requests excluded (the one case that holds the trace). Otherwise
+    ``requests`` and ``future`` are consumed lazily, one request at a time, and nothing per
+    request is kept: a streamed trace
     replays in memory bounded by the policy's state. ``pin=False`` disables pinning even for
     policies that support it (to measure self-evictions). ``on_holes`` receives every served
     request's holes.
@@ -144,7 +152,8 @@ def replay(
     serve = loop.serve
     if future is None and policy.needs_next_access:
         requests = requests if isinstance(requests, Sequence) else list(requests)
-        future = build_future(requests).rows()
+        served = distinct_counts([r.block_ids for r in requests]) <= policy.capacity
+        future = without_skipped(build_future(requests), served).rows()
     if future is None:
         for request in requests:
             serve(request, None, NEVER)
@@ -191,7 +200,7 @@ class _ServeLoop:
         self.ctx_hook = kind.set_request_ctx is not EvictionPolicy.set_request_ctx
         self.record_hook = kind.record_request is not EvictionPolicy.record_request
         self.n_req = self.n_skipped = self.n_blocks = self.n_hits = 0
-        self.n_eviction = self.n_self_eviction = self.n_unexpected = 0
+        self.n_eviction = self.n_self_eviction = self.n_unexpected = self.n_unobserved = 0
         self.total_cost = self.saved_cost = 0.0
         self.first_skip: tuple[int, int] | None = None
 
@@ -220,7 +229,7 @@ class _ServeLoop:
         distinct_hits = self._match(request, alpha)
         missing = len(alpha) - distinct_hits
         needed = missing - (self.capacity - len(policy))
-        self_evicted = self._allocate(needed, alpha) if needed > 0 else 0
+        self_evicted = self._allocate(needed, alpha, distinct_hits) if needed > 0 else 0
         if self.record_hook:
             policy.record_request(blocks)
         self._access(blocks, future, missing + self_evicted)
@@ -246,22 +255,34 @@ class _ServeLoop:
         self.saved_cost += saved
         return hits if len(alpha) == n else sum(map(probe, alpha))
 
-    def _allocate(self, needed: int, alpha: set[int]) -> int:
-        """Phase 2: evict until ``needed`` victims outside α are gone; return self-evictions."""
+    def _allocate(self, needed: int, alpha: set[int], resident_in_alpha: int) -> int:
+        """Phase 2: evict until ``needed`` victims outside α are gone; return self-evictions.
+
+        ``resident_in_alpha`` = distinct blocks of α resident now. Victims are the ids the
+        policy reports; when it frees more than it reports (an *unobserved* round), α is
+        re-probed and the occupancy drop split into self-evictions and progress."""
         policy = self.policy
         pinned: Collection[int] = alpha if self.pin else ()
         progress = self_evicted = 0
         while progress < needed:
+            before = len(policy)
             victims = policy.evict_n(needed - progress, pinned)
-            if not victims:
+            freed = before - len(policy)
+            if freed <= 0:
                 raise RuntimeError(
                     f"{policy.name}: eviction freed nothing with {len(policy)} resident blocks"
                     f" and {needed - progress} more needed"
                 )
-            inside = sum(map(alpha.__contains__, victims))
-            self.n_eviction += len(victims)
+            if freed == len(victims):
+                inside = sum(map(alpha.__contains__, victims))
+            else:
+                self.n_unobserved += 1
+                still = sum(map(self.probe, alpha))
+                inside = resident_in_alpha - still
+            resident_in_alpha -= inside
+            self.n_eviction += freed
             self_evicted += inside
-            progress += len(victims) - inside
+            progress += freed - inside
         self.n_self_eviction += self_evicted
         return self_evicted
 
@@ -294,6 +315,7 @@ class _ServeLoop:
             n_eviction=self.n_eviction,
             n_self_eviction=self.n_self_eviction,
             n_unexpected_eviction=self.n_unexpected,
+            n_unobserved_eviction_round=self.n_unobserved,
             n_block_hits=self.n_hits,
             total_cost=self.total_cost,
             saved_cost=self.saved_cost,
@@ -313,6 +335,12 @@ class _ServeLoop:
             yield (
                 f"{policy.name} cannot pin a request's blocks: {self.n_self_eviction}"
                 " self-evictions (blocks of the request evicted to make room for it)"
+            )
+        elif self.n_self_eviction and not self.pin:
+            yield (
+                f"{policy.name}: {self.n_self_eviction} self-evictions with pinning off"
+                " (blocks of the request evicted to make room for it; hit counts are"
+                " unaffected, the policy state is not)"
             )
         if self.n_unexpected:
             yield (

@@ -3,7 +3,7 @@
 - ``Batch``: a step's ``(cache_len, new_tokens)`` per request.
 - ``Deployment``: model × GPU × TP/EP × precisions, validated.
 - ``LatencyModel`` (protocol) and ``make_latency_model(spec, deployment)`` over the registry
-  ``LATENCY_MODELS`` ('roofline'; 'table' and 'calibrated' from part 2).
+  ``LATENCY_MODELS`` ('auto', 'roofline', 'table', 'calibrated'); ``latency_note``.
 - ``KernelTimer`` (the kernel-cost seam), ``RooflineKernels``, ``OperatorPlanner``.
 - ``transfer_seconds`` and ``Link`` builders; ``kv_bytes`` / ``kv_bytes_per_gpu``.
 - ``memory_fit`` → ``MemoryFit``; backend presets (``load_preset``: vllm, sglang, trtllm).
@@ -17,7 +17,13 @@ from simulator.latency.kernels import KERNEL_CLASSES, KernelClass, KernelTimer
 from simulator.latency.memory import MemoryFit, MemoryParams, memory_fit, weight_bytes_per_gpu
 from simulator.latency.model import ComposedLatencyModel, RooflineModel
 from simulator.latency.presets import BACKEND_PRESETS, BackendPreset, load_preset
-from simulator.latency.registry import LATENCY_MODELS, LatencyModelFactory, make_latency_model
+from simulator.latency.registry import (
+    LATENCY_MODELS,
+    LatencyContext,
+    LatencyModelFactory,
+    latency_note,
+    make_latency_model,
+)
 from simulator.latency.roofline import RooflineKernels, RooflineParams, Work
 from simulator.latency.transfer import (
     Link,
@@ -43,6 +49,7 @@ __all__ = [
     "KernelCall",
     "KernelClass",
     "KernelTimer",
+    "LatencyContext",
     "LatencyModel",
     "LatencyModelFactory",
     "Link",
@@ -59,6 +66,7 @@ __all__ = [
     "gpu_gpu_link",
     "kv_bytes",
     "kv_bytes_per_gpu",
+    "latency_note",
     "link_to_tier",
     "load_preset",
     "make_latency_model",

@@ -29,10 +29,11 @@ terms are 1/efficiency.
 
 Coefficients are per kernel class and *variant*: the GEMM weight precision, the KV-cache
 precision for attention, one variant (``all_reduce``) for NCCL. They live in a calibration file
-(YAML, ``Calibration``) written by ``kvplan calibrate`` (``fit.py``); the default for H100 SXM
-ships in ``simulator/data/calibration/h100_sxm.yaml``. A calibration is tied to the GPU it was
-fitted on: loading a file for another GPU is an ``InputError``; only the registry's bare
-``calibrated`` carries the shipped H100 coefficients to a GPU without its own, with a warning.
+(YAML, ``Calibration``) written by ``kvplan calibrate`` (``fit.py``); one per GPU and engine
+with shipped profiles ships in ``simulator/data/calibration/<gpu>_<engine>.yaml``. A calibration
+is tied to the GPU it was fitted on: loading a file for another GPU is an ``InputError``; only
+the registry's bare ``calibrated`` carries the shipped H100 coefficients to a GPU without its
+own, with a warning.
 
 Not a profile table (``table.py``) and not ``RooflineKernels`` (efficiency factors read off the
 profiles by hand): a small fitted model, usable wherever the roofline is.
@@ -54,6 +55,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from hardware.schema import BYTES_PER_ELEMENT, GpuSpec
 from simulator.latency._cached import CachedKernels, Heads, float_heads
 from simulator.latency.kernels import KERNEL_CLASSES, KernelClass
+from simulator.latency.profile_files import DEFAULT_ENGINE
 from simulator.latency.profiles import HEAD_COLUMNS
 from slo.inputfile import InputError, load_input_file
 
@@ -337,14 +339,17 @@ class Calibration(_Frozen):
         return self
 
 
-def default_calibration_path(gpu: str) -> Path:
-    """Where the shipped calibration of ``gpu`` lives (the file may not exist)."""
+def default_calibration_path(gpu: str, engine: str = DEFAULT_ENGINE) -> Path:
+    """Where the shipped calibration of ``gpu`` under ``engine``'s kernels lives (the file may
+    not exist): ``simulator/data/calibration/<gpu>_<engine>.yaml``."""
     root = Path(str(resources.files("simulator") / "data" / "calibration"))
-    return root / f"{gpu.lower()}.yaml"
+    return root / f"{gpu.lower()}_{engine.lower()}.yaml"
 
 
-def load_calibration(path: str | Path | None = None, *, gpu: str | None = None) -> Calibration:
-    """Read a calibration file; ``path=None`` = the shipped one for ``gpu``.
+def load_calibration(
+    path: str | Path | None = None, *, gpu: str | None = None, engine: str = DEFAULT_ENGINE
+) -> Calibration:
+    """Read a calibration file; ``path=None`` = the shipped one for ``gpu`` and ``engine``.
 
     When ``gpu`` is given, a file fitted on another GPU is an ``InputError`` (efficiencies do not
     carry over between chips; fit one from that GPU's profiles with ``kvplan calibrate``).
@@ -352,11 +357,11 @@ def load_calibration(path: str | Path | None = None, *, gpu: str | None = None) 
     if path is None:
         if gpu is None:
             raise InputError("load_calibration needs a file or a GPU name")
-        path = default_calibration_path(gpu)
+        path = default_calibration_path(gpu, engine)
         if not path.is_file():
             raise InputError(
-                f"no shipped calibration for GPU '{gpu}'; fit one with "
-                f"`kvplan calibrate --gpu {gpu.lower()} --profiles DIR --out FILE`"
+                f"no shipped calibration for GPU '{gpu}' and engine '{engine}'; fit one with "
+                f"`kvplan calibrate --gpu {gpu.lower()} --engine {engine} --out FILE`"
             )
     calibration = load_input_file(path, Calibration)
     if gpu is not None and calibration.gpu != gpu.lower():
@@ -367,25 +372,28 @@ def load_calibration(path: str | Path | None = None, *, gpu: str | None = None) 
     return calibration
 
 
-def calibrated_kernels(gpu: GpuSpec, path: str | Path | None = None) -> ScaledKernels:
+def calibrated_kernels(
+    gpu: GpuSpec, path: str | Path | None = None, *, engine: str = DEFAULT_ENGINE
+) -> ScaledKernels:
     """The ``calibrated[:FILE]`` kernel source for ``gpu``.
 
     With ``path``: that file, which must have been fitted on ``gpu`` (else ``InputError``).
-    Without: the shipped calibration of ``gpu``; for a GPU without one, the H100 calibration
-    carried over to ``gpu``'s peaks, with a ``UserWarning`` saying so (an approximation: fit
-    one from that GPU's profiles with ``kvplan calibrate`` to do better).
+    Without: the shipped calibration of ``gpu`` under ``engine``'s kernels (one ships for every
+    GPU and engine with shipped profiles); for a GPU without one, the H100 calibration of the
+    same engine carried over to ``gpu``'s peaks, with a ``UserWarning`` saying so (an
+    approximation: fit one from that GPU's profiles with ``kvplan calibrate`` to do better).
     """
     if path is not None:
         return ScaledKernels(gpu, load_calibration(path, gpu=gpu.name))
-    if default_calibration_path(gpu.name).is_file():
-        return ScaledKernels(gpu, load_calibration(gpu=gpu.name))
+    if default_calibration_path(gpu.name, engine).is_file():
+        return ScaledKernels(gpu, load_calibration(gpu=gpu.name, engine=engine))
     warnings.warn(
-        f"no calibration for '{gpu.name}'; using the {DEFAULT_CALIBRATION_GPU} one with "
-        f"{gpu.name}'s peaks (efficiencies assumed to carry over)",
+        f"no calibration for '{gpu.name}' / {engine}; using the {DEFAULT_CALIBRATION_GPU} one "
+        f"with {gpu.name}'s peaks (efficiencies assumed to carry over)",
         UserWarning,
         stacklevel=2,
     )
-    calibration = load_calibration(gpu=DEFAULT_CALIBRATION_GPU)
+    calibration = load_calibration(gpu=DEFAULT_CALIBRATION_GPU, engine=engine)
     return ScaledKernels(gpu, calibration, allow_other_gpu=True)
 
 

@@ -13,7 +13,9 @@ makes it (layers × groups). Any kernel source then prices the same plan. Per la
 - attention: every prefill request on its own shape (causal over its cached prefix and its new
   tokens — never an averaged shape; identical shapes share one call with ``batch_size`` > 1) and
   decode requests grouped by KV length;
-- two TP all-reduces (after attention, after the MLP) of ``tokens × hidden`` activations;
+- two TP all-reduces (after attention, after the MLP) of ``tokens × hidden`` activations (priced
+  by the kernel source's NCCL all-reduce, or the engine's custom all-reduce where faster:
+  ``ComposeParams.custom_all_reduce``);
 - memory-bound elementwise work (fused add+RMSNorm ×2, RoPE, KV-cache write, SwiGLU activation,
   MoE permutation), priced from HBM bandwidth (``ComposeParams``) because ``KernelTimer`` has no
   elementwise primitive.
@@ -86,12 +88,34 @@ class ComposeParams:
     elementwise_memory_efficiency: float = 0.80
     #: Fixed GPU time of one elementwise kernel, like the smallest profiled GEMMs (~2.5 µs).
     elementwise_launch_s: float = 2.5e-6
+    #: Whether TP all-reduces of up to ``custom_all_reduce_max_bytes`` may use the engine's own
+    #: one-shot/two-shot all-reduce kernel (vLLM ``CustomAllreduce``, SGLang's and TensorRT-LLM's
+    #: custom all-reduce) over NVLink, at most 8 GPUs of a node, instead of NCCL: each all-reduce
+    #: costs the faster of the two. vLLM enables it by default (``disable_custom_all_reduce``
+    #: False) and uses it for messages below its 8 MiB buffer.
+    custom_all_reduce: bool = True
+    custom_all_reduce_max_bytes: float = 8.0 * (1 << 20)
+    #: Latency floor of the custom all-reduce, ``base + per_gpu · (n - 1)``: SGLang's H100
+    #: measurement of its custom all-reduce on 512-4096 fp16 elements (sgl-project/sglang
+    #: PR #2904) is 3.7-3.9 µs on 2 GPUs, 3.7-4.8 µs on 4 and 5.7-5.9 µs on 8 — against the
+    #: NCCL profile's 6.3 / 9.5 / 15.7 µs, which the roofline's floor matches.
+    custom_all_reduce_base_s: float = 3.3e-6
+    custom_all_reduce_per_gpu_s: float = 0.37e-6
+    #: Ring-equivalent bus bandwidth of the custom all-reduce as a fraction of the GPU link's:
+    #: the same measurement from 64 Ki to 1 Mi elements (128 KiB-2 MiB) costs 7.8, 13.3 and
+    #: 13.2 µs per MiB more on 2, 4 and 8 GPUs, i.e. 2(n-1)/n·bytes at 112-133 GB/s of the H100's
+    #: 450 GB/s per direction (0.28).
+    custom_all_reduce_link_efficiency: float = 0.28
 
     def __post_init__(self) -> None:
         if min(self.step_overhead_s, self.request_overhead_s, self.elementwise_launch_s) < 0:
             raise ValueError("ComposeParams: overheads must be >= 0")
-        if not 0 < self.elementwise_memory_efficiency <= 1:
-            raise ValueError("ComposeParams: elementwise_memory_efficiency must be in (0, 1]")
+        for name in ("elementwise_memory_efficiency", "custom_all_reduce_link_efficiency"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"ComposeParams: {name} must be in (0, 1]")
+        floors = (self.custom_all_reduce_base_s, self.custom_all_reduce_per_gpu_s)
+        if min(*floors, self.custom_all_reduce_max_bytes) < 0:
+            raise ValueError("ComposeParams: custom all-reduce costs must be >= 0")
 
 
 class OperatorPlanner:

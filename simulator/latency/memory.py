@@ -11,6 +11,13 @@ Per GPU of an instance::
       reserve_inside   (vLLM):    hbm · util - weights - reserve
       reserve_outside  (SGLang):  hbm · util - weights   (reserve must fit in hbm · (1 - util))
       fraction_of_free (TRT-LLM): util · (hbm - weights - reserve)
+    graphs    = cuda_graph_gib, allocated after the KV pool (vLLM captures its CUDA graphs
+                after sizing the pool; TensorRT-LLM's live in the 1 - fraction it leaves): it
+                must fit in what the accounting leaves free, or the engine would fail to start.
+
+``hbm_utilization`` None means the engine derives its fraction from the GPU (SGLang 0.5.4+,
+``memory_rules.sglang_memory_defaults``). The fit's sentence names the KV dtype, the bytes per
+token and the rule, so that ``simulate`` and ``models show`` say how the capacity came about.
 
 The pool is cut into whole blocks of ``block_tokens``. ``memory_fit`` never raises for a
 configuration that does not fit: it returns ``MemoryFit(fits=False, reason=...)`` with one
@@ -19,12 +26,14 @@ readable sentence, so the optimizer can record it as a violated constraint.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
 
 from hardware.schema import BYTES_PER_ELEMENT
 from simulator.latency.deployment import Deployment
+from simulator.latency.memory_rules import sglang_memory_defaults
 
 __all__ = [
     "MemoryAccounting",
@@ -45,13 +54,16 @@ class MemoryParams:
     """The engine settings memory depends on (from a backend preset; see ``presets.py``)."""
 
     #: Fraction of HBM the engine may use (vLLM gpu_memory_utilization, SGLang
-    #: mem_fraction_static, TRT-LLM free_gpu_memory_fraction — see ``accounting``).
-    hbm_utilization: float = 0.90
+    #: mem_fraction_static, TRT-LLM free_gpu_memory_fraction — see ``accounting``); None =
+    #: derived from the GPU's memory as SGLang 0.5.4+ does (module doc).
+    hbm_utilization: float | None = 0.90
     #: How the fraction is applied (module doc).
     accounting: MemoryAccounting = "reserve_inside"
     #: Fixed per-GPU memory outside weights, activations and KV: CUDA graphs, NCCL and cuBLAS
     #: workspaces, allocator slack (GiB; an assumption per engine).
     framework_reserve_gib: float = 1.0
+    #: CUDA-graph memory allocated after the KV pool, outside the accounting (GiB; module doc).
+    cuda_graph_gib: float = 0.0
     #: Token budget of one step: sizes the activation peak.
     max_batched_tokens: int = 8192
     #: Most requests in one step: sizes the sampler's logits buffer.
@@ -62,9 +74,9 @@ class MemoryParams:
     min_kv_tokens: int = 0
 
     def __post_init__(self) -> None:
-        if not 0 < self.hbm_utilization <= 1:
+        if self.hbm_utilization is not None and not 0 < self.hbm_utilization <= 1:
             raise ValueError("MemoryParams.hbm_utilization must be in (0, 1]")
-        if self.framework_reserve_gib < 0 or self.min_kv_tokens < 0:
+        if min(self.framework_reserve_gib, self.cuda_graph_gib, self.min_kv_tokens) < 0:
             raise ValueError("MemoryParams: reserve and min_kv_tokens must be >= 0")
         if min(self.max_batched_tokens, self.max_running_requests, self.block_tokens) < 1:
             raise ValueError("MemoryParams: token and request limits must be >= 1")
@@ -153,20 +165,26 @@ def memory_fit(d: Deployment, params: MemoryParams | None = None) -> MemoryFit:
     non-fit; see ``MemoryFit``)."""
     p = params or MemoryParams()
     hbm = d.gpu.hbm_bytes
+    rule = ""
+    if p.hbm_utilization is None:
+        derived = sglang_memory_defaults(hbm, d.tp)
+        rule = derived.explain(hbm / 2**20)
+        p = dataclasses.replace(p, hbm_utilization=derived.mem_fraction_static)
+    util = float(p.hbm_utilization or 0.0)
     weights = weight_bytes_per_gpu(d)
     reserve = p.framework_reserve_gib * GIB + activation_bytes_per_gpu(
         d, p.max_batched_tokens, p.max_running_requests
     )
     if p.accounting == "fraction_of_free":
         usable = float(hbm)
-        kv = p.hbm_utilization * (hbm - weights - reserve)
+        kv = util * (hbm - weights - reserve)
     else:
-        usable = hbm * p.hbm_utilization
+        usable = hbm * util
         kv = usable - weights - (reserve if p.accounting == "reserve_inside" else 0.0)
     per_token = d.kv_bytes_per_token_per_gpu()
     blocks = max(0, int(kv // (per_token * p.block_tokens))) if kv > 0 else 0
     tokens = blocks * p.block_tokens
-    fit = _Sizes(d, p, weights, reserve, usable, max(kv, 0.0), tokens, blocks)
+    fit = _Sizes(d, p, util, weights, reserve, usable, max(kv, 0.0), tokens, blocks, rule)
     reason = fit.problem()
     return MemoryFit(
         fits=reason is None,
@@ -187,12 +205,15 @@ class _Sizes:
 
     d: Deployment
     p: MemoryParams
+    util: float
     weights: float
     reserve: float
     usable: float
     kv: float
     tokens: int
     blocks: int
+    #: How a derived fraction came about ("" when it was given).
+    rule: str = ""
 
     def _head(self) -> str:
         d = self.d
@@ -208,7 +229,7 @@ class _Sizes:
         if p.accounting == "fraction_of_free":
             return f"{d.gpu.name} has {d.gpu.hbm_gib:.1f} GiB"
         return (
-            f"{d.gpu.name} has {d.gpu.hbm_gib:.1f} GiB at {p.hbm_utilization:.2f} utilisation = "
+            f"{d.gpu.name} has {d.gpu.hbm_gib:.1f} GiB at {self.util:.2f} utilisation = "
             f"{self.usable / GIB:.1f} GiB"
         )
 
@@ -227,6 +248,15 @@ class _Sizes:
         if p.accounting == "reserve_outside" and outside < self.reserve:
             left, need = _gib_pair(outside, self.reserve)
             return f"{head}; {budget}, and the other {left} GiB cannot hold the {need} GiB reserve"
+        graphs = p.cuda_graph_gib * GIB
+        if p.accounting == "fraction_of_free":
+            spare = (1 - self.util) * (self.d.gpu.hbm_bytes - self.weights - self.reserve)
+        else:
+            spare = self.d.gpu.hbm_bytes - self.usable
+            spare -= self.reserve if p.accounting == "reserve_outside" else 0.0
+        if graphs > spare:
+            free, need = _gib_pair(max(spare, 0.0), graphs)
+            return f"{head}; {budget}, leaving {free} GiB < {need} GiB of CUDA graphs"
         needed = max(p.min_kv_tokens, p.block_tokens)
         if self.tokens < needed:
             return (
@@ -243,22 +273,28 @@ class _Sizes:
         if p.accounting == "reserve_outside":
             split = (
                 f"{weights:.1f} GiB of weights per GPU leave {kv:.1f} GiB of the "
-                f"{p.hbm_utilization:.2f} static fraction for KV ({reserve:.1f} GiB reserve "
+                f"{self.util:.3f} static fraction for KV ({reserve:.1f} GiB reserve "
                 "outside it)"
             )
         elif p.accounting == "fraction_of_free":
             split = (
                 f"{weights:.1f} GiB of weights + {reserve:.1f} GiB reserve per GPU, "
-                f"{p.hbm_utilization:.2f} of the rest = {kv:.1f} GiB for KV"
+                f"{self.util:.2f} of the rest = {kv:.1f} GiB for KV"
             )
         else:
             split = (
-                f"{weights:.1f} GiB of weights + {reserve:.1f} GiB reserve per GPU leave "
+                f"{self.util:.2f} x {d.gpu.hbm_gib:.1f} GiB = {self.usable / GIB:.1f} GiB, of "
+                f"which {weights:.1f} GiB of weights + {reserve:.1f} GiB reserve per GPU leave "
                 f"{kv:.1f} GiB for KV"
             )
+        if p.cuda_graph_gib:
+            split += f" ({p.cuda_graph_gib:g} GiB of CUDA graphs outside)"
+        per_token = d.kv_bytes_per_token_per_gpu() / 1024
+        rule = f"; {self.rule}" if self.rule else ""
         return (
             f"{name} {d.weight_precision} fits on {d.gpu.name} at TP{d.tp}: {split} = "
-            f"{self.tokens:,} tokens ({self.blocks:,} blocks of {p.block_tokens})"
+            f"{self.tokens:,} tokens ({self.blocks:,} blocks of {p.block_tokens}) of "
+            f"{d.kv_precision} KV at {per_token:g} KiB per token per GPU{rule}"
         )
 
 

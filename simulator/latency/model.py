@@ -22,13 +22,13 @@ of pairs (building the batch included), measured on the shared development machi
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from simulator.latency.base import StepBreakdown
-from simulator.latency.batch import BatchLike, IntArray, as_batch
+from simulator.latency.batch import BatchLike, DecodeRun, as_batch
 from simulator.latency.compose import ComposeParams, KernelCall, OperatorPlanner
 from simulator.latency.deployment import Deployment
 from simulator.latency.kernels import KernelTimer
@@ -37,6 +37,8 @@ from simulator.latency.transfer import Link, transfer_seconds
 
 __all__ = ["ComposedLatencyModel", "RooflineModel"]
 
+#: Most GPUs vLLM's and SGLang's custom all-reduce runs on (they fall back to NCCL beyond).
+_CUSTOM_AR_MAX_GPUS = 8
 #: Entries per cache before it is cleared (bounds memory on adversarial workloads; normal runs
 #: have far fewer distinct shapes).
 _CACHE_LIMIT = 1 << 17
@@ -72,9 +74,14 @@ class ComposedLatencyModel:
             "gemm": timer.gemm,
             "context_attention": timer.context_attention,
             "generation_attention": timer.generation_attention,
-            "nccl": timer.all_reduce,
+            "nccl": self._all_reduce,
             "elementwise": self._elementwise,
         }
+        gpu, p = deployment.gpu, self._params
+        # The engines' one-shot custom all-reduce needs peer-to-peer NVLink within a node.
+        self._custom_ar = p.custom_all_reduce and gpu.gpu_link == "nvlink"
+        self._custom_ar_bw = gpu.gpu_link_gb_per_s * 1e9 * p.custom_all_reduce_link_efficiency
+        self._custom_ar_gpus = min(gpu.gpus_per_node, _CUSTOM_AR_MAX_GPUS)
         layers = self._planner.layers
         self._prefill_floor = layers * self._launch_cost(self._planner.prefill_floor())
         self._decode_floor = layers * self._launch_cost(self._planner.decode_floor())
@@ -115,10 +122,16 @@ class ComposedLatencyModel:
         seconds += self._token_seconds(b.num_tokens) + self._logit_seconds(b.logit_tokens)
         if b.prefill_groups:
             seconds += self._prefill_seconds(b.prefill_groups)
-        if b.decode_kv_lens.shape[0]:
-            seconds += self._decode_seconds(b.decode_kv_lens)
+        if b.decode_buckets:
+            seconds += self._decode_seconds(b.decode_buckets)
             seconds += self._absorb_seconds(int(b.decode_kv_lens.shape[0]))
         return seconds
+
+    def decode_step_pricer(self, cache_lens: Sequence[int]) -> Callable[[int], float]:
+        """``k -> step_seconds([(c + k, 1) for c in cache_lens])``, the same seconds for less
+        work per call (``batch.DecodeRun``): what the engine's decode runs evaluate."""
+        run = DecodeRun(cache_lens)
+        return lambda k: self.step_seconds(run.at(k))
 
     def breakdown(self, batch: BatchLike) -> StepBreakdown:
         """Seconds per operator; the values sum to ``step_seconds(batch)``."""
@@ -136,7 +149,7 @@ class ComposedLatencyModel:
             each = self._launch_cost(call) if credit else self.call_seconds(call)
             out[call.op] = out.get(call.op, 0.0) + call.count * each
         if b.num_decode:
-            out["attn_decode"] = self._decode_seconds(b.decode_kv_lens)
+            out["attn_decode"] = self._decode_seconds(b.decode_buckets)
         out["step_overhead"] = self._params.step_overhead_s
         out["request_overhead"] = self._params.request_overhead_s * b.size
         return StepBreakdown.of(out)
@@ -169,6 +182,21 @@ class ComposedLatencyModel:
     # ----- cached parts -----------------------------------------------------------------------
     def _sum(self, calls: list[KernelCall]) -> float:
         return sum(call.count * self._price[call.kind](*call.args) for call in calls)
+
+    def _all_reduce(self, message_bytes: float, num_gpus: int) -> float:
+        """The kernel source's (NCCL) all-reduce, or the engine's custom all-reduce where it
+        applies and is faster (``ComposeParams.custom_all_reduce``)."""
+        nccl = self._timer.all_reduce(message_bytes, num_gpus)
+        p = self._params
+        if (
+            not self._custom_ar
+            or not 1 < num_gpus <= self._custom_ar_gpus
+            or message_bytes > p.custom_all_reduce_max_bytes
+        ):
+            return nccl
+        wire = 2.0 * (num_gpus - 1) / num_gpus * message_bytes / self._custom_ar_bw
+        floor = p.custom_all_reduce_base_s + p.custom_all_reduce_per_gpu_s * (num_gpus - 1)
+        return min(nccl, floor + wire)
 
     def _elementwise(self, moved_bytes: float, kernels: int) -> float:
         return moved_bytes / self._elementwise_bw + kernels * self._params.elementwise_launch_s
@@ -220,19 +248,14 @@ class ComposedLatencyModel:
         pair = KernelCall(smallest.op, smallest.kind, (2, *smallest.args[1:]), 1)  # batch = 2
         return max(0.0, 2.0 * one - self.call_seconds(pair))
 
-    def _decode_seconds(self, kv_lens: IntArray) -> float:
-        """Decode attention over all layers, KV lengths bucketed by octave (module doc)."""
-        if not kv_lens.shape[0]:
+    def _decode_seconds(self, buckets: tuple[tuple[int, int, int], ...]) -> float:
+        """Decode attention over all layers, KV lengths bucketed by octave (module doc);
+        ``buckets`` is ``Batch.decode_buckets``."""
+        if not buckets:
             return 0.0
-        exponents = np.frexp(kv_lens)[1]  # kv in [2^(e-1), 2^e)
-        counts = np.bincount(exponents)
-        sums = np.bincount(exponents, weights=kv_lens)
-        present = np.flatnonzero(counts)
-        seconds = -(len(present) - 1) * self._decode_floor
+        seconds = -(len(buckets) - 1) * self._decode_floor
         cache = self._bucket_cache
-        for e, b, s in zip(
-            present.tolist(), counts[present].tolist(), sums[present].tolist(), strict=True
-        ):
+        for e, b, s in buckets:
             hit = cache.get((b, e))
             if hit is None:
                 hit = self._store(cache, (b, e), self._bucket(b, e))

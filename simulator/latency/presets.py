@@ -73,8 +73,27 @@ class BackendPreset(BaseModel):
         "fraction_of_free: KV gets the fraction of memory left after weights and activations "
         "(TensorRT-LLM free_gpu_memory_fraction)."
     )
+    mem_fraction_rule: Literal["fixed", "sglang_reserved"] = Field(
+        default="fixed",
+        description="fixed: hbm_utilization (by TP) as given; sglang_reserved: derived from "
+        "the GPU's memory as SGLang 0.5.4+ does (simulator/latency/memory_rules.py).",
+    )
     framework_reserve_gib: float = Field(
-        ge=0, description="Per-GPU memory for CUDA graphs, NCCL and workspaces, GiB."
+        ge=0,
+        description="Per-GPU memory the engine holds besides weights, activations and KV when "
+        "it sizes the pool (NCCL, cuBLAS and allocator workspaces, CUDA context), GiB.",
+    )
+    cuda_graph_gib: float = Field(
+        default=0.0,
+        ge=0,
+        description="CUDA-graph memory allocated after the KV pool, outside the accounting "
+        "(it must fit in what the fraction leaves), GiB.",
+    )
+    kv_cache_dtype_auto: Literal["checkpoint", "model_dtype"] = Field(
+        default="checkpoint",
+        description="What --kv-cache-dtype auto means: checkpoint = the checkpoint's KV "
+        "quantisation (ModelOpt kv_cache_quant_algo), else the model dtype; model_dtype = "
+        "always the model dtype (hardware/checkpoints.py).",
     )
     overlap_scheduling: bool = Field(
         default=False,
@@ -107,11 +126,14 @@ class BackendPreset(BaseModel):
         )
 
     def memory_params(self, tp: int = 1, *, min_kv_tokens: int = 0) -> MemoryParams:
-        """The HBM budget settings for ``memory_fit`` at tensor parallelism ``tp``."""
+        """The HBM budget settings for ``memory_fit`` at tensor parallelism ``tp`` (the
+        fraction is left to ``memory_fit`` to derive from the GPU under ``sglang_reserved``)."""
+        derived = self.mem_fraction_rule == "sglang_reserved"
         return MemoryParams(
-            hbm_utilization=self.hbm_utilization_for(tp),
+            hbm_utilization=None if derived else self.hbm_utilization_for(tp),
             accounting=self.memory_accounting,
             framework_reserve_gib=self.framework_reserve_gib,
+            cuda_graph_gib=self.cuda_graph_gib,
             max_batched_tokens=self.max_batched_tokens,
             max_running_requests=self.max_running_requests,
             block_tokens=self.kv_block_tokens,

@@ -1,14 +1,22 @@
 """The latency-model family: spec string → model, through one plain dict.
 
-A spec is ``NAME`` or ``NAME:ARG`` (``roofline``, ``table``, ``calibrated:fit.yaml``).
+A spec is ``NAME`` or ``NAME:ARG`` (``auto``, ``roofline``, ``table``, ``calibrated:fit.yaml``).
 ``make_latency_model`` splits it at the first ':' and calls ``LATENCY_MODELS[NAME]`` with the
-deployment, the argument (``None`` without ':') and the framework overheads. Adding a model is
-adding one entry here; CLI choices and search-space names derive from the dict's keys.
+deployment, the argument (``None`` without ':'), the framework overheads and a
+``LatencyContext`` (which engine's kernels run, where user-imported profiles live). Adding a
+model is adding one entry here; CLI choices and search-space names derive from the dict's keys.
+
+``auto`` (the default of ``ServingConfig``) is the ``table`` model wherever measured kernel
+profiles of the GPU and engine exist (shipped or imported), else the ``roofline``;
+``latency_note`` says so in one line for the CLI to print.
 """
 
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from simulator.latency.base import LatencyModel
@@ -16,44 +24,105 @@ from simulator.latency.calibrated import calibrated_kernels
 from simulator.latency.compose import ComposeParams
 from simulator.latency.deployment import Deployment
 from simulator.latency.model import ComposedLatencyModel, RooflineModel
-from simulator.latency.table import table_kernels
+from simulator.latency.profile_files import DEFAULT_ENGINE, engine_of
+from simulator.latency.table import DEFAULT_PROFILE_GPU, has_profile_table, table_kernels
 from slo.inputfile import InputError
 
-__all__ = ["LATENCY_MODELS", "LatencyModelFactory", "make_latency_model"]
+__all__ = [
+    "LATENCY_MODELS",
+    "LatencyContext",
+    "LatencyModelFactory",
+    "latency_note",
+    "make_latency_model",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyContext:
+    """What a latency model needs beyond the deployment.
+
+    ``engine``: whose kernels run (one of ``profile_files.ENGINES``; ``engine_of`` maps a
+    backend preset name to it). ``profile_roots``: directories of user-imported profiles
+    (``<root>/<gpu>/``), searched before the shipped ones; passed in by the caller (the CLI
+    gives the user's cache), never looked up here.
+    """
+
+    engine: str = DEFAULT_ENGINE
+    profile_roots: tuple[Path, ...] = ()
+
+    @classmethod
+    def of(cls, backend: str, profile_roots: Sequence[str | Path] = ()) -> LatencyContext:
+        """The context of a backend preset name (or preset file) and user profile roots."""
+        return cls(engine_of(backend), tuple(Path(r) for r in profile_roots))
 
 
 class LatencyModelFactory(Protocol):
     """Builds a latency model for ``deployment``; ``arg`` is the spec's part after ':'."""
 
     def __call__(
-        self, deployment: Deployment, arg: str | None, params: ComposeParams
+        self,
+        deployment: Deployment,
+        arg: str | None,
+        params: ComposeParams,
+        context: LatencyContext,
     ) -> LatencyModel:
         """A ready model; ``InputError`` (one line) for a bad ``arg``."""
         ...
 
 
-def _roofline(deployment: Deployment, arg: str | None, params: ComposeParams) -> LatencyModel:
+def _no_arg(name: str, arg: str | None) -> None:
     if arg is not None:
-        raise InputError(f"latency model 'roofline' takes no argument (got 'roofline:{arg}')")
+        raise InputError(f"latency model '{name}' takes no argument (got '{name}:{arg}')")
+
+
+def _roofline(
+    deployment: Deployment,
+    arg: str | None,
+    params: ComposeParams,
+    context: LatencyContext,  # noqa: ARG001  (the factory signature; the roofline needs none)
+) -> LatencyModel:
+    _no_arg("roofline", arg)
     return RooflineModel(deployment, params=params)
 
 
-def _table(deployment: Deployment, arg: str | None, params: ComposeParams) -> LatencyModel:
-    """``table`` (shipped profiles) or ``table:DIR`` (profiles measured on this GPU)."""
-    timer = table_kernels(deployment.gpu, arg or None)
+def _table(
+    deployment: Deployment, arg: str | None, params: ComposeParams, context: LatencyContext
+) -> LatencyModel:
+    """``table`` (imported, else shipped profiles) or ``table:DIR`` (profiles of this GPU)."""
+    timer = table_kernels(
+        deployment.gpu, arg or None, engine=context.engine, roots=context.profile_roots
+    )
     name = "table" if arg is None else f"table:{arg}"
     return ComposedLatencyModel(deployment, timer, name=name, params=params)
 
 
-def _calibrated(deployment: Deployment, arg: str | None, params: ComposeParams) -> LatencyModel:
+def _auto(
+    deployment: Deployment, arg: str | None, params: ComposeParams, context: LatencyContext
+) -> LatencyModel:
+    """``table`` where the GPU and engine have measured profiles, else ``roofline``. Shapes
+    past a grid's edge (the LM head is wider than any profiled GEMM) are routine for a default
+    model, so they are not warned about; a missing configuration or dtype still is."""
+    _no_arg("auto", arg)
+    if not has_profile_table(deployment.gpu.name, context.engine, context.profile_roots):
+        return RooflineModel(deployment, params=params)
+    timer = table_kernels(
+        deployment.gpu, engine=context.engine, roots=context.profile_roots, warn_range=False
+    )
+    return ComposedLatencyModel(deployment, timer, name="table", params=params)
+
+
+def _calibrated(
+    deployment: Deployment, arg: str | None, params: ComposeParams, context: LatencyContext
+) -> LatencyModel:
     """``calibrated`` (shipped calibration) or ``calibrated:FILE`` (from ``kvplan calibrate``)."""
-    timer = calibrated_kernels(deployment.gpu, arg or None)
+    timer = calibrated_kernels(deployment.gpu, arg or None, engine=context.engine)
     name = "calibrated" if arg is None else f"calibrated:{arg}"
     return ComposedLatencyModel(deployment, timer, name=name, params=params)
 
 
 #: Latency models by name.
 LATENCY_MODELS: dict[str, LatencyModelFactory] = {
+    "auto": _auto,
     "roofline": _roofline,
     "table": _table,
     "calibrated": _calibrated,
@@ -61,7 +130,11 @@ LATENCY_MODELS: dict[str, LatencyModelFactory] = {
 
 
 def make_latency_model(
-    spec: str, deployment: Deployment, *, params: ComposeParams | None = None
+    spec: str,
+    deployment: Deployment,
+    *,
+    params: ComposeParams | None = None,
+    context: LatencyContext | None = None,
 ) -> LatencyModel:
     """The model named by ``spec`` (``NAME`` or ``NAME:ARG``) for ``deployment``.
 
@@ -75,4 +148,34 @@ def make_latency_model(
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise InputError(f"unknown latency model '{spec}'{hint}; known: {', '.join(known)}")
-    return factory(deployment, arg.strip() if sep else None, params or ComposeParams())
+    return factory(
+        deployment,
+        arg.strip() if sep else None,
+        params or ComposeParams(),
+        context or LatencyContext(),
+    )
+
+
+def latency_note(
+    spec: str, gpu: str, backend: str, profile_roots: Sequence[str | Path] = ()
+) -> str | None:
+    """One line for the CLI when a GPU without measured kernel tables is timed by a model that
+    would use them (``auto`` falls back to the roofline; ``table`` carries the H100 tables);
+    None otherwise."""
+    name, _, arg = spec.partition(":")
+    name = name.strip().lower()
+    engine = engine_of(backend)
+    if (
+        name not in ("auto", "table")
+        or arg.strip()
+        or has_profile_table(gpu, engine, profile_roots)
+    ):
+        return None
+    missing = f"no measured kernel table for {gpu.lower()} / {engine}"
+    add = "`kvplan profiles import DIR` adds one"
+    if name == "auto":
+        return f"latency: roofline model for {gpu.lower()} ({missing}; {add})"
+    return (
+        f"latency: table model carries the {DEFAULT_PROFILE_GPU} / {engine} table to "
+        f"{gpu.lower()} by the roofline ratio ({missing}; {add})"
+    )

@@ -48,15 +48,14 @@ from hardware.catalog import shipped_catalog
 from hardware.schema import GpuSpec
 from simulator.latency._cached import CachedKernels, Heads, float_heads
 from simulator.latency.kernels import KernelTimer
-from simulator.latency.profiles import (
-    HEAD_COLUMNS,
-    Grid,
-    ProfileSet,
-    grid_key_int,
-    head_config_args,
-    load_profiles,
-    shipped_profiles_dir,
+from simulator.latency.profile_files import (
+    DEFAULT_ENGINE,
+    ProfileFiles,
+    directory_files,
+    resolve_profile_files,
 )
+from simulator.latency.profile_grid import Grid, grid_key_int, head_config_args
+from simulator.latency.profiles import HEAD_COLUMNS, ProfileSet, load_profile_files
 from simulator.latency.roofline import RooflineKernels
 from slo.inputfile import InputError
 
@@ -65,6 +64,7 @@ __all__ = [
     "ProfileKernels",
     "ProfileTable",
     "TableFallbackWarning",
+    "has_profile_table",
     "table_kernels",
 ]
 
@@ -187,6 +187,7 @@ class ProfileKernels(CachedKernels):
         profile_fallback: times the profiled GPU with the same model as ``fallback``; required
             when ``gpu`` is another GPU, so that ``fallback / profile_fallback`` carries the
             measurements over.
+        warn_range: whether to warn (once) about shapes outside a grid or in its gaps.
 
     A configuration the table lacks (or every configuration, on another GPU) is answered from a
     *carried* grid: the nearest measured grid with each cell multiplied by
@@ -202,6 +203,7 @@ class ProfileKernels(CachedKernels):
         *,
         gpu: str | None = None,
         profile_fallback: KernelTimer | None = None,
+        warn_range: bool = True,
     ) -> None:
         self.table = table
         self.gpu = (gpu or table.gpu).lower()
@@ -211,6 +213,7 @@ class ProfileKernels(CachedKernels):
         self._fallback = fallback
         self._profile_fallback = profile_fallback or fallback
         self._warned: set[str] = set()
+        self._warn_range = warn_range
         self._carried: dict[tuple[str, Hashable], Grid] = {}
         super().__init__(
             self._gemm_uncached,
@@ -264,6 +267,8 @@ class ProfileKernels(CachedKernels):
         return carried
 
     def _check(self, kind: str, inside: bool, measured: bool, what: str) -> None:
+        if not self._warn_range:
+            return
         if not inside:
             self._warn(f"{kind} range", f"{what} outside the measured grid")
         elif not measured:
@@ -382,24 +387,55 @@ class ProfileKernels(CachedKernels):
         return self._beyond(seconds, at_query, self._fallback.all_reduce(anchor, num_gpus))
 
 
-def table_kernels(
-    gpu: GpuSpec, profiles_dir: str | Path | None = None, *, monotone: bool = True
-) -> ProfileKernels:
-    """The ``table[:DIR]`` kernel source for ``gpu``, with ``RooflineKernels`` as fallback.
+def has_profile_table(gpu: str, engine: str, roots: Sequence[str | Path] = ()) -> bool:
+    """Whether measured GEMM profiles of ``gpu`` under ``engine`` exist (in a user root or
+    shipped): the condition for the ``auto`` latency model to use the table."""
+    located = resolve_profile_files(gpu, engine, roots)
+    return located is not None and "gemm" in located.files
 
-    ``profiles_dir`` holds profiles measured on ``gpu`` itself. Without it: the shipped profiles
-    of ``gpu`` if there are any, else the H100 ones carried over by the roofline ratio (warned
-    on first use). The grids are built once per process per directory and GPU and shared.
+
+def table_kernels(
+    gpu: GpuSpec,
+    profiles_dir: str | Path | None = None,
+    *,
+    engine: str = DEFAULT_ENGINE,
+    roots: Sequence[str | Path] = (),
+    monotone: bool = True,
+    warn_range: bool = True,
+) -> ProfileKernels:
+    """The ``table[:DIR]`` kernel source for ``gpu`` under ``engine``, with ``RooflineKernels``
+    as fallback.
+
+    ``profiles_dir`` holds profiles measured on ``gpu`` itself (``engine``'s files, else
+    engine-neutral ones). Without it: per kernel class, the profiles of ``gpu`` and ``engine``
+    in the first of the user ``roots`` that has them, else the shipped ones
+    (``profile_files.resolve_profile_files``); a GPU with none at all gets the H100 ones of the
+    same engine carried over by the roofline ratio (warned on first use). ``warn_range=False``
+    keeps quiet about shapes outside or in gaps of a grid. The grids are built once per process
+    per set of files and GPU and shared.
     """
+    profiled = gpu
     if profiles_dir is not None:
-        directory, profiled = Path(profiles_dir), gpu
+        files = directory_files(profiles_dir, engine)
+        if not files:
+            raise InputError(f"{profiles_dir}: no kernel profile CSV for engine '{engine}'")
+        located: ProfileFiles | None = ProfileFiles(gpu.name, engine, files, str(profiles_dir))
     else:
-        try:
-            directory, profiled = shipped_profiles_dir(gpu.name), gpu
-        except InputError:
-            directory = shipped_profiles_dir(DEFAULT_PROFILE_GPU)
+        located = resolve_profile_files(gpu.name, engine, roots)
+        if located is None:
+            located = resolve_profile_files(DEFAULT_PROFILE_GPU, engine, roots)
             profiled = shipped_catalog().gpu(DEFAULT_PROFILE_GPU)
-    table = _shared_table(str(directory), profiled.model_dump_json(), monotone)
+    if located is None:
+        raise InputError(
+            f"no kernel profiles for engine '{engine}' (not even {DEFAULT_PROFILE_GPU})"
+        )
+    table = _shared_table(
+        engine,
+        tuple(sorted((kind, str(path)) for kind, path in located.files.items())),
+        located.source,
+        profiled.model_dump_json(),
+        monotone,
+    )
     fallback = RooflineKernels(gpu)
     same = profiled is gpu
     return ProfileKernels(
@@ -407,12 +443,19 @@ def table_kernels(
         fallback,
         gpu=gpu.name,
         profile_fallback=fallback if same else RooflineKernels(profiled),
+        warn_range=warn_range,
     )
 
 
 @cache
-def _shared_table(directory: str, profiled_gpu_json: str, monotone: bool) -> ProfileTable:
-    """One ``ProfileTable`` per process per directory, GPU and mode (read-only once built)."""
+def _shared_table(
+    engine: str,
+    files: tuple[tuple[str, str], ...],
+    source: str,
+    profiled_gpu_json: str,
+    monotone: bool,
+) -> ProfileTable:
+    """One ``ProfileTable`` per process per set of files, GPU and mode (read-only once built)."""
     profiled = GpuSpec.model_validate_json(profiled_gpu_json)
-    profiles = load_profiles(directory, gpu=profiled.name)
-    return ProfileTable(profiles, RooflineKernels(profiled), monotone=monotone)
+    located = ProfileFiles(profiled.name.lower(), engine, {k: Path(p) for k, p in files}, source)
+    return ProfileTable(load_profile_files(located), RooflineKernels(profiled), monotone=monotone)

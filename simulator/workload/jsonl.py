@@ -32,6 +32,9 @@ __all__ = ["iter_jsonl", "sniff_schema"]
 
 _US_PER_TIME_UNIT: dict[str, int] = {"mooncake": 1_000, "qwen": 1_000_000}
 _MAX_ID = 2**63 - 1  # ids must fit the signed 64-bit arrays of the future annotation
+#: Latest arrival, microseconds: lcp records store it as a signed 64-bit integer (2^62 leaves
+#: room for time scaling; it is about 146,000 years).
+_MAX_ARRIVAL_US = 2**62
 
 
 class _BadLineError(Exception):
@@ -144,6 +147,10 @@ def _parse(line: bytes, schema: TraceSchema, us_per_unit: int) -> _Record:
     timestamp = _field(record, "timestamp")
     if type(timestamp) not in (int, float) or not math.isfinite(timestamp) or timestamp < 0:
         raise _BadLineError(f"timestamp must be a non-negative number, got {timestamp!r}")
+    if timestamp * us_per_unit > _MAX_ARRIVAL_US:
+        unit = "ms" if us_per_unit == 1_000 else "s"
+        limit = _MAX_ARRIVAL_US / us_per_unit
+        raise _BadLineError(f"timestamp {timestamp!r} {unit} is beyond the supported {limit:.3g}")
     hash_ids = _field(record, "hash_ids")
     if type(hash_ids) is not list:
         raise _BadLineError(f"hash_ids must be a list of non-negative integers, got {hash_ids!r}")

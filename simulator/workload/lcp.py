@@ -203,7 +203,7 @@ class LcpWriter:
                 raise ValueError(f"request {request.index}: one next access per block needed")
             deltas = encode_next_access(next_access, seen.n_block_accesses + 1)
             self.delta_counts.add(deltas)
-            snext = -1 if session_next_index == NEVER else session_next_index
+            snext = -1 if session_next_index == NEVER else session_next_index + 1  # 1-based
         arrival_us = round(request.timestamp_s * 1e6)
         completion_us = round(request.completion_s * 1e6) if request.completion_s >= 0 else -1
         if not 0 <= request.type_id <= len(self.header.type_names):
@@ -308,7 +308,7 @@ def iter_lcp(
         yield (
             request,
             next_access,
-            (rec.session_next if decode and rec.session_next >= 0 else NEVER),
+            (rec.session_next - 1 if decode and rec.session_next >= 1 else NEVER),
         )
     if read_exact(stream, 1):
         raise corrupt(path, offset, f"data after the last of {header.n_requests} requests")

@@ -35,7 +35,7 @@ __all__ = [
 MAGIC = b"\x89LCP\r\n\x1a\n"
 #: File names an lcp file is expected to have: plain, or the whole file as one zstd stream.
 LCP_SUFFIXES = (".lcp", ".lcp.zst")
-VERSION = 1
+VERSION = 2  # 2: session_next is 1-based (docs/lcp.md, "Format versions")
 HEADER_BYTES = 8192
 RECORD_BYTES = 68  # per-request record (struct layout in ``simulator.workload.lcp``)
 ENTRY_BYTES = 16  # per block: block_id u64, next_access_delta i64
@@ -135,7 +135,12 @@ def read_header(stream: BinaryIO, path: Path) -> LcpHeader:
         end_time_us,
     ) = _FIXED.unpack_from(data)
     if version != VERSION:
-        raise corrupt(path, 8, f"lcp version {version} is not supported (this reader: {VERSION})")
+        raise corrupt(
+            path,
+            8,
+            f"lcp version {version} is not supported (this reader: {VERSION};"
+            " re-run kvplan convert on the source trace)",
+        )
     if data[_END_MAGIC_AT:] != MAGIC:
         raise corrupt(path, _END_MAGIC_AT, "corrupt header: bad end magic")
     for at, got, want in (

@@ -34,6 +34,13 @@ Distributions: ``fixed`` (``value``), ``uniform`` (``low``, ``high``), ``lognorm
 is taken relative to the workload file (``load_workload``) or the working directory.
 
 Errors are one line naming the file and the field (``InputError``).
+
+Sizes are capped before anything is generated (``MAX_REQUESTS``, ``MAX_SESSIONS``,
+``MAX_TURNS``, ``MAX_TOKENS``, ``MAX_SECONDS``): a generated workload is held in memory, so a
+mistyped exponent (``sessions: 1e9`` asked for a 7.45 GiB array) must be one line, not a
+``MemoryError`` or an hour of generation. A distribution's reach is judged by its largest
+likely draw (``_reach``: the bound of a bounded one, the median × e^(6σ) of an unclipped
+log-normal, 20 means of an exponential). Numbers must be finite everywhere.
 """
 
 from __future__ import annotations
@@ -73,11 +80,30 @@ from simulator.workload.synthetic import (
 from simulator.workload.trace import open_trace
 from slo.inputfile import load_mapping, validate
 
-__all__ = ["WorkloadSpec", "load_workload"]
+__all__ = [
+    "MAX_REQUESTS",
+    "MAX_SECONDS",
+    "MAX_SESSIONS",
+    "MAX_TOKENS",
+    "MAX_TURNS",
+    "WorkloadSpec",
+    "load_workload",
+]
+
+#: Most requests a synthetic workload may generate (open loop, closed loop, sessions × turns).
+MAX_REQUESTS = 10_000_000
+#: Most sessions (or closed-loop users) of a synthetic workload.
+MAX_SESSIONS = 1_000_000
+#: Most turns of one session.
+MAX_TURNS = 1_000
+#: Most tokens of one prompt part or answer (ten times the longest context a model ships with).
+MAX_TOKENS = 10_000_000
+#: Longest think time or ramp, seconds (about 116 days).
+MAX_SECONDS = 1e7
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 # ----- distributions ---------------------------------------------------------------------------
@@ -117,9 +143,17 @@ class LogNormalDist(_Frozen):
 
     dist: Literal["lognormal"] = Field(description="Distribution kind.")
     median: float = Field(gt=0, description="Median.")
-    sigma: float = Field(ge=0, description="Standard deviation of the logarithm.")
+    sigma: float = Field(
+        ge=0, le=10, description="Standard deviation of the logarithm (at most 10)."
+    )
     min: float = Field(default=0.0, ge=0, description="Clip draws below this.")
     max: float | None = Field(default=None, gt=0, description="Clip draws above this.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.max is not None and not self.min <= self.median <= self.max:
+            raise ValueError(f"median ({self.median:g}) must lie within min and max")
+        return self
 
     def build(self, base: Path) -> Distribution:
         """The sampler."""
@@ -171,9 +205,14 @@ class ArrivalSpec(_Frozen):
     """An arrival process."""
 
     process: Literal["poisson", "gamma"] = Field(description="Inter-arrival distribution.")
-    rate_per_s: float = Field(gt=0, description="Mean arrivals per second.")
+    rate_per_s: float = Field(
+        ge=1e-6, le=1e7, description="Mean arrivals per second (one per 11.6 days to 10 million)."
+    )
     cv: float = Field(
-        default=1.0, gt=0, description="Coefficient of variation of the gaps (gamma only)."
+        default=1.0,
+        gt=0,
+        le=1e3,
+        description="Coefficient of variation of the gaps (gamma only).",
     )
 
     def build(self) -> PoissonArrivals | GammaArrivals:
@@ -186,14 +225,40 @@ class ArrivalSpec(_Frozen):
 class SystemPromptSpec(_Frozen):
     """Shared system prompts: a request or session starts with one of them."""
 
-    count: int = Field(default=1, ge=1, description="Distinct system prompts.")
-    tokens: int = Field(ge=1, description="Tokens of each system prompt.")
+    count: int = Field(default=1, ge=1, le=MAX_SESSIONS, description="Distinct system prompts.")
+    tokens: int = Field(ge=1, le=MAX_TOKENS, description="Tokens of each system prompt.")
 
 
 class _Synthetic(_Frozen):
     block_tokens: int = Field(
         default=16, ge=1, description="Tokens per block of the generated ids (reuse unit)."
     )
+
+
+def _reach(dist: object) -> float | None:
+    """The largest likely draw of a distribution spec (None: a trace's own lengths)."""
+    if isinstance(dist, FixedDist):
+        return dist.value
+    if isinstance(dist, UniformDist):
+        return dist.high
+    if isinstance(dist, LogNormalDist):
+        return dist.max if dist.max is not None else dist.median * float(np.exp(6 * dist.sigma))
+    if isinstance(dist, ExponentialDist):
+        return 20 * dist.mean
+    return None
+
+
+def _check_reach(dist: object, field: str, cap: float, unit: str) -> None:
+    reach = _reach(dist)
+    if reach is not None and reach > cap:
+        raise ValueError(
+            f"{field}: draws reach {reach:.3g} {unit}; at most {cap:,.0f} {unit} are supported"
+        )
+
+
+def _check_count(value: int, field: str, cap: int) -> None:
+    if value > cap:
+        raise ValueError(f"{field}: {value:,} is more than the {cap:,} supported")
 
 
 # ----- shapes ----------------------------------------------------------------------------------
@@ -203,7 +268,10 @@ class TraceWorkload(_Frozen):
     kind: Literal["trace"] = Field(description="Workload shape.")
     path: Path = Field(description="The trace file.")
     time_scale: float = Field(
-        default=1.0, gt=0, description="Factor on timestamps: 0.5 replays twice as fast."
+        default=1.0,
+        ge=1e-6,
+        le=1e6,
+        description="Factor on timestamps: 0.5 replays twice as fast (1e-6 to 1e6).",
     )
     max_requests: int | None = Field(default=None, ge=1, description="Stop after this many.")
     start_s: float = Field(
@@ -266,6 +334,13 @@ class OpenLoopWorkload(_Synthetic):
         default=None, description="Shared system prompts in front of every prompt."
     )
 
+    @model_validator(mode="after")
+    def _bounded(self) -> Self:
+        _check_count(self.requests, "requests", MAX_REQUESTS)
+        _check_reach(self.input_tokens, "input_tokens", MAX_TOKENS, "tokens")
+        _check_reach(self.output_tokens, "output_tokens", MAX_TOKENS, "tokens")
+        return self
+
     def build(self, rng: np.random.Generator, base: Path = Path(".")) -> RequestSource:
         """The requests, generated from ``rng``."""
         prompts = (
@@ -295,6 +370,25 @@ class _Conversational(_Synthetic):
         default=None, description="Shared system prompts sessions start with."
     )
 
+    def _check_conversation(self, user_tokens: DistSpec, users: int) -> None:
+        """Caps shared by open and closed sessions (``users``: sessions or concurrent users)."""
+        _check_count(
+            users, "sessions" if isinstance(self, SessionsWorkload) else "users", MAX_SESSIONS
+        )
+        lowest = (
+            self.turns.value
+            if isinstance(self.turns, FixedDist)
+            else self.turns.low
+            if isinstance(self.turns, UniformDist)
+            else 1.0
+        )
+        if lowest < 1:
+            raise ValueError(f"turns: a session has at least one turn, got {lowest:g}")
+        _check_reach(self.turns, "turns", MAX_TURNS, "turns")
+        _check_reach(user_tokens, "user_tokens", MAX_TOKENS, "tokens")
+        _check_reach(self.output_tokens, "output_tokens", MAX_TOKENS, "tokens")
+        _check_reach(self.think_time_s, "think_time_s", MAX_SECONDS, "s")
+
     def _shape(self, user_tokens: DistSpec, base: Path) -> SessionShape:
         prompts = (
             (self.system_prompt.count, self.system_prompt.tokens) if self.system_prompt else None
@@ -316,6 +410,17 @@ class SessionsWorkload(_Conversational):
     arrival: ArrivalSpec = Field(description="Arrival process of new conversations.")
     user_tokens: DistSpec = Field(description="New user tokens per turn.")
 
+    @model_validator(mode="after")
+    def _bounded(self) -> Self:
+        self._check_conversation(self.user_tokens, self.sessions)
+        turns = _reach(self.turns) or 1.0
+        if self.sessions * turns > MAX_REQUESTS:
+            raise ValueError(
+                f"sessions x turns: up to {self.sessions * turns:,.0f} requests; at most "
+                f"{MAX_REQUESTS:,} are supported"
+            )
+        return self
+
     def build(self, rng: np.random.Generator, base: Path = Path(".")) -> RequestSource:
         """The conversations' requests, generated from ``rng``."""
         generated = sessions(
@@ -335,7 +440,15 @@ class ClosedLoopWorkload(_Conversational):
     users: int = Field(ge=1, description="Concurrent users (the benchmark's concurrency).")
     requests: int = Field(ge=1, description="Requests issued in all.")
     input_tokens: DistSpec = Field(description="New user tokens per request (per turn).")
-    ramp_s: float = Field(default=0.0, ge=0, description="User k starts at k × ramp_s.")
+    ramp_s: float = Field(
+        default=0.0, ge=0, le=MAX_SECONDS, description="User k starts at k × ramp_s."
+    )
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Self:
+        self._check_conversation(self.input_tokens, self.users)
+        _check_count(self.requests, "requests", MAX_REQUESTS)
+        return self
 
     def build(self, rng: np.random.Generator, base: Path = Path(".")) -> RequestSource:
         """An event-driven source (it reacts to finished requests)."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -116,7 +116,7 @@ Distribution = Fixed | Uniform | LogNormal | Exponential | Empirical
 
 def _tokens(dist: Distribution, rng: np.random.Generator, n: int) -> list[int]:
     """``n`` token counts (rounded, at least 1)."""
-    return [int(x) for x in np.maximum(1, np.rint(dist.sample(rng, n)))]
+    return _rounded(dist.sample(rng, n))
 
 
 # ----- arrivals --------------------------------------------------------------------------------
@@ -222,22 +222,80 @@ def open_loop(
     rng: np.random.Generator,
     system_prompts: tuple[int, int] | None = None,
 ) -> Iterator[TraceRequest]:
-    """Independent requests; the first arrives at its first gap after 0.
+    """Independent requests; the first arrives at its first gap after 0. Generated as a
+    stream: memory is a chunk of draws, whatever ``n_requests`` is.
 
     With ``system_prompts = (count, tokens)`` every prompt is a shared system prompt followed by
     ``input_tokens`` tokens of its own.
     """
     ids = BlockIds()
     prompts = SystemPrompts(*system_prompts, block_tokens, ids) if system_prompts else None
-    times = np.cumsum(arrivals.gaps(rng, n_requests))
-    inputs = _tokens(input_tokens, rng, n_requests)
-    outputs = _tokens(output_tokens, rng, n_requests)
-    for index in range(n_requests):
+    # A stream, in the order of draws an eager generator makes (all gaps, then all inputs, then
+    # all outputs, then one system-prompt pick per request): each stream starts from the state
+    # one draw of ``n_requests`` would have left ``rng`` in, so a seed gives the same workload
+    # while only a chunk of each stream is held (``STREAM_CHUNK``).
+    streams = []
+    for draw, chunk_safe in (
+        (arrivals.gaps, True),
+        (input_tokens.sample, _chunk_safe(input_tokens)),
+        (output_tokens.sample, _chunk_safe(output_tokens)),
+    ):
+        streams.append(_draws(draw, _fork(rng), n_requests, chunk_safe))
+        for _ in _draws(draw, rng, n_requests, chunk_safe):  # move ``rng`` past this stream
+            pass
+    gaps, inputs, outputs = streams
+    clock = 0.0
+    for index, (gap, prompt, output) in enumerate(
+        zip(_floats(gaps), _counts(inputs), _counts(outputs), strict=True)
+    ):
+        clock += gap  # the float64 running sum one ``np.cumsum`` over all gaps computes
         seq = prompts.pick(rng) if prompts else TokenSequence(block_tokens)
-        seq.extend(inputs[index], ids)
-        yield TraceRequest(
-            index, float(times[index]), seq.tokens, outputs[index], seq.prompt_blocks(ids)
-        )
+        seq.extend(prompt, ids)
+        yield TraceRequest(index, clock, seq.tokens, output, seq.prompt_blocks(ids))
+
+
+#: Draws per chunk of a streamed synthetic workload.
+STREAM_CHUNK = 65_536
+
+
+def _chunk_safe(dist: Distribution) -> bool:
+    """Whether ``dist`` draws each value in turn, so chunks concatenate to one draw of all
+    (``Empirical`` draws bounded integers, which numpy buffers within one call)."""
+    return not isinstance(dist, Empirical)
+
+
+def _fork(rng: np.random.Generator) -> np.random.Generator:
+    """An independent generator in ``rng``'s current state."""
+    bits = type(rng.bit_generator)()
+    bits.state = rng.bit_generator.state
+    return np.random.Generator(bits)
+
+
+def _draws(
+    draw: Callable[[np.random.Generator, int], NDArray[np.float64]],
+    rng: np.random.Generator,
+    n: int,
+    chunk_safe: bool,
+) -> Iterator[NDArray[np.float64]]:
+    """``draw(rng, n)`` in chunks of ``STREAM_CHUNK`` (one chunk unless ``chunk_safe``)."""
+    step = STREAM_CHUNK if chunk_safe else max(n, 1)
+    for start in range(0, n, step):
+        yield np.array(draw(rng, min(step, n - start)), dtype=np.float64)
+
+
+def _floats(chunks: Iterator[NDArray[np.float64]]) -> Iterator[float]:
+    for chunk in chunks:
+        yield from chunk.tolist()
+
+
+def _counts(chunks: Iterator[NDArray[np.float64]]) -> Iterator[int]:
+    for chunk in chunks:
+        yield from _rounded(chunk)
+
+
+def _rounded(values: NDArray[np.float64]) -> list[int]:
+    """Token counts from draws (rounded, at least 1), as ``_tokens``."""
+    return [int(x) for x in np.maximum(1, np.rint(values))]
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,3 +40,26 @@ def test_input_error_is_one_line_exit_2(tmp_path: Path) -> None:
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1
     assert "bad.yaml" in lines[0]
+
+
+def test_help_promises_only_what_slo_does() -> None:
+    """Issue #12: the help said ``slo`` evaluates measured metrics; it evaluates a metrics file."""
+    root = runner.invoke(app, ["--help"], terminal_width=200)
+    assert "measured metrics" not in root.stdout
+    assert "slo check --metrics" in root.stdout
+    check = runner.invoke(app, ["slo", "check", "--help"], terminal_width=200)
+    assert "--metrics" in check.stdout
+
+
+def test_usage_error_is_one_line_exit_2() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "optimizer.cli", "simulate", "--tp", "0"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1
+    assert lines[0].startswith("error: Invalid value for '--tp'")
+    assert lines[0].endswith("simulate --help)")

@@ -218,7 +218,7 @@ def test_models_show_fit_and_step_times() -> None:
         "gpu": "h100_sxm", "tp": 2, "weight_precision": "bf16", "kv_precision": "bf16",
         "backend": "sglang",
     }  # fmt: skip
-    assert set(data["step_ms"]) == {"roofline", "table", "calibrated"}
+    assert set(data["step_ms"]) == {"auto", "roofline", "table", "calibrated"}
     for times in data["step_ms"].values():
         assert set(times) >= {"prefill_1x4096", "decode_64x4096"}
         # A 4096-token prefill of a 32B model is compute-bound: far slower than one decode step.
@@ -263,3 +263,24 @@ def test_models_show_fp4_on_h100_exits_2_with_one_line() -> None:
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1
     assert "fp4" in lines[0]
+
+
+def test_out_writes_the_finished_requests_when_some_are_rejected(tmp_path: Path) -> None:
+    """Issue #12: ``--out`` crashed ("Length of values (20) does not match length of index")
+    whenever a request was rejected; the CSV now holds one row per finished request."""
+    workload = tmp_path / "long.yaml"
+    workload.write_text(
+        "kind: open_loop\nrequests: 20\narrival: {process: poisson, rate_per_s: 2}\n"
+        "input_tokens: {dist: uniform, low: 1000, high: 60000}\noutput_tokens: 8\n"
+    )
+    out = tmp_path / "run"
+    data = _json(
+        "--model", "Qwen/Qwen3-32B", "--gpu", "h100_sxm", "--workload", str(workload),
+        "--out", str(out),
+    )  # fmt: skip
+    rejected = data["requests"]["rejected"]
+    assert rejected > 0  # prompts past Qwen3-32B's 40,960-token context are rejected
+    dropped = data["workload"]["overlong"]["n_overlong"]  # past the context: never simulated
+    frame = pd.read_csv(out / "requests.csv")
+    assert len(frame) == data["requests"]["finished"] == 20 - rejected - dropped
+    assert frame["ttft_ms"].notna().all()

@@ -48,7 +48,7 @@ def test_json_rows_summary_groups_and_skipped(tmp_path: Path) -> None:
     assert [row["id"] for row in data["rows"]] == ["llama_c2", "qwen_c2"]
     summary = data["summary"]
     assert summary["n"] == 2
-    assert summary["latency_model"] == "roofline"
+    assert summary["latency_model"] == "auto"  # the default: the table where one exists
     assert 0 <= summary["ttft_mape"] < 100
     assert 0 <= summary["tpot_mape"] < 100
     row = data["rows"][0]
@@ -127,3 +127,19 @@ def test_malformed_csv_exits_2_with_one_line(
     assert len(lines) == 1, proc.stderr
     assert "bad.csv" in lines[0]
     assert expected in lines[0]
+
+
+def test_by_and_holdout(tmp_path: Path) -> None:
+    path = str(_csv(tmp_path))
+    by_engine = _json("--silicon", path, "--by", "engine")
+    assert [g["group"] for g in by_engine["groups"]] == ["trtllm", "sglang"]
+    for key in ("mape", "median_ape", "median_bias", "mape_trimmed"):
+        assert key in by_engine["summary"]["ttft"]
+        assert key in by_engine["groups"][0]["tpot"]
+    held = _json("--silicon", path, "--holdout", "engine=sglang", "--ttft-offset")
+    assert [row["id"] for row in held["rows"]] == ["qwen_c2"]
+    assert held["summary"]["holdout"] == "engine=sglang"
+    # The offset is refitted on the other (TensorRT-LLM) row; sglang has no row to fit on.
+    assert held["summary"]["fitted_offsets_ms"] == {}
+    result = runner.invoke(app, ["validate", "--silicon", path, "--by", "colour"])
+    assert result.exit_code != 0

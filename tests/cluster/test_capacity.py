@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from simulator.api import SimResult, simulate
-from simulator.cluster.capacity import DEFAULT_STEP, TimeScaled, capacity_search
+from simulator.cluster.capacity import DEFAULT_STEP, Capacity, TimeScaled, capacity_search
 from simulator.config import ServingConfig
 from simulator.workload.spec import WorkloadSpec
 from slo.inputfile import InputError
@@ -124,3 +124,28 @@ def test_time_scaled_multiplies_every_timestamp() -> None:
     scaled = list(TimeScaled(_workload(), 0.5).build(rng).start())
     assert [r.timestamp_s for r in scaled] == pytest.approx([0.5 * r.timestamp_s for r in plain])
     assert [r.block_ids for r in scaled] == [r.block_ids for r in plain]
+
+
+def test_a_known_pass_at_the_lowest_load_saves_its_simulation() -> None:
+    config, workload = _config(), _workload()
+
+    def both(low: float, high: float) -> tuple[Capacity, Capacity]:
+        kwargs: dict[str, Any] = {"seed": 3, "min_time_scale": low, "max_time_scale": high}
+        full = capacity_search(config, workload, _meets, **kwargs)
+        known = capacity_search(config, workload, _meets, passes_at_max=True, **kwargs)
+        assert known.time_scale == full.time_scale
+        assert known.requests_per_s == full.requests_per_s
+        assert known.result.records == full.result.records
+        return full, known
+
+    # The answer lies above the lowest load: its simulation is saved.
+    full, known = both(0.5, 8.0)
+    assert full.time_scale is not None
+    assert full.time_scale < 8.0
+    assert known.simulations == full.simulations - 1
+    # Everything above the lowest load fails (the threshold lies within one step below the
+    # answer): the lowest load is the answer, simulated at the end for its result.
+    answer = full.time_scale
+    full, known = both(answer / (1 + DEFAULT_STEP), answer)
+    assert known.time_scale == answer
+    assert known.simulations == full.simulations

@@ -122,7 +122,7 @@ models:
         ),
         (
             "gpus:\n  h100_sxm:\n    dense_tflops: {fp8: -5}\n",
-            "gpus.h100_sxm: dense_tflops.fp8 must be greater than 0",
+            "gpus.h100_sxm: dense_tflops.fp8 must lie in [0.01, 1e+06] TFLOPS, got -5",
         ),
         ("gpus:\n  h100_sxm:\n    dense_tflops: {fp6: 5}\n", "gpus.h100_sxm.dense_tflops.fp6"),
         ("gpus:\n  h100_sxm:\n    gpu_link: ethernet\n", "gpus.h100_sxm.gpu_link"),

@@ -175,6 +175,7 @@ def test_result_summary_has_exactly_the_result_keys() -> None:
             "n_eviction",
             "n_self_eviction",
             "n_unexpected_eviction",
+            "n_unobserved_eviction_round",
         )
     )
     assert summary["algo"] == "lru"

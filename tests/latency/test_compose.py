@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
 
+from hardware.catalog import shipped_catalog
 from simulator.latency import (
     Batch,
     ComposeParams,
@@ -175,3 +177,37 @@ def test_roofline_kernels_expose_their_gpu() -> None:
     k = RooflineKernels(H100)
     assert k.gpu is H100
     assert math.isclose(k.params.gemm_memory_efficiency, 0.80)
+
+
+def test_small_all_reduces_use_the_engines_custom_kernel_where_faster() -> None:
+    """Below 8 MiB on NVLink, an all-reduce costs min(NCCL, custom one-shot kernel); the custom
+    floor is the SGLang H100 measurement's 3.7 / 4.4 / 5.9 us on 2 / 4 / 8 GPUs."""
+    catalog = shipped_catalog()
+    model = catalog.model("meta-llama/Llama-3.1-8B")
+    params = ComposeParams()
+    for tp, floor_us in ((2, 3.67), (4, 4.41), (8, 5.89)):
+        deployment = Deployment(model, catalog.gpu("h100_sxm"), tp=tp)
+        custom = RooflineModel(deployment)
+        nccl = RooflineModel(
+            deployment, params=dataclasses.replace(params, custom_all_reduce=False)
+        )
+        kernels = RooflineKernels(catalog.gpu("h100_sxm"))
+        small = custom.call_seconds(KernelCall("all_reduce", "nccl", (1024.0, tp), 1))
+        assert small * 1e6 == pytest.approx(
+            floor_us + 2 * (tp - 1) / tp * 1024 / 126e9 * 1e6, abs=0.05
+        )
+        assert small < kernels.all_reduce(1024.0, tp)  # NCCL's floor is 6.2 / 9.3 / 15.5 us
+        big = 64.0 * (1 << 20)  # beyond the custom kernel's buffer: NCCL
+        assert custom.call_seconds(
+            KernelCall("all_reduce", "nccl", (big, tp), 1)
+        ) == kernels.all_reduce(big, tp)
+        batch = [(1000, 1)] * 4
+        assert custom.step_seconds(batch) < nccl.step_seconds(batch)
+    # no NVLink (L40S over PCIe): NCCL only
+    l40s = Deployment(model, catalog.gpu("l40s"), tp=4)
+    off = dataclasses.replace(params, custom_all_reduce=False)
+    assert RooflineModel(l40s).step_seconds([(1000, 1)]) == RooflineModel(
+        l40s, params=off
+    ).step_seconds([(1000, 1)])
+    with pytest.raises(ValueError, match="custom_all_reduce_link_efficiency"):
+        ComposeParams(custom_all_reduce_link_efficiency=0.0)

@@ -29,7 +29,10 @@ def test_documented_engine_defaults() -> None:
     assert sglang.hbm_utilization_for(1) == 0.88
     assert sglang.hbm_utilization_for(4) == 0.85
     assert sglang.hbm_utilization_for(6) == 0.85
-    assert sglang.memory_params(8).hbm_utilization == 0.81
+    # 0.5.4+ derives the fraction from the GPU (memory_fit); the by-TP table is for older rows.
+    assert sglang.hbm_utilization_for(8) == 0.81
+    assert sglang.memory_params(8).hbm_utilization is None
+    assert (vllm.cuda_graph_gib, sglang.cuda_graph_gib, trt.cuda_graph_gib) == (0.5, 0.0, 0.5)
     assert trt.memory_accounting == "fraction_of_free"
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from hardware.catalog import shipped_catalog
 from simulator.latency import Deployment, RooflineKernels, make_latency_model
+from simulator.latency.profile_files import resolve_profile_files
 from simulator.latency.profiles import (
     PROFILE_KINDS,
     ProfileSet,
@@ -138,14 +139,21 @@ def test_loader_converts_units_and_keeps_one_row_per_shape(small: ProfileSet) ->
 
 def test_shipped_profiles_cover_every_class_and_stay_small() -> None:
     profiles = shipped_profiles()
-    assert profiles.gpu == "h100_sxm"
+    assert (profiles.gpu, profiles.engine) == ("h100_sxm", "vllm")
     for kind in PROFILE_KINDS:
         assert len(profiles.frame(kind)) > 0, kind
-    files = list(shipped_profiles_dir().glob("*.csv.gz"))
-    assert len(files) == 4
-    assert sum(f.stat().st_size for f in files) < 3_000_000
     assert set(profiles.gemm["dtype"]) == {"bf16", "fp8", "fp8_block"}
     assert set(profiles.context_attention["kv_dtype"]) == {"bf16", "fp8"}
+    root = shipped_profiles_dir().parent
+    files = list(root.glob("*/*.csv.gz"))
+    assert sum(f.stat().st_size for f in files) < 4_000_000  # six GPUs x three engines
+    for gpu in ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "l40s"):
+        for engine in ("vllm", "sglang", "trtllm"):
+            located = resolve_profile_files(gpu, engine)
+            assert located is not None
+            assert set(located.files) == set(PROFILE_KINDS), (gpu, engine)
+            assert all(p.name.startswith((f"{engine}_", "nccl_")) for p in located.files.values())
+    assert set(shipped_profiles("b200_sxm", "sglang").gemm["dtype"]) >= {"bf16", "fp8", "fp4"}
 
 
 def test_kernel_source_preference_picks_one_implementation(tmp_path: Path) -> None:

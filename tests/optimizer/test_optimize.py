@@ -96,14 +96,23 @@ def test_infeasible_points_never_reach_the_simulator(monkeypatch: pytest.MonkeyP
     assert len(calls) == 1
 
 
+def _assert_six_simulated(study: optuna.Study) -> None:
+    """Six configurations simulated; a trial that lost the race for the last one to another
+    worker ended FAILED without simulating (``optimizer.claims``: "surplus")."""
+    assert all(t.state.is_finished() for t in study.trials)
+    complete = [t for t in study.trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len([t for t in complete if not is_repeat(t)]) == 6
+    failed = [t for t in study.trials if t.state == optuna.trial.TrialState.FAIL]
+    assert all(t.user_attrs.get("claim") == "surplus" for t in failed)
+
+
 def test_two_workers_on_sqlite_finish_exact_count(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'study.db'}"
     setup = _setup(storage=url, n_trials=6, study_name="sq")
     study = run_workers(setup, workers=2)
     assert count_simulated(study) == 6
     reloaded = optuna.load_study(study_name="sq", storage=make_storage(url))
-    assert all(t.state.is_finished() for t in reloaded.trials)
-    assert len([t for t in reloaded.trials if not is_repeat(t)]) == 6
+    _assert_six_simulated(reloaded)
 
 
 @pytest.mark.postgres
@@ -113,8 +122,7 @@ def test_two_workers_on_postgresql_finish_exact_count(postgres_url: str) -> None
     study = run_workers(setup, workers=2)
     assert count_simulated(study) == 6
     reloaded = optuna.load_study(study_name=name, storage=make_storage(postgres_url))
-    assert all(t.state.is_finished() for t in reloaded.trials)
-    assert len([t for t in reloaded.trials if not is_repeat(t)]) == 6
+    _assert_six_simulated(reloaded)
 
 
 def test_repeats_are_free_and_an_exhausted_space_stops(

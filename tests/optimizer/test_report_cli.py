@@ -78,7 +78,7 @@ def test_a_baseline_of_another_model_is_refused(tmp_path: Path) -> None:
     baseline.write_text("model: Qwen/Qwen3-32B\ngpu: h100_sxm\ninstances: 2\n")
     result = runner.invoke(app, ["optimize", *BASE, "--baseline", str(baseline)])
     assert result.exit_code != 0
-    assert "differs from the study's model 'Qwen/Qwen3-8B'" in str(result.exception)
+    assert "is not the space's model 'Qwen/Qwen3-8B'" in str(result.exception)
 
 
 def test_dashboard_reads_metric_names_and_scalar_attributes(study: tuple[str, Path]) -> None:

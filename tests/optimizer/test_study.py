@@ -5,17 +5,32 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import optuna
 import pytest
 
 from optimizer.study import SAMPLERS, make_sampler, make_storage, open_study
 from slo.inputfile import InputError
 
+#: The Optuna sampler class each CLI name must build.
+EXPECTED_SAMPLERS = {
+    "nsga2": optuna.samplers.NSGAIISampler,
+    "tpe": optuna.samplers.TPESampler,
+    "gp": optuna.samplers.GPSampler,
+    "random": optuna.samplers.RandomSampler,
+    "grid": optuna.samplers.GridSampler,
+}
+
 
 def test_every_sampler_builds() -> None:
+    assert set(SAMPLERS) == set(EXPECTED_SAMPLERS)
     for name in SAMPLERS:
         if name == "gp":
             pytest.importorskip("torch", reason="the gp sampler needs PyTorch (extra 'gp')")
-        make_sampler(name, seed=1, grid={"x": [1, 2]})
+        sampler = make_sampler(name, seed=1, grid={"x": [1, 2]})
+        assert type(sampler) is EXPECTED_SAMPLERS[name], name
+    grid = make_sampler("grid", seed=1, grid={"x": [1, 2]})
+    assert isinstance(grid, optuna.samplers.GridSampler)
+    assert grid.is_exhausted(optuna.create_study()) is False  # a real two-point grid, unused
 
 
 def test_unknown_sampler_lists_known() -> None:

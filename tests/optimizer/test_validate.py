@@ -111,10 +111,19 @@ def test_row_config_resolves_precision_and_names() -> None:
                                                     "h100_sxm", 1)  # fmt: skip
     assert config.weight_precision == "bf16"
     assert config.kv_precision == "bf16"
-    fp8 = row_config(_row(precision="fp8_block"), catalog, latency_model="table")
-    assert not isinstance(fp8, str)
-    assert (fp8.weight_precision, fp8.kv_precision) == ("fp8", "fp8")
-    assert fp8.latency_model == "table"
+    # KV precision follows the checkpoint's recipe: ModelOpt FP8 / NVFP4 carry an FP8 KV
+    # cache, a vendor's block-FP8 checkpoint does not (optimizer/benchmark_rules.py).
+    for mode, weights, kv in (("fp8", "fp8", "fp8"), ("fp8_block", "fp8", "bf16"),
+                              ("nvfp4", "fp4", "fp8")):  # fmt: skip
+        quantised = row_config(_row(precision=mode), catalog, latency_model="table")
+        assert not isinstance(quantised, str)
+        assert (quantised.weight_precision, quantised.kv_precision) == (weights, kv)
+        assert quantised.latency_model == "table"
+    named = row_config(_row(model="nvidia/Llama-3.1-8B-Instruct-FP8"), catalog,
+                       latency_model="roofline")  # fmt: skip
+    assert not isinstance(named, str)
+    assert (named.model, named.weight_precision, named.kv_precision) == (
+        "meta-llama/Llama-3.1-8B-Instruct", "fp8", "fp8")  # fmt: skip
     # An empty precision on an FP8 checkpoint means fp8 weights.
     moe = row_config(
         _row(model="Qwen/Qwen3-235B-A22B-FP8", tp=4, moe_tp=1, moe_ep=4), catalog,
@@ -233,3 +242,13 @@ def test_spread_start_runs_a_pilot_and_staggers_the_users(backend: str, steps_wa
     assert 10.0 < spread.predicted_ttft_ms < 10.0 * (1 + steps_waited)
     if steps_waited > 1:
         assert spread.predicted_ttft_ms > 20.0
+
+
+def test_unknown_column_names_the_file_and_column(tmp_path: Path) -> None:
+    path = tmp_path / "typo.csv"
+    path.write_text(
+        "id,backend,model_path,system,mode,isl,osl,batch_size,tp_size,silicon_ttft_ms,"
+        "silicon_tpot_ms,silicon_tpot_msx\n"
+    )
+    with pytest.raises(InputError, match=r"typo\.csv: line 1: unknown column 'silicon_tpot_msx'"):
+        read_silicon(path)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hardware.catalog import shipped_catalog
+from optimizer.benchmark_rules import harness, protocol, version_settings
 from optimizer.validate import (
     FITTED_TTFT_OFFSET_MS,
     RowResult,
@@ -14,6 +15,9 @@ from optimizer.validate import (
     simulate_row,
 )
 
+#: A row from aiconfigurator's gap analysis (the generator's rules apply to it).
+AIC_SOURCE = "source_file=/x/aic-auto-gap-analysis/data/h100_sxm/vllm/0.12.0/m.csv"
+
 
 def _row(**fields: object) -> SiliconRow:
     base: dict[str, object] = {
@@ -21,6 +25,7 @@ def _row(**fields: object) -> SiliconRow:
         "system": "h100_sxm", "isl": 1024, "osl": 4, "concurrency": 8, "tp": 1, "pp": 1,
         "attention_dp": 1, "moe_tp": 1, "moe_ep": 1, "precision": "",
         "measured_ttft_ms": 30.0, "measured_tpot_ms": 7.0,
+        "source": AIC_SOURCE,
     }  # fmt: skip
     base.update(fields)
     return SiliconRow(**base)  # type: ignore[arg-type]
@@ -40,7 +45,29 @@ def test_settings_follow_the_generator_rules() -> None:
         "max_batched_tokens": 64 + 4096 + 1500,
         "chunk_tokens": 64 + 4096 + 1500,
     }
-    assert benchmark_engine_settings(_row(backend="sglang", model="Qwen/Qwen3-32B")) == {}
+    # SGLang: the running cap; the generator's mixed chunks only when taken literally (the
+    # measured rows contradict them, DeploymentRule.note).
+    sglang_row = _row(backend="sglang", model="Qwen/Qwen3-32B")
+    assert benchmark_engine_settings(sglang_row) == {"max_running_requests": 8}
+    literal = benchmark_engine_settings(sglang_row, literal=True)
+    assert literal == {"max_running_requests": 8, "scheduler": "chunked",
+                       "max_batched_tokens": 8 + 1024 + 1500}  # fmt: skip
+
+
+def test_a_generator_override_applies_only_to_its_rows() -> None:
+    # A row of no known harness runs on the engine's defaults; InferenceX's vLLM launch script
+    # passes the concurrency as --max-num-seqs, an 8,192-token budget and async scheduling.
+    assert benchmark_engine_settings(_row(backend="trtllm", source="")) == {}
+    inferencex = _row(source="source_file=2026-04-06.csv; model=Llama-3.1-70B; wip=False")
+    assert harness(inferencex) == "inferencex"
+    assert benchmark_engine_settings(inferencex)["max_batched_tokens"] == 8192
+    assert benchmark_engine_settings(inferencex)["overlap_scheduling"] is True
+
+
+def test_sglang_before_054_keeps_the_by_tp_fraction() -> None:
+    old = _row(backend="sglang", backend_version="0.5.1.post1", tp=2)
+    assert version_settings(old, 2) == {"hbm_utilization": 0.87}
+    assert version_settings(_row(backend="sglang", backend_version="0.5.8"), 2) == {}
 
 
 def test_row_config_applies_them_only_for_the_benchmark_deployment() -> None:
@@ -96,3 +123,21 @@ def test_fitted_ttft_offset_is_opt_in_and_per_backend() -> None:
         assert plain.predicted_ttft_ms == pytest.approx(10.0)
         assert shifted.predicted_ttft_ms == pytest.approx(10.0 + offset)
         assert shifted.predicted_tpot_ms == plain.predicted_tpot_ms
+
+
+def test_inferencex_clients_draw_lengths_and_send_ten_rounds() -> None:
+    # bench_serving --random-range-ratio 0.8 --num-prompts 10·N: lengths uniform in
+    # [0.8 L, L], so the users' requests end at different steps and drift apart.
+    source = "source_file=2026-04-06.csv; model=Llama-3.1-70B; wip=False"
+    row = _row(source=source, concurrency=4, isl=512, osl=64)
+    assert protocol(row).requests_per_user == 10
+    outcome = simulate_row(row, latency_model="constant:0.01", catalog=shipped_catalog(),
+                           rounds=20)  # fmt: skip
+    assert isinstance(outcome, RowResult)
+    assert outcome.requests == 4 * 10
+    fixed = simulate_row(_row(concurrency=4, isl=512, osl=64), latency_model="constant:0.01",
+                         catalog=shipped_catalog(), rounds=20)  # fmt: skip
+    assert isinstance(fixed, RowResult)
+    assert fixed.requests == 4 * 20
+    # Fixed lengths: every step holds all four requests, so TPOT is one step exactly.
+    assert fixed.predicted_tpot_ms == pytest.approx(10.0)

@@ -89,19 +89,36 @@ def test_shipped_examples_load() -> None:
         assert spec.required_metrics()
 
 
-def test_objective_direction_derives_from_role_and_can_be_overridden(tmp_path: Path) -> None:
+def test_objective_direction_derives_from_role_and_may_be_stated(tmp_path: Path) -> None:
     path = _write(
         tmp_path,
         "o.yaml",
         "name: x\nobjectives:\n  latency: e2e_ms.p99.90\n"
         "  throughput: {metric: requests_per_s}\n"
-        "  cost: {metric: usd_per_million_output_tokens, direction: maximize}\n",
+        "  cost: {metric: usd_per_million_output_tokens, direction: minimize}\n",
     )
     objectives = load_slo(path).objectives
     assert objectives.latency.metric == "e2e_ms.p99.9"  # canonical spelling
     assert objectives.throughput.direction == "maximize"
-    assert objectives.cost.direction == "maximize"  # the explicit override wins
+    assert objectives.cost.direction == "minimize"
     assert list(objectives.directions) == list(OBJECTIVE_ROLES)
+
+
+@pytest.mark.parametrize(
+    ("role", "metric", "direction"),
+    [
+        ("latency", "ttft_ms.p90", "maximize"),
+        ("throughput", "goodput_tokens_per_s", "minimize"),
+        ("cost", "usd_per_hour", "maximize"),
+    ],
+)
+def test_objective_against_its_role_is_refused(
+    tmp_path: Path, role: str, metric: str, direction: str
+) -> None:
+    """Issue #12: a maximized latency was accepted and searched for the slowest deployments."""
+    text = f"name: x\nobjectives:\n  {role}: {{metric: {metric}, direction: {direction}}}\n"
+    with pytest.raises(InputError, match=f"objectives.{role}: direction '{direction}' would"):
+        load_slo(_write(tmp_path, "o.yaml", text))
 
 
 @pytest.mark.parametrize(

@@ -146,7 +146,8 @@ def _patched(data: bytes, patch: tuple[int, str, int]) -> bytes:
 @pytest.mark.parametrize(
     ("patch", "message"),
     [
-        ((8, "<I", 2), "byte 8: lcp version 2 is not supported"),
+        ((8, "<I", 1), "byte 8: lcp version 1 is not supported"),
+        ((8, "<I", 3), "byte 8: lcp version 3 is not supported"),
         ((12, "<I", 4096), "byte 12: corrupt header: size field 4096"),
         ((16, "<I", 48), "byte 16: corrupt header"),
         ((24, "<I", 0), "byte 24: corrupt header: block size 0"),

@@ -20,12 +20,20 @@ from simulator.kvcache.policies.slru import SLRU
 # --- advanced policies (owned by the advanced-policies engineer): imports go here -------------
 # isort: split
 from simulator.kvcache.policies.arc import Arc
+from simulator.kvcache.policies.asym_cache import AsymCache
 from simulator.kvcache.policies.belady import Belady, BeladyCompute
 from simulator.kvcache.policies.gdsf import Gdsf, GdsfCompute
-from simulator.kvcache.policies.partial_node import PartialNodeRandomCompute
-from simulator.kvcache.policies.random_compute import RandomCompute
+from simulator.kvcache.policies.lirs import Lirs
+from simulator.kvcache.policies.partial_node import PartialNodeRandomCompute, PartialNodeRandomFreq
+from simulator.kvcache.policies.random_compute import RandomCompute, RandomComputeSmallQueue
 from simulator.kvcache.policies.s3fifo import S3Fifo
+from simulator.kvcache.policies.s3fifod import S3FifoD
 from simulator.kvcache.policies.session import SessionBelady, SessionLru
+from simulator.kvcache.policies.session_variants import (
+    SessionArc,
+    SessionRandomCompute,
+    SessionS3Fifo,
+)
 from simulator.kvcache.policies.twoq import TwoQ
 from simulator.kvcache.policies.workload_aware import WorkloadAware
 from simulator.kvcache.policies.wtinylfu import WTinyLfu
@@ -44,16 +52,24 @@ _CLASSES: tuple[type[EvictionPolicy], ...] = (
     # --- advanced policies: one class per line below ---------------------------------------
     Arc,
     TwoQ,
+    Lirs,
     S3Fifo,
+    S3FifoD,
     WTinyLfu,
     Gdsf,
     GdsfCompute,
     Belady,
     BeladyCompute,
     RandomCompute,
+    RandomComputeSmallQueue,
     PartialNodeRandomCompute,
+    PartialNodeRandomFreq,
+    AsymCache,
     SessionLru,
     SessionBelady,
+    SessionRandomCompute,
+    SessionS3Fifo,
+    SessionArc,
     WorkloadAware,
     # --- end advanced policies ---------------------------------------------------------------
 )

@@ -73,6 +73,10 @@ class EvictionPolicy(ABC):
     """Whether ``evict`` honours ``pinned`` (False: victims may be in the request)."""
     needs_next_access: ClassVar[bool] = False
     """Oracles read ``next_access``; the replay then annotates the trace with the future."""
+    clock: ClassVar[str] = "access order"
+    """What the policy measures age in (``kvplan replay --list-policies``): ``access order``
+    (queue/recency order only), ``block accesses``, ``requests``, ``wall seconds`` (trace
+    timestamps), ``future`` (oracle access numbers) or ``priority`` (GDSF's inflation)."""
 
     def __init__(self, capacity: int, *, rng: np.random.Generator, **params: Any) -> None:
         if params:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Collection, Container, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -33,6 +33,7 @@ class Belady(EvictionPolicy):
     """
 
     name = "belady"
+    clock: ClassVar[str] = "future"
     needs_next_access = True
 
     def __init__(self, capacity: int, *, rng: np.random.Generator, **params: Any) -> None:
@@ -89,6 +90,7 @@ class BeladyCompute(EvictionPolicy):
     """
 
     name = "belady_compute"
+    clock: ClassVar[str] = "future"
     needs_next_access = True
 
     def __init__(self, capacity: int, *, rng: np.random.Generator, **params: Any) -> None:

@@ -29,6 +29,7 @@ class Gdsf(EvictionPolicy):
     """
 
     name = "gdsf"
+    clock: ClassVar[str] = "priority"
     use_cost: ClassVar[bool] = False
 
     def __init__(self, capacity: int, *, rng: np.random.Generator, **params: Any) -> None:
@@ -79,4 +80,5 @@ class GdsfCompute(Gdsf):
     """GDSF with ``cost`` = the block's cost-model weight: ``H = L + freq × cost``."""
 
     name = "gdsf_compute"
+    clock: ClassVar[str] = "priority"
     use_cost = True

@@ -15,9 +15,11 @@ Eviction round: draw ``n_sample`` resident blocks uniformly with replacement (th
 blocks, ``clock`` = this policy's access count; same units as ``random_compute``). Ties: older
 ``last``, then larger deepest block id. Then evict the node's deepest unpinned blocks:
 
-* ``eviction_mode="drain"`` (default): the whole remaining deficit (fewer if the node is
-  smaller; then a new round), so ``evict_n`` usually draws one sample per request;
-* ``eviction_mode="micro"``: at most ``micro_batch`` blocks (default 64), then re-sample.
+* ``eviction_mode="micro"`` (default, as PrefixSim): at most ``micro_batch`` blocks (default
+  64), then re-sample;
+* ``eviction_mode="drain"``: the whole remaining deficit (fewer if the node is smaller; then a
+  new round), so ``evict_n`` usually draws one sample per request (PrefixSim measured it
+  within 0.002 of micro at every size, and faster).
 
 Without ``record_request`` (a driver that does not call it) every block is its own node.
 """
@@ -26,14 +28,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Container, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
 from simulator.kvcache.policies._common import ResidentSample, nothing_evictable
 from simulator.kvcache.policies.base import EvictionPolicy, RequestContext
 
-__all__ = ["EvictionMode", "PartialNodeRandomCompute"]
+__all__ = ["EvictionMode", "PartialNodeRandomCompute", "PartialNodeRandomFreq"]
 
 EvictionMode = Literal["drain", "micro"]
 
@@ -50,11 +52,12 @@ class _Node:
 
 
 class PartialNodeRandomCompute(EvictionPolicy):
-    """Params: ``n_sample`` (128), ``eviction_mode`` (``"drain"`` | ``"micro"``),
+    """Params: ``n_sample`` (128), ``eviction_mode`` (``"micro"``, the default, | ``"drain"``),
     ``micro_batch`` (64, used by ``"micro"``). Honours pins (pinned blocks are never drawn
     nor taken; a node's tail is trimmed around them)."""
 
     name = "partial_node_random_compute"
+    clock: ClassVar[str] = "block accesses"
 
     def __init__(
         self,
@@ -62,7 +65,7 @@ class PartialNodeRandomCompute(EvictionPolicy):
         *,
         rng: np.random.Generator,
         n_sample: int = 128,
-        eviction_mode: EvictionMode = "drain",
+        eviction_mode: EvictionMode = "micro",
         micro_batch: int = 64,
         **params: Any,
     ) -> None:
@@ -162,3 +165,15 @@ class PartialNodeRandomCompute(EvictionPolicy):
         if self._node_of.pop(block, None) is not None:
             self._resident.discard(block)
             del self._cost[block]
+
+
+class PartialNodeRandomFreq(PartialNodeRandomCompute):
+    """The cost-blind sibling: ``score(node) = freq(node) / (clock - last(node) + 1)`` (the
+    hyperbolic-caching score of the node), same sampling, ties and tail trimming. Same
+    parameters; honours pins."""
+
+    name = "partial_node_random_freq"
+
+    def _rank(self, node: _Node, pinned: Collection[int]) -> tuple[float, int, int]:
+        deepest = self._deepest_unpinned(node, pinned)
+        return (node.freq / (self._clock - node.last + 1), node.last, -deepest)

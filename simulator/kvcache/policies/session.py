@@ -26,7 +26,7 @@ import warnings
 from abc import abstractmethod
 from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -169,6 +169,7 @@ class SessionBelady(_SessionPolicy):
     must fill ``session_next_access``. No parameters; honours pins."""
 
     name = "session_belady"
+    clock: ClassVar[str] = "future"
     needs_next_access = True
 
     def __init__(self, capacity: int, *, rng: np.random.Generator, **params: Any) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Collection, Container
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -40,6 +40,7 @@ class WorkloadAware(EvictionPolicy):
     ``16 × capacity``). Honours pins. Eviction costs O(categories) per victim."""
 
     name = "workload_aware"
+    clock: ClassVar[str] = "block accesses"
 
     def __init__(
         self,

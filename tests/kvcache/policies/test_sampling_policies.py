@@ -28,19 +28,30 @@ def test_resident_sample_swap_remove_and_pinned_draws() -> None:
     assert sample.draw_unpinned(rng(), 5, {5, 6}) == []
 
 
-def test_random_compute_score_is_cost_times_freq_over_age() -> None:
+def test_random_compute_score_is_cost_over_age() -> None:
     policy = RandomCompute(4, rng=rng())
     policy.access(1, 3.0, 0)  # tick 1
-    policy.access(1, 3.0, 0)  # tick 2: freq 2
+    policy.access(1, 3.0, 0)  # tick 2: a repeat does not raise the score (no frequency term)
     policy.access(2, 1.0, 0)  # tick 3
-    assert policy.score(1) == pytest.approx(3.0 * 2 / (3 - 2 + 1))
+    assert policy.score(1) == pytest.approx(3.0 / (3 - 2 + 1))
     assert policy.score(2) == pytest.approx(1.0)
+
+
+def test_random_compute_stamps_a_request_with_its_end_time() -> None:
+    # PrefixSim stamps every block of a request with n_req + n: the root and the tail of one
+    # request have the same age, so the cheaper (shallower, under a position cost) leaves first.
+    policy = RandomCompute(8, rng=rng(), n_sample=256)
+    policy.access_request([1, 2, 3], [1.0, 2.0, 3.0], None, deepest_first=True)
+    policy.access_request([4], [10.0], None, deepest_first=True)
+    assert {policy.score(b) * 2 for b in (1, 2, 3)} == {1.0, 2.0, 3.0}  # age 2 for all three
+    assert policy.score(4) == 10.0
+    assert policy.evict_n(1, set()) == [1]  # per-block stamps would have kept 1 (newest)
 
 
 def test_random_compute_evicts_lowest_score_among_its_sample() -> None:
     policy = RandomCompute(3, rng=rng(), n_sample=64)  # 64 draws cover 3 blocks surely
     serve_single(policy, [1, 2, 1, 3], costs=[1.0, 1.0, 1.0, 5.0])
-    # scores at tick 4: 1 -> 2/2, 2 -> 1/3, 3 -> 5/1
+    # scores at tick 4: 1 -> 1/2, 2 -> 1/3, 3 -> 5/1
     assert policy.evict(set()) == [2]
     assert policy.evict({1}) == [3]
 

@@ -1,0 +1,142 @@
+"""Make the kernel profiles that ship in ``hardware/data/profiles/`` from the full measured set.
+
+    python bench/ship_profiles.py [--source ../shared/data/profiles] [--out hardware/data/profiles]
+
+For every GPU directory of ``--source`` and every engine (``profile_files.ENGINES``), the files
+that serve it (``profile_files.directory_files``: newest version per class; NCCL is shared) are
+cut down to what the catalog's models need, in the same CSV format (columns unchanged):
+
+- GEMM rows at the ``(n, k)`` grid points bracketing the catalog models' layers at TP 1, 2, 4, 8
+  (``fit.catalog_shape_filter``) and at the smallest ``(n, k)`` (the launch credit of grouped
+  GEMMs, ``compose.py``); every ``m`` and dtype;
+- attention rows of the catalog models' per-GPU head configurations at those TPs, without
+  sliding-window rows; of several kernels that measured one shape only the one the loader keeps
+  (``profiles.source_rank``, bf16 attention math first);
+- NCCL all-reduce rows in 16-bit dtypes;
+- latencies rounded to 4 significant digits (0.05% at most; kernel timings repeat to ~1-3%).
+
+Files are written gzipped with ``mtime=0`` so the bytes are reproducible; the script prints rows
+kept per file and the total size. MoE and MLA kernel files are not shipped (the latency model
+composes MoE from GEMMs and times MLA attention by the roofline).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from hardware.catalog import shipped_catalog
+from simulator.latency.fit import catalog_shape_filter
+from simulator.latency.profile_files import ENGINES, directory_files
+from simulator.latency.profiles import load_profiles, normalise_dtype, source_rank
+
+ROOT = Path(__file__).resolve().parents[1]
+SHAPE = {
+    "gemm": ["gemm_dtype", "m", "n", "k"],
+    "context_attention": [
+        "batch_size",
+        "isl",
+        "num_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "kv_cache_dtype",
+    ],
+    "generation_attention": [
+        "batch_size",
+        "step",
+        "num_heads",
+        "num_key_value_heads",
+        "head_dim",
+        "kv_cache_dtype",
+    ],
+}
+
+
+def _round(values: pd.Series, digits: int = 4) -> pd.Series:
+    x = values.to_numpy(dtype=float)
+    scale = 10.0 ** (digits - 1 - np.floor(np.log10(np.abs(x))))
+    return pd.Series(np.round(x * scale) / scale, index=values.index)
+
+
+def _preferred(raw: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The rows of the one kernel per shape the loader keeps."""
+    attn = raw["attn_dtype"].map(normalise_dtype) != "bf16" if "attn_dtype" in raw else False
+    source = raw.get("kernel_source", pd.Series("", index=raw.index)).astype(str)
+    rank = pd.DataFrame(
+        {"attn": attn, "rank": source.map(source_rank), "name": source.str.lower()},
+        index=raw.index,
+    )
+    choice = rank["attn"].astype(int).astype(str) + "|" + rank["name"]
+    ordered = raw.assign(_a=rank["attn"], _r=rank["rank"], _n=rank["name"], _c=choice)
+    ordered = ordered.sort_values(["_a", "_r", "_n"], kind="stable")
+    best = ordered.groupby(keys, sort=False)["_c"].transform("first")
+    kept = ordered[ordered["_c"] == best].drop(columns=["_a", "_r", "_n", "_c"])
+    return kept.sort_index()
+
+
+def ship(source: Path, out: Path) -> None:
+    """Write the shipped files for every GPU of ``source`` under ``out``."""
+    models = list(shipped_catalog().models.values())
+    total = 0
+    for gpu_dir in sorted(p for p in source.iterdir() if p.is_dir()):
+        target = out / gpu_dir.name
+        target.mkdir(parents=True, exist_ok=True)
+        for engine in ENGINES:
+            files = directory_files(gpu_dir, engine)
+            if "gemm" not in files:
+                continue
+            shapes = catalog_shape_filter(models, load_profiles(gpu_dir, engine=engine))
+            for kind, path in files.items():
+                raw = pd.read_csv(path, keep_default_na=False)
+                if kind == "gemm":
+                    # and the smallest shape: the launch credit of grouped GEMMs (compose.py)
+                    smallest = (float(raw["n"].min()), float(raw["k"].min()))
+                    keep = shapes.gemm_nk | {smallest}
+                    nk = zip(raw["n"].astype(float), raw["k"].astype(float), strict=True)
+                    raw = raw[[pair in keep for pair in nk]]
+                elif kind == "nccl":
+                    half = raw["nccl_dtype"].map(normalise_dtype).isin(["fp16", "bf16"])
+                    raw = raw[(raw["op_name"] == "all_reduce") & half]
+                else:
+                    if "window_size" in raw:
+                        raw = raw[raw["window_size"] == 0]
+                    if kind == "context_attention" and "step" in raw:
+                        raw = raw[raw["step"] == 0]
+                    heads = zip(
+                        raw["num_heads"].astype(float),
+                        raw["num_key_value_heads"].astype(float),
+                        raw["head_dim"].astype(float),
+                        strict=True,
+                    )
+                    raw = raw[[cfg in shapes.head_configs for cfg in heads]]
+                if kind in SHAPE:
+                    raw = _preferred(raw, SHAPE[kind])
+                raw = raw.assign(latency=_round(raw["latency"]))
+                buffer = io.BytesIO()
+                with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, filename="") as gz:
+                    gz.write(raw.to_csv(index=False).encode())
+                dest = target / (path.name if path.name.endswith(".gz") else f"{path.name}.gz")
+                if not dest.exists() or dest.read_bytes() != buffer.getvalue():
+                    dest.write_bytes(buffer.getvalue())
+                size = len(buffer.getvalue())
+                total += size if engine == ENGINES[0] or kind != "nccl" else 0
+                print(f"{gpu_dir.name}/{dest.name}: {len(raw)} rows, {size / 1024:.0f} KiB")
+    print(f"total {total / 1e6:.2f} MB")
+
+
+def main() -> None:
+    """Command-line entry point."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--source", type=Path, default=ROOT.parent / "shared/data/profiles")
+    parser.add_argument("--out", type=Path, default=ROOT / "hardware/data/profiles")
+    args = parser.parse_args()
+    ship(args.source, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,136 @@
+"""Quantised checkpoints: which base model a repository name serves, and its recipe.
+
+A served checkpoint is a base model's shape plus a quantisation *recipe* that fixes the weight
+precision and whether the checkpoint carries a quantised KV cache. The recipe, not the weight
+precision alone, decides what an engine's ``--kv-cache-dtype auto`` gives (``kv_precision``):
+
+======================  ==========  ========  =================================================
+recipe                  weights     KV cache  what it is (source)
+======================  ==========  ========  =================================================
+``none``                bf16        bf16      the original checkpoint, served without
+                                              ``--quantization``: weights and KV in its dtype
+``modelopt_fp8``        fp8         fp8       NVIDIA TensorRT Model Optimizer FP8
+                                              (``hf_quant_config.json`` ``quant_algo: FP8``,
+                                              ``kv_cache_quant_algo: FP8``), e.g.
+                                              ``nvidia/Llama-3.1-8B-Instruct-FP8``
+``modelopt_nvfp4``      fp4         fp8       ModelOpt NVFP4 (``quant_algo: NVFP4``,
+                                              ``kv_cache_quant_algo: FP8``), ``nvidia/*-NVFP4``
+``fp8_block``           fp8         bf16      block-scaled FP8 published by the model's vendor
+                                              (``Qwen/Qwen3-32B-FP8``, DeepSeek-V3's native
+                                              FP8): ``quantization_config`` has no KV scheme
+``fp8_dynamic``         fp8         bf16      compressed-tensors FP8 (``RedHatAI/*-FP8``,
+                                              ``*-FP8-dynamic``) without a ``kv_cache_scheme``
+``fp8_kv``              fp8         fp8       compressed-tensors FP8 with a ``kv_cache_scheme``
+                                              (``*-FP8-KV``)
+``mxfp4``               fp4         bf16      OpenAI's MXFP4 MoE weights (gpt-oss); KV in bf16
+``int4``                int4        bf16      AWQ / GPTQ int4 (``*-AWQ``, ``*-GPTQ-Int4``)
+``int8``                int8        bf16      W8A8 int8 (``*-W8A8``, ``*-quantized.w8a8``)
+======================  ==========  ========  =================================================
+
+``resolve_checkpoint(name, known)`` maps a repository name to ``(base key, recipe)`` by its
+suffix: the organisation decides between ModelOpt (``nvidia/``) and the vendor's own FP8.
+An engine whose ``auto`` ignores the checkpoint's KV scheme (vLLM before 0.13, see
+``simulator/data/presets/vllm.yaml``) keeps the model dtype: ``kv_precision(recipe,
+honours_checkpoint=False)``. Pure functions: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+
+__all__ = ["RECIPES", "Checkpoint", "Recipe", "kv_precision", "resolve_checkpoint"]
+
+
+@dataclass(frozen=True, slots=True)
+class Recipe:
+    """One quantisation recipe (module doc)."""
+
+    name: str
+    weights: str
+    #: KV-cache precision the checkpoint carries (its dtype when it carries none).
+    kv_cache: str
+
+
+RECIPES: dict[str, Recipe] = {
+    r.name: r
+    for r in (
+        Recipe("none", "bf16", "bf16"),
+        Recipe("modelopt_fp8", "fp8", "fp8"),
+        Recipe("modelopt_nvfp4", "fp4", "fp8"),
+        Recipe("fp8_block", "fp8", "bf16"),
+        Recipe("fp8_dynamic", "fp8", "bf16"),
+        Recipe("fp8_kv", "fp8", "fp8"),
+        Recipe("mxfp4", "fp4", "bf16"),
+        Recipe("int4", "int4", "bf16"),
+        Recipe("int8", "int8", "bf16"),
+    )
+}
+
+#: Name suffixes (case-insensitive, after the base name) → recipe; ``fp8`` depends on the org.
+_SUFFIXES: tuple[tuple[str, str], ...] = (
+    (r"-fp8-kv", "fp8_kv"),
+    (r"-fp8-dynamic", "fp8_dynamic"),
+    (r"-nvfp4", "modelopt_nvfp4"),
+    (r"-fp4", "modelopt_nvfp4"),
+    (r"-mxfp4", "mxfp4"),
+    (r"-fp8", "fp8"),
+    (r"-(?:awq|gptq-int4|w4a16|gptq)", "int4"),
+    (r"-(?:w8a8|int8|quantized\.w8a8)", "int8"),
+)
+#: Organisations that publish ModelOpt checkpoints (their ``-FP8`` is ModelOpt FP8).
+_MODELOPT_ORGS = ("nvidia",)
+#: Organisations whose ``-FP8`` is compressed-tensors FP8.
+_COMPRESSED_TENSORS_ORGS = ("redhatai", "neuralmagic")
+
+
+@dataclass(frozen=True, slots=True)
+class Checkpoint:
+    """A repository name resolved: the catalog key of its base model and its recipe."""
+
+    name: str
+    base: str
+    recipe: Recipe
+
+
+def resolve_checkpoint(name: str, known: Collection[str]) -> Checkpoint | None:
+    """The base model (a key of ``known``, lower case, matched whole or after '/') and the
+    recipe of checkpoint ``name``; None when no suffix rule names a known base."""
+    key = name.strip().lower()
+    org, _, repo = key.rpartition("/")
+    by_short = {k.rsplit("/", 1)[-1]: k for k in known}
+    for pattern, recipe in _SUFFIXES:
+        match = re.search(pattern + r"$", repo)
+        if match is None:
+            continue
+        stem = repo[: match.start()]
+        base = _base_key(org, stem, known, by_short)
+        if not base:
+            return None
+        return Checkpoint(name, base, RECIPES[_org_recipe(recipe, org)])
+    return None
+
+
+def _base_key(org: str, stem: str, known: Collection[str], by_short: dict[str, str]) -> str:
+    """The catalog key of ``stem`` (under ``org`` first, then by its short name; "" if none)."""
+    if org and f"{org}/{stem}" in known:
+        return f"{org}/{stem}"
+    # Re-publishers spell Llama with its old "Meta-" prefix (RedHatAI/Meta-Llama-3.1-8B-...).
+    return by_short.get(stem, "") or by_short.get(stem.removeprefix("meta-"), "")
+
+
+def _org_recipe(recipe: str, org: str) -> str:
+    if recipe != "fp8":
+        return recipe
+    if org in _MODELOPT_ORGS:
+        return "modelopt_fp8"
+    if org in _COMPRESSED_TENSORS_ORGS:
+        return "fp8_dynamic"
+    return "fp8_block"
+
+
+def kv_precision(recipe: Recipe, *, honours_checkpoint: bool = True) -> str:
+    """What ``--kv-cache-dtype auto`` gives for ``recipe``: the checkpoint's KV quantisation
+    when the engine honours it, else the model dtype (bf16)."""
+    return recipe.kv_cache if honours_checkpoint else "bf16"

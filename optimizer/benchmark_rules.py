@@ -1,0 +1,279 @@
+"""How each measured benchmark's deployment was configured: ONE table of rules, with sources.
+
+A silicon row (``optimizer/silicon.py``) records the engine, its version, the model and the
+weight quantisation, but not the engine arguments. Those come from the *harness* that produced
+the row, recognised by its ``silicon_data_source`` (``harness``):
+
+- ``aiconfigurator``: rows whose source is aiconfigurator's gap-analysis output
+  (``source_file=…/aic-auto-gap-analysis/…``). Their deployments were written by aiconfigurator's
+  generator, whose benchmark rules (``src/aiconfigurator/generator/rule_plugin/benchmark/
+  {trtllm,vllm,sglang}.rule``) size an aggregated worker to the benchmark.
+- ``inferencex``: rows from dated exports of a benchmark database (``source_file=2026-04-06.csv;
+  model=…; measured=…``, ``db-dump/…; workflow_run_id=…``, often ``image=vllm/vllm-openai:…``):
+  the InferenceMAX / InferenceX harness. Its launch scripts (``benchmarks/*_docker.sh``, read
+  for Llama-3.1-70B FP8 on H100) run ``vllm serve … --quantization=modelopt
+  --gpu-memory-utilization=0.9 --max-num-seqs=$CONC --max-num-batched-tokens=8192
+  --async-scheduling``. Recognising the harness from the source's format is an inference from
+  the data, not a field of it.
+- ``unknown``: anything else: the engine's own defaults (its preset).
+
+``RULES`` maps (harness, backend) to the ``ServingConfig`` overrides of the benchmark
+deployment; a generator's override is applied only to rows that say they came from it.
+``version_settings`` holds what depends on the engine's release, whatever the harness:
+SGLang before 0.5.4 used a fixed ``mem_fraction_static`` by TP size (later releases derive it
+from the GPU, ``simulator/latency/memory_rules.py``).
+
+KV-cache precision (``kv_precision``) follows the checkpoint's recipe (``hardware/
+checkpoints.py``) and the engine's ``auto`` rule: a ModelOpt FP8 or NVFP4 checkpoint carries an
+FP8 KV cache, a vendor's block-FP8 checkpoint or a bf16 one does not. The checkpoint is the row's
+model name when it names a quantised repository, else the recipe its ``gemm_quant_mode``
+implies (``fp8`` → ModelOpt FP8, the NVIDIA harnesses' FP8 checkpoints; ``fp8_block`` → the
+vendor's block FP8; ``nvfp4`` → ModelOpt NVFP4; empty → the model's own checkpoint). vLLM's
+``auto`` honours a ModelOpt KV scheme from 0.13 (PR #29980); older vLLM rows keep bf16 KV.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from hardware.checkpoints import RECIPES, Recipe, resolve_checkpoint
+from hardware.checkpoints import kv_precision as auto_kv_precision
+from hardware.schema import Catalog
+from optimizer.silicon import MeasuredRow
+from simulator.latency.presets import load_preset
+from slo.inputfile import InputError
+
+__all__ = [
+    "HARNESSES",
+    "PROTOCOLS",
+    "RULES",
+    "ClientProtocol",
+    "DeploymentRule",
+    "benchmark_engine_settings",
+    "harness",
+    "kv_precision",
+    "protocol",
+    "recipe_for",
+    "version_settings",
+    "weight_precision",
+]
+
+#: Harnesses ``harness`` recognises (module doc).
+HARNESSES = ("aiconfigurator", "inferencex", "unknown")
+#: A dated export of the benchmark database (``source_file=2026-04-06.csv; …``, ``db-dump/…``).
+_DATED_EXPORT = re.compile(r"\s*(?:source_file=\d{4}-\d{2}-\d{2}\.csv|db-dump/)")
+#: Tokens aiconfigurator's rules add to the prompt length in an aggregated worker's budget.
+_HEADROOM = 1500
+
+
+@dataclass(frozen=True, slots=True)
+class DeploymentRule:
+    """The engine settings one harness gives one backend, and where that is written."""
+
+    harness: str
+    backend: str
+    source: str
+    settings: Callable[[MeasuredRow], dict[str, Any]]
+    #: The generator's settings taken literally, where ``settings`` departs from them because
+    #: the measured rows contradict them (``deployment="generator"`` applies these); ``note``
+    #: gives the evidence.
+    literal: Callable[[MeasuredRow], dict[str, Any]] | None = None
+    note: str = ""
+
+
+def _aic_trtllm(row: MeasuredRow) -> dict[str, Any]:
+    return {
+        "max_running_requests": row.concurrency,
+        "max_batched_tokens": row.concurrency + row.isl + _HEADROOM,
+        # extra_engine_args template: kv_cache_config.free_gpu_memory_fraction 0.80.
+        "hbm_utilization": 0.80,
+    }
+
+
+def _aic_vllm(row: MeasuredRow) -> dict[str, Any]:
+    budget = row.concurrency + row.isl + _HEADROOM
+    return {"max_running_requests": row.concurrency, "max_batched_tokens": budget,
+            "chunk_tokens": budget}  # fmt: skip
+
+
+def _aic_sglang_literal(row: MeasuredRow) -> dict[str, Any]:
+    # --enable-mixed-chunk: a prefill chunk runs in the same step as the running decodes (the
+    # simulator's 'chunked' policy); --max-prefill-tokens isl + 1500 bounds the prefill part,
+    # the decodes of the N running requests ride along.
+    return {
+        "max_running_requests": row.concurrency,
+        "scheduler": "chunked",
+        "max_batched_tokens": row.concurrency + row.isl + _HEADROOM,
+    }
+
+
+def _aic_sglang(row: MeasuredRow) -> dict[str, Any]:
+    return {"max_running_requests": row.concurrency}
+
+
+def _ix_vllm(row: MeasuredRow) -> dict[str, Any]:
+    return {
+        "max_running_requests": row.concurrency,
+        "max_batched_tokens": 8192,
+        "chunk_tokens": 8192,
+        "hbm_utilization": 0.90,
+        "overlap_scheduling": True,  # --async-scheduling
+    }
+
+
+_AIC = "aiconfigurator generator/rule_plugin/benchmark/{backend}.rule"
+#: (harness, backend) → rule (module doc). A pair not listed runs on the backend's preset.
+RULES: dict[tuple[str, str], DeploymentRule] = {
+    (r.harness, r.backend): r
+    for r in (
+        DeploymentRule(
+            "aiconfigurator", "trtllm",
+            _AIC.format(backend="trtllm") + ": max_batch_size = N, max_num_tokens = N + isl + "
+            "1500; extra_engine_args template: free_gpu_memory_fraction 0.80",
+            _aic_trtllm,
+        ),
+        DeploymentRule(
+            "aiconfigurator", "vllm",
+            _AIC.format(backend="vllm") + ": --max-num-seqs N, --max-num-batched-tokens "
+            "N + isl + 1500",
+            _aic_vllm,
+        ),
+        DeploymentRule(
+            "aiconfigurator", "sglang",
+            _AIC.format(backend="sglang") + ": --enable-mixed-chunk, --max-prefill-tokens "
+            "isl + 1500, --max-running-requests N",
+            _aic_sglang, _aic_sglang_literal,
+            "the running cap is applied; mixed chunks and the isl + 1500 prefill budget are "
+            "not: the 84 H100 rows (SGLang 0.5.1/0.5.8) behave as whole prefill waves "
+            "(TTFT MAPE 15.4% with the preset's prefill-first 16k budget, 74.1% and TPOT "
+            "28.5% with the rule taken literally, bench/README.md)",
+        ),
+        DeploymentRule(
+            "inferencex", "vllm",
+            "InferenceMAX benchmarks/*_docker.sh: --max-num-seqs $CONC, "
+            "--max-num-batched-tokens 8192, --gpu-memory-utilization 0.9, --async-scheduling",
+            _ix_vllm,
+        ),
+    )
+}  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class ClientProtocol:
+    """How a harness's client drives the closed loop (what desynchronises its users)."""
+
+    #: Requests per user in the measured phase.
+    requests_per_user: int
+    #: Each request's input and output lengths are drawn uniformly from
+    #: ``[ratio · length, length]``; 1 = exactly the row's lengths.
+    length_ratio: float
+    source: str
+
+
+#: Harness → client protocol. aiperf (aiconfigurator's ``bench_run.sh.j2``): ``--num-requests
+#: 20·N``, fixed ``--isl/--osl`` with ``ignore_eos``, warm-up drained before profiling.
+#: InferenceX: ``benchmark_serving.py --dataset-name random --random-range-ratio
+#: $RANDOM_RANGE_RATIO --num-prompts $((CONC * 10)) --max-concurrency $CONC --ignore-eos``, with
+#: ``RANDOM_RANGE_RATIO=0.8`` in the workflow scripts read; the random dataset of that client
+#: (a fork of vLLM's older ``benchmark_serving.py``) draws every length uniformly from
+#: ``[ratio · L, L]``, so requests finish at different times and the users drift apart.
+PROTOCOLS: dict[str, ClientProtocol] = {
+    "aiconfigurator": ClientProtocol(20, 1.0, "aiperf --num-requests 20·N, fixed lengths"),
+    "inferencex": ClientProtocol(
+        10, 0.8, "bench_serving --num-prompts 10·N --random-range-ratio 0.8"
+    ),
+    "unknown": ClientProtocol(20, 1.0, "assumed: aiperf's protocol"),
+}
+
+
+def protocol(row: MeasuredRow) -> ClientProtocol:
+    """The client protocol of ``row``'s harness."""
+    return PROTOCOLS[harness(row)]
+
+
+def harness(row: MeasuredRow) -> str:
+    """Which harness produced ``row`` (module doc)."""
+    source = row.source.lower()
+    if "aic-auto-gap-analysis" in source or "aiconfigurator" in source:
+        return "aiconfigurator"
+    if _DATED_EXPORT.match(source) or re.search(r"(?:^|;)\s*image\s*=", source):
+        return "inferencex"
+    return "unknown"
+
+
+def benchmark_engine_settings(row: MeasuredRow, *, literal: bool = False) -> dict[str, Any]:
+    """``ServingConfig`` overrides of ``row``'s benchmark deployment (empty: the preset);
+    ``literal`` takes a generator's settings as written even where the rows contradict them
+    (``DeploymentRule.literal``)."""
+    rule = RULES.get((harness(row), row.backend))
+    if rule is None:
+        return {}
+    return (rule.literal if literal and rule.literal else rule.settings)(row)
+
+
+def _version(text: str) -> tuple[int, ...] | None:
+    parts = re.findall(r"\d+", text)[:3]
+    return tuple(int(p) for p in parts) if parts else None
+
+
+def version_settings(row: MeasuredRow, tp: int) -> dict[str, Any]:
+    """Overrides that follow the engine's release (module doc); empty when none apply."""
+    version = _version(row.backend_version)
+    if row.backend == "sglang" and version is not None and version < (0, 5, 4):
+        return {"hbm_utilization": load_preset("sglang").hbm_utilization_for(tp)}
+    return {}
+
+
+#: ``gemm_quant_mode`` / ``precision`` spellings → the checkpoint recipe they imply.
+_MODE_RECIPES = {
+    "bf16": "none",
+    "bfloat16": "none",
+    "fp16": "none",
+    "float16": "none",
+    "fp8": "modelopt_fp8",
+    "fp8_static": "modelopt_fp8",
+    "fp8_block": "fp8_block",
+    "nvfp4": "modelopt_nvfp4",
+    "fp4": "modelopt_nvfp4",
+    "mxfp4": "mxfp4",
+    "int8": "int8",
+    "w8a8": "int8",
+    "int4": "int4",
+    "w4a16": "int4",
+    "awq": "int4",
+}
+
+
+def recipe_for(row: MeasuredRow, catalog: Catalog) -> Recipe | None:
+    """The checkpoint recipe ``row`` served (module doc); None for an unknown spelling."""
+    named = resolve_checkpoint(row.model, catalog.models)
+    if named is not None:
+        return named.recipe
+    if row.precision:
+        mode = _MODE_RECIPES.get(row.precision)
+        return RECIPES[mode] if mode else None
+    try:
+        return catalog.checkpoint(row.model).recipe
+    except InputError:
+        return RECIPES["fp8_block" if "fp8" in row.model.lower() else "none"]
+
+
+def weight_precision(row: MeasuredRow, catalog: Catalog) -> str | None:
+    """The simulator's weight precision for ``row``; None when the spelling is unknown.
+    fp16 stays fp16 (the recipe table speaks of bf16 for an unquantised checkpoint)."""
+    if row.precision in ("fp16", "float16"):
+        return "fp16"
+    recipe = recipe_for(row, catalog)
+    return recipe.weights if recipe else None
+
+
+def kv_precision(row: MeasuredRow, catalog: Catalog) -> str:
+    """KV-cache precision of ``row``'s deployment: its checkpoint's, under the engine's
+    ``auto`` rule for the row's release (module doc)."""
+    recipe = recipe_for(row, catalog) or RECIPES["none"]
+    version = _version(row.backend_version)
+    honours = not (row.backend == "vllm" and version is not None and version < (0, 13))
+    return auto_kv_precision(recipe, honours_checkpoint=honours)

@@ -1,0 +1,233 @@
+"""Claims: how the trials of one study, run by any number of processes, agree who simulates what.
+
+``--trials N`` is the study's total, whatever the number of ``kvplan optimize`` processes and
+``--workers`` joining it. The storage (SQLite, journal file, PostgreSQL) is the only thing
+they share, so every trial states in it, as user attributes:
+
+- ``worker``: the process running it (host, boot id, pid, process start time);
+- ``heartbeat``: when that process last said it is alive (wall-clock seconds, every
+  ``HEARTBEAT_S``), for workers on other machines;
+- ``claim``: what it does, decided once, in trial-number order (the storage numbers trials
+  atomically, in creation order):
+
+  - ``repeat``: its configuration is a completed trial's; it copies that result (free);
+  - ``surplus``: the study already holds N configurations, done or being simulated; it
+    ends FAILED without simulating;
+  - ``wait``: another trial (``claim_of``) is simulating this configuration now; it copies
+    that result when it is done (or ends FAILED, ``abandoned``, if that trial fails);
+  - ``new``: it simulates a configuration no other trial holds.
+
+A trial decides only once every lower-numbered running trial has decided, so two trials never
+decide on the same view: at most N configurations are ever claimed, and no configuration is
+simulated twice at once. A trial whose worker died (its process is gone on this machine, or
+its heartbeat is older than ``GRACE_S``) is failed by whoever notices first (``fail_stale``),
+which frees its claim; that is also how a resumed study clears the RUNNING trials of a killed
+run, on every storage.
+
+Limits: a running trial that names no worker (made by another tool, or by a process killed
+within milliseconds of creating it) is waited for until ``UNCLAIMED_GRACE_S``; machines are
+told apart by host name and boot id, and their clocks are assumed to agree within
+``GRACE_S``; enqueued (WAITING) trials are not coordinated (kvplan enqueues none).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import FrozenTrial, TrialState
+
+from optimizer.objective import is_repeat
+
+__all__ = [
+    "CLAIM_ATTR",
+    "CLAIM_OF_ATTR",
+    "GRACE_S",
+    "HEARTBEAT_ATTR",
+    "HEARTBEAT_S",
+    "WORKER_ATTR",
+    "Decision",
+    "Heartbeat",
+    "claimed",
+    "decide",
+    "fail_stale",
+    "wait_for",
+    "worker_identity",
+]
+
+#: User attribute holding a trial's decision (module docstring).
+CLAIM_ATTR = "claim"
+#: User attribute naming the trial a ``wait`` decision copies.
+CLAIM_OF_ATTR = "claim_of"
+WORKER_ATTR = "worker"
+HEARTBEAT_ATTR = "heartbeat"
+#: Seconds between heartbeats of a running trial.
+HEARTBEAT_S = 15.0
+#: A trial of another machine whose heartbeat is older than this is taken as dead (Optuna's
+#: RDB heartbeat uses a grace period of the same kind; clocks of the machines may differ a bit).
+GRACE_S = 120.0
+#: A running trial that names no worker this long after it started is taken as dead.
+UNCLAIMED_GRACE_S = 10.0
+#: Seconds between looks at the storage while waiting for another trial.
+POLL_S = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A trial's claim: ``kind`` is ``new``, ``repeat``, ``wait`` or ``surplus``."""
+
+    kind: str
+    of: int | None = None
+    """The trial a ``wait`` decision waits for."""
+
+
+def _proc_start(pid: int) -> int | None:
+    """Start time of process ``pid`` (clock ticks since boot), None where /proc cannot tell."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # Field 22; the command name (field 2) may hold spaces, so count from its closing ')'.
+    return int(stat.rsplit(")", 1)[1].split()[19])
+
+
+@cache
+def _host() -> tuple[str, str]:
+    try:
+        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        boot = ""
+    return socket.gethostname(), boot
+
+
+def worker_identity() -> dict[str, Any]:
+    """This process, as a trial's ``worker`` attribute."""
+    host, boot = _host()
+    pid = os.getpid()
+    return {"host": host, "boot": boot, "pid": pid, "start": _proc_start(pid)}
+
+
+def _pid_alive(pid: int, start: int | None) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        pass
+    # Same pid, other process (the pid was reused after the worker died)?
+    return start is None or _proc_start(pid) in (start, None)
+
+
+def _alive(trial: FrozenTrial, now: float) -> bool:
+    """Whether the process running ``trial`` may still be working on it."""
+    worker = trial.user_attrs.get(WORKER_ATTR)
+    if isinstance(worker, dict) and (worker.get("host"), worker.get("boot")) == _host():
+        return _pid_alive(int(worker["pid"]), worker.get("start"))
+    beat = trial.user_attrs.get(HEARTBEAT_ATTR)
+    if isinstance(beat, int | float):
+        return now - float(beat) < GRACE_S
+    # No owner recorded: a kvplan worker records itself right after creating the trial (with
+    # SIGINT/SIGTERM held off), so only a process killed in those milliseconds leaves this.
+    start = trial.datetime_start
+    age = now - start.timestamp() if start is not None else 0.0
+    return age < (UNCLAIMED_GRACE_S if worker is None else GRACE_S)
+
+
+def fail_stale(study: optuna.Study, trials: list[FrozenTrial] | None = None) -> list[int]:
+    """Fail the RUNNING trials whose worker is gone; returns their numbers."""
+    now = time.time()
+    stale = []
+    for trial in trials if trials is not None else study.get_trials(deepcopy=False):
+        if trial.state == TrialState.RUNNING and not _alive(trial, now):
+            with contextlib.suppress(Exception):  # another process may fail it first
+                study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
+            stale.append(trial.number)
+    return stale
+
+
+def _is_new(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` holds one of the study's N configurations (simulated or simulating)."""
+    if trial.state == TrialState.COMPLETE:
+        return not is_repeat(trial)
+    return trial.state == TrialState.RUNNING and trial.user_attrs.get(CLAIM_ATTR) == "new"
+
+
+def claimed(study: optuna.Study) -> int:
+    """Configurations the study holds, done or being simulated (stale trials failed first)."""
+    trials = study.get_trials(deepcopy=False)
+    stale = fail_stale(study, trials)
+    return sum(1 for t in trials if _is_new(t) and t.number not in stale)
+
+
+def decide(study: optuna.Study, number: int, params: dict[str, Any], n_target: int) -> Decision:
+    """The claim of trial ``number`` (its parameters already sampled), by the module's rule.
+
+    Waits (polling) until every lower-numbered running trial has decided, failing those whose
+    worker is gone. The caller stores the decision before anything else.
+    """
+    while True:
+        trials = study.get_trials(deepcopy=False)
+        stale = set(fail_stale(study, trials))
+        live = [t for t in trials if t.number not in stale and t.number != number]
+        if any(
+            t.number < number and t.state == TrialState.RUNNING and CLAIM_ATTR not in t.user_attrs
+            for t in live
+        ):
+            time.sleep(POLL_S)
+            continue
+        same = [t for t in live if t.params == params and _is_new(t)]
+        if any(t.state == TrialState.COMPLETE and t.values is not None for t in same):
+            return Decision("repeat")
+        if sum(1 for t in live if _is_new(t)) >= n_target:
+            return Decision("surplus")
+        if same:
+            return Decision("wait", of=same[0].number)
+        return Decision("new")
+
+
+def wait_for(study: optuna.Study, number: int) -> bool:
+    """Wait until trial ``number`` finishes; True if it completed (its result can be copied)."""
+    while True:
+        trial = next(t for t in study.get_trials(deepcopy=False) if t.number == number)
+        if trial.state == TrialState.RUNNING:
+            if fail_stale(study, [trial]):
+                return False
+            time.sleep(max(POLL_S, 0.5))
+            continue
+        return trial.state == TrialState.COMPLETE
+
+
+class Heartbeat:
+    """Marks ``trial`` as this process's (``start``) and keeps its heartbeat fresh until
+    ``stop``."""
+
+    def __init__(self, trial: optuna.Trial, interval_s: float = HEARTBEAT_S) -> None:
+        self._trial = trial
+        self._interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="kvplan-heartbeat", daemon=True)
+
+    def start(self) -> None:
+        self._trial.set_user_attr(WORKER_ATTR, worker_identity())
+        self._trial.set_user_attr(HEARTBEAT_ATTR, time.time())
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            # The trial may have been finished meanwhile (by this process or, if this process
+            # was presumed dead, by another): nothing to keep alive then.
+            with contextlib.suppress(Exception):
+                self._trial.set_user_attr(HEARTBEAT_ATTR, time.time())

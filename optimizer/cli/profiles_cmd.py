@@ -1,0 +1,220 @@
+"""``kvplan profiles``: bring your own kernel profiles (``import``) and see which tables time what
+(``list``).
+
+``kvplan profiles import DIR --gpu GPU`` reads a directory of kernel profiles in the shipped
+format (``simulator/latency/profiles.py``; files ``<engine>_<version>_<class>.csv[.gz]`` or
+engine-neutral ``<class>.csv``), validates every file for every engine it serves (missing
+columns, unknown dtypes and non-positive sizes or latencies are one-line errors naming the file,
+line and column; nothing is copied then), and copies the files into the user's profile cache,
+``<cache>/<gpu>/``. From then on ``simulate``, ``validate`` and ``optimize`` pass the cache to the
+simulator, whose ``table`` and ``auto`` latency models prefer these files over the shipped ones,
+class by class.
+
+The cache is ``$XDG_CACHE_HOME/kvplan/profiles`` (``~/.cache/kvplan/profiles`` when unset), or
+``--cache DIR``. It is found here, in the CLI, and handed to the simulator explicitly
+(``ServingConfig.kernel_profiles_dir``); the simulator reads no environment.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from hardware.catalog import load_catalog
+from optimizer.cli._output import console, print_json
+from optimizer.space import SearchSpace
+from simulator.config import ServingConfig
+from simulator.latency import latency_note
+from simulator.latency.profile_files import (
+    ENGINES,
+    PROFILE_KINDS,
+    directory_files,
+    file_engine,
+    resolve_profile_files,
+)
+from simulator.latency.profiles import load_profiles
+from slo.inputfile import InputError
+
+__all__ = [
+    "config_latency_notes",
+    "import_profiles",
+    "register",
+    "space_latency_notes",
+    "user_profiles_dir",
+    "user_profiles_root",
+]
+
+profiles_app = typer.Typer(
+    help="Kernel profiles for the table latency model: import your own, list what is used.",
+    no_args_is_help=True,
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Add the ``profiles`` command group to ``app``."""
+    app.add_typer(profiles_app, name="profiles")
+
+
+def user_profiles_root() -> Path:
+    """The user's profile cache: ``$XDG_CACHE_HOME/kvplan/profiles``, else
+    ``~/.cache/kvplan/profiles`` (it may not exist)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "kvplan" / "profiles"
+
+
+def user_profiles_dir() -> str | None:
+    """The cache as the simulator takes it (``ServingConfig.kernel_profiles_dir``): its path
+    when it exists, else None."""
+    root = user_profiles_root()
+    return str(root) if root.is_dir() else None
+
+
+def config_latency_notes(config: ServingConfig) -> list[str]:
+    """The one-line latency notes (``simulator.latency.latency_note``) for every GPU of
+    ``config``'s pools, in order, without repeats."""
+    roots = [config.kernel_profiles_dir] if config.kernel_profiles_dir else []
+    gpus = [config.gpu, config.prefill_gpu, config.decode_gpu]
+    notes: list[str] = []
+    for gpu in dict.fromkeys(g for g in gpus if g):
+        note = latency_note(config.latency_model, gpu, config.backend, roots)
+        if note and note not in notes:
+            notes.append(note)
+    return notes
+
+
+def space_latency_notes(space: SearchSpace, latency_model: str | None) -> list[str]:
+    """The latency notes for every GPU and backend a search space can pick (``latency_model``
+    None: the space's, else ``ServingConfig``'s default)."""
+    defaults = ServingConfig.model_fields
+
+    def choices(name: str) -> list[str]:
+        if name in space.dimensions:
+            return [str(v) for v in space.dimensions[name].values()]
+        return [str(space.fixed.get(name, defaults[name].default))]
+
+    spec = latency_model or str(space.fixed.get("latency", defaults["latency_model"].default))
+    roots = [root] if (root := user_profiles_dir()) else []
+    notes: list[str] = []
+    for gpu in choices("gpu"):
+        for backend in choices("backend"):
+            note = latency_note(spec, gpu, backend, roots)
+            if note and note not in notes:
+                notes.append(note)
+    return notes
+
+
+def import_profiles(directory: Path, gpu: str, cache: Path) -> list[dict[str, Any]]:
+    """Validate ``directory``'s profiles and copy them to ``cache/gpu``; one summary row per
+    engine and class. ``InputError`` (nothing copied) for a bad file or no profile at all."""
+    engines = {file_engine(p.name) for p in directory.iterdir()} if directory.is_dir() else set()
+    served = [e for e in ENGINES if e in engines] or [ENGINES[0]]
+    rows: list[dict[str, Any]] = []
+    copy: dict[str, Path] = {}
+    for engine in served:
+        if not directory_files(directory, engine):
+            continue
+        profiles = load_profiles(directory, gpu=gpu, engine=engine)  # validates every file
+        for kind, path in directory_files(directory, engine).items():
+            copy[path.name] = path
+            rows.append(
+                {
+                    "engine": engine,
+                    "class": kind,
+                    "file": path.name,
+                    "rows": len(profiles.frame(kind)),
+                }
+            )
+    if not rows:
+        load_profiles(directory, gpu=gpu)  # raises the loader's one-line error
+    target = cache / gpu
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        for name, path in copy.items():
+            shutil.copyfile(path, target / name)
+    except OSError as err:
+        raise InputError(f"{target}: cannot write: {err.strerror or err}") from None
+    return rows
+
+
+_CacheOpt = Annotated[
+    Path | None,
+    typer.Option("--cache", help="Profile cache (default: the user's cache).", show_default=False),
+]
+_CatalogOpt = Annotated[
+    Path | None, typer.Option("--catalog", help="User catalog merged over the shipped one.")
+]
+_JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+@profiles_app.command("import")
+def import_command(
+    directory: Annotated[
+        Path, typer.Argument(help="Directory of kernel profile CSVs (the shipped format).")
+    ],
+    gpu: Annotated[
+        str | None,
+        typer.Option(
+            "--gpu", help="Catalog key of the GPU they were measured on.", show_default=False
+        ),
+    ] = None,
+    cache: _CacheOpt = None,
+    catalog: _CatalogOpt = None,
+    json_out: _JsonOpt = False,
+) -> None:
+    """Validate a directory of kernel profiles and copy it into the user's profile cache."""
+    if not directory.is_dir():
+        raise InputError(f"{directory}: no such profile directory")
+    name = load_catalog(catalog).gpu(gpu or directory.resolve().name).name
+    root = cache or user_profiles_root()
+    rows = import_profiles(directory, name, root)
+    if json_out:
+        print_json({"gpu": name, "cache": str(root / name), "files": rows})
+        return
+    table = Table(title=f"Imported kernel profiles for {name} into {root / name}")
+    for column in ("engine", "class", "file", "rows"):
+        table.add_column(column, justify="right" if column == "rows" else "left")
+    for row in rows:
+        table.add_row(row["engine"], row["class"], row["file"], str(row["rows"]))
+    console.print(table)
+
+
+@profiles_app.command("list")
+def list_command(
+    cache: _CacheOpt = None,
+    catalog: _CatalogOpt = None,
+    json_out: _JsonOpt = False,
+) -> None:
+    """Which profile files time each catalog GPU and engine (imported before shipped)."""
+    root = cache or user_profiles_root()
+    rows: list[dict[str, Any]] = []
+    for gpu in load_catalog(catalog).gpus:
+        for engine in ENGINES:
+            located = resolve_profile_files(gpu, engine, [root])
+            files = located.files if located else {}
+            rows.append(
+                {
+                    "gpu": gpu,
+                    "engine": engine,
+                    "model": "table" if "gemm" in files else "roofline",
+                    **{kind: str(files[kind]) if kind in files else None for kind in PROFILE_KINDS},
+                }
+            )
+    if json_out:
+        print_json({"cache": str(root), "tables": rows})
+        return
+    table = Table(title=f"Kernel tables ('auto' latency model); user cache {root}")
+    for column in ("gpu", "engine", "model", "GEMM profile", "from"):
+        table.add_column(column)
+    for row in rows:
+        paths = [Path(row[k]) for k in PROFILE_KINDS if row[k]]
+        origin = {"imported" if p.is_relative_to(root) else "shipped" for p in paths}
+        gemm = Path(row["gemm"]).name if row["gemm"] else "—"
+        table.add_row(
+            row["gpu"], row["engine"], row["model"], gemm, " + ".join(sorted(origin)) or "—"
+        )
+    console.print(table)

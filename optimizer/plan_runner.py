@@ -1,0 +1,254 @@
+"""How the planning after a study runs: stored trial results reused, work spread over workers.
+
+``planning.plan`` decides *what* to measure (tier value, headroom, the baseline); this module
+decides *how* the simulations behind it run, without changing any figure:
+
+- **reuse**: a tier-row evaluation whose configuration equals a completed trial's (the pick
+  itself, or a tier variant the study also tried) copies that trial's stored evaluation
+  instead of simulating (``ReusingEvaluator``). Exact, because a simulation is a pure function
+  of configuration, workload and seed, and the trials ran on the same ones — for the metrics
+  the rows read (``ROW_METRICS``); the baseline, whose report shows every metric, is
+  evaluated afresh by the caller's own evaluator.
+- **giving up**: a headroom search abandons a simulation as failing once the SLO's attainment
+  floor is out of reach (``miss_rule``; ``simulator.cluster.give_up``), which is exact.
+- **parallelism**: ``WorkerPool`` runs the per-pick tasks (each pick's tier rows, each pick's
+  headroom search) in ``workers`` processes, each with its own evaluator built from the
+  study's ``OptimizeSetup``; results are gathered in task order, so the report is identical
+  for any number of workers. ``InProcess`` runs them here, one after the other.
+
+What this is not: the planning content (``planning.py``) or the capacity search
+(``simulator.cluster.capacity``).
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
+from typing import Any, Protocol, TypeVar
+
+from optimizer.objective import Evaluation, TrialEvaluator
+from optimizer.results import TrialRecord
+from optimizer.run import OptimizeSetup, build_evaluator
+from simulator.cluster.give_up import MissRule
+from slo import SloSpec
+
+__all__ = [
+    "ROW_METRICS",
+    "InProcess",
+    "PlanRunner",
+    "Progress",
+    "ReusingEvaluator",
+    "WorkerPool",
+    "config_key",
+    "miss_rule",
+    "planning_runner",
+    "stored_evaluations",
+]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: A planning task: what it computes from an evaluator and one argument.
+Task = Callable[[TrialEvaluator, T], R]
+
+
+def miss_rule(spec: SloSpec) -> MissRule | None:
+    """The attainment floor and per-request bars of ``spec`` for giving up on a capacity
+    search's failing simulations (None without a floor)."""
+    if spec.attainment is None or not spec.targets:
+        return None
+    bars = {metric: ms / 1e3 for metric, ms in spec.per_request_bars().items()}
+    return MissRule(
+        floor=spec.attainment,
+        ttft_s=bars.get("ttft_ms"),
+        tpot_s=bars.get("tpot_ms"),
+        itl_s=bars.get("itl_ms"),
+        e2e_s=bars.get("e2e_ms"),
+    )
+
+
+def config_key(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> str | None:
+    """A key equal for parameter points with the same ``ServingConfig`` (None if invalid)."""
+    point = {k: v for k, v in params.items() if k != "model"}
+    try:
+        config = evaluator.config_for(point)
+    except ValueError:
+        return None
+    return config.model_dump_json()
+
+
+#: The metrics the planning's tier rows read (``planning._row``). A stored trial is reused
+#: only if these are finite: the storage keeps a non-finite metric as null, so whether it
+#: was infinite (a TTFT with rejected requests) or NaN is lost, and reports print the two
+#: differently. Its other metrics come back as NaN where they were not finite.
+ROW_METRICS = (
+    "gpus",
+    "usd_per_hour",
+    "ttft_ms.p90",
+    "hit_ratio.l1",
+    "hit_ratio.l2",
+    "hit_ratio.l3",
+)
+
+
+def stored_evaluations(
+    evaluator: TrialEvaluator,
+    records: Iterable[TrialRecord],
+    exact: Collection[str] = ROW_METRICS,
+) -> dict[str, Evaluation]:
+    """The study's completed trials as evaluations, by configuration (``config_key``).
+
+    ``records`` are ``optimizer.run.records_of`` snapshots (repeats already left out); a
+    trial is left out unless every metric of ``exact`` it has is finite (``ROW_METRICS``).
+    """
+    stored: dict[str, Evaluation] = {}
+    for record in records:
+        if not record.metrics or len(record.objectives) != len(evaluator.roles):
+            continue  # not a trial of this evaluator's study shape
+        if not all(math.isfinite(float(record.metrics.get(k, 0.0))) for k in exact):
+            continue
+        key = config_key(evaluator, record.params)
+        if key is None or key in stored:
+            continue
+        stored[key] = Evaluation(
+            values={role: float(record.objectives[role]) for role in evaluator.roles},
+            constraints=[float(c) for c in record.constraints],
+            metrics={k: float(v) for k, v in record.metrics.items()},
+            infeasible_reason=record.infeasible_reason,
+        )
+    return stored
+
+
+class ReusingEvaluator(TrialEvaluator):
+    """``evaluator`` that answers from ``stored`` (``stored_evaluations``) before simulating."""
+
+    def __init__(self, evaluator: TrialEvaluator, stored: Mapping[str, Evaluation]) -> None:
+        # Same settings as ``evaluator`` (no re-validation of the input files), a fresh memo.
+        self.__dict__.update(evaluator.__dict__)
+        self._memo = {}
+        self.stored = dict(stored)
+        self.n_reused = 0
+        """Evaluations answered from the stored trials."""
+
+    def _evaluate(self, params: Mapping[str, Any]) -> Evaluation:
+        key = config_key(self, params)
+        hit = self.stored.get(key) if key is not None else None
+        if hit is None:
+            return super()._evaluate(params)
+        self.n_reused += 1
+        return hit
+
+
+class PlanRunner(Protocol):
+    """Runs planning tasks; ``map`` returns their results in the order of ``args``."""
+
+    evaluator: TrialEvaluator
+    """The evaluator of this process (for work that is not spread, such as the baseline)."""
+
+    def map(self, task: Task[T, R], args: Sequence[T]) -> list[R]:
+        """``[task(evaluator, a) for a in args]``, wherever it runs."""
+        ...
+
+
+#: ``progress(done, total)``: called after each finished task of a ``map``.
+Progress = Callable[[int, int], None]
+
+
+def _quiet(done: int, total: int) -> None:
+    del done, total
+
+
+class InProcess:
+    """Every task in this process, in order."""
+
+    def __init__(self, evaluator: TrialEvaluator, progress: Progress = _quiet) -> None:
+        self.evaluator = evaluator
+        self.progress = progress
+
+    def map(self, task: Task[T, R], args: Sequence[T]) -> list[R]:
+        """Run each task here."""
+        out = []
+        for arg in args:
+            out.append(task(self.evaluator, arg))
+            self.progress(len(out), len(args))
+        return out
+
+
+class WorkerPool:
+    """Tasks spread over ``workers`` spawned processes (``close`` them when done).
+
+    Each worker builds its evaluator once from ``setup`` and reuses ``stored``; tasks are
+    dealt one at a time, so a long headroom search does not hold others back.
+    """
+
+    def __init__(
+        self,
+        setup: OptimizeSetup,
+        evaluator: TrialEvaluator,
+        workers: int,
+        stored: Mapping[str, Evaluation],
+        progress: Progress = _quiet,
+    ) -> None:
+        if workers < 2:
+            raise ValueError("WorkerPool needs workers >= 2 (use InProcess)")
+        self.evaluator = evaluator
+        self.progress = progress
+        self._pool = ProcessPoolExecutor(
+            max_workers=workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_start_worker,
+            initargs=(setup, dict(stored)),
+        )
+
+    def map(self, task: Task[T, R], args: Sequence[T]) -> list[R]:
+        """Run the tasks in the workers; results in the order of ``args``."""
+        futures = [self._pool.submit(_run_task, (task, arg)) for arg in args]
+        for done, _ in enumerate(as_completed(futures), start=1):
+            self.progress(done, len(futures))
+        return [future.result() for future in futures]
+
+    def close(self, *, cancel: bool = False) -> None:
+        """Stop the workers (after their tasks, or dropping queued ones with ``cancel``)."""
+        self._pool.shutdown(wait=True, cancel_futures=cancel)
+
+
+@contextmanager
+def planning_runner(
+    setup: OptimizeSetup,
+    evaluator: TrialEvaluator,
+    records: Iterable[TrialRecord],
+    *,
+    workers: int = 1,
+    progress: Progress = _quiet,
+) -> Iterator[PlanRunner]:
+    """The runner for planning after a study: reusing ``records`` (the study's trials), in
+    ``workers`` processes when more than one (the pool is shut down on exit); ``progress``
+    hears of every finished task."""
+    stored = stored_evaluations(evaluator, records)
+    reusing = ReusingEvaluator(evaluator, stored)
+    if workers <= 1:
+        yield InProcess(reusing, progress)
+        return
+    pool = WorkerPool(setup, reusing, workers, stored, progress)
+    try:
+        yield pool
+    except BaseException:
+        pool.close(cancel=True)
+        raise
+    pool.close()
+
+
+#: The evaluator of a planning worker process (set once by its initializer).
+_WORKER: list[TrialEvaluator] = []
+
+
+def _start_worker(setup: OptimizeSetup, stored: dict[str, Evaluation]) -> None:
+    _WORKER.append(ReusingEvaluator(build_evaluator(setup), stored))
+
+
+def _run_task(job: tuple[Task[Any, Any], Any]) -> Any:
+    task, arg = job
+    return task(_WORKER[0], arg)

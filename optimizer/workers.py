@@ -1,0 +1,154 @@
+"""Worker processes for ``--workers K``: started, watched, stopped, and tied to their parent.
+
+- Each worker runs ``target(*args, report)`` in a spawned process; ``report(message)`` sends
+  the parent one line when it fails (``worker_guard`` does that for any exception).
+- A worker exits when its parent dies: Linux's ``PR_SET_PDEATHSIG`` sends it SIGTERM, and a
+  watchdog thread that sees its parent change does the same elsewhere (or when the parent died
+  before the worker was ready). SIGTERM and SIGINT both raise ``KeyboardInterrupt`` in the
+  worker, so the trial in progress is marked FAILED on the way out.
+- ``supervise`` waits for the workers; on ``KeyboardInterrupt`` it stops them (SIGTERM, then
+  SIGKILL after ``STOP_GRACE_S``). It returns one line per worker that failed: its own
+  message, or how it ended (exit status or signal).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import multiprocessing
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from types import FrameType
+from typing import Any
+
+from slo.inputfile import InputError
+
+__all__ = ["EXIT_INTERRUPTED", "Pool", "die_with_parent", "worker_guard"]
+
+#: Exit status of a worker stopped by SIGINT/SIGTERM (the shell's 128 + SIGINT).
+EXIT_INTERRUPTED = 130
+#: Seconds a stopped worker gets to mark its trial failed before it is killed.
+STOP_GRACE_S = 10.0
+_PR_SET_PDEATHSIG = 1
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    del signum, frame
+    # Once: the parent-death signal and the watchdog (or Ctrl-C and the parent's SIGTERM) may
+    # both come, and the second must not cut short the first one's marking the trial failed.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this process get SIGTERM (a ``KeyboardInterrupt``) when ``parent_pid`` exits."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, _interrupt)
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="kvplan-parent-watch", daemon=True).start()
+
+
+@contextlib.contextmanager
+def worker_guard(report: Connection) -> Iterator[None]:
+    """Turn the way a worker ends into an exit status, and any error into one reported line."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        sys.exit(EXIT_INTERRUPTED)
+    except InputError as err:
+        report.send(f"error: {err}")
+        sys.exit(2)
+    except Exception as err:
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        report.send(f"{type(err).__name__}: {first}" if first else type(err).__name__)
+        sys.exit(1)
+
+
+def _message(pipe: Connection) -> str:
+    """What a worker reported, '' if nothing (its end of the pipe closed without a word)."""
+    try:
+        return str(pipe.recv()) if pipe.poll() else ""
+    except (EOFError, OSError):
+        return ""
+
+
+@dataclass
+class Pool:
+    """``len(args)`` worker processes running ``target(*args[i], report_pipe)``."""
+
+    target: Callable[..., None]
+    args: Sequence[tuple[Any, ...]]
+    _processes: list[BaseProcess] = field(default_factory=list)
+    _pipes: list[Connection] = field(default_factory=list)
+
+    def start(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        for args in self.args:
+            receive, send = context.Pipe(duplex=False)
+            process = context.Process(target=self.target, args=(*args, send), daemon=True)
+            process.start()
+            send.close()
+            self._processes.append(process)
+            self._pipes.append(receive)
+
+    def alive(self) -> bool:
+        return any(p.is_alive() for p in self._processes)
+
+    def stop(self) -> None:
+        """SIGTERM every worker; SIGKILL the ones still there after ``STOP_GRACE_S``."""
+        for process in self._processes:
+            if process.is_alive():
+                process.terminate()
+        deadline = time.monotonic() + STOP_GRACE_S
+        for process in self._processes:
+            process.join(timeout=max(0.0, deadline - time.monotonic()))
+            if process.is_alive():
+                process.kill()
+                process.join(timeout=5)
+
+    def failures(self, *, interrupted: bool = False) -> list[str]:
+        """One line per worker that did not finish cleanly (stopped ones too, unless
+        ``interrupted``: then being stopped is expected)."""
+        lines = []
+        for index, (process, pipe) in enumerate(zip(self._processes, self._pipes, strict=True)):
+            code = process.exitcode
+            message = _message(pipe)
+            if code == 0 or (interrupted and code in (EXIT_INTERRUPTED, -signal.SIGTERM)):
+                continue
+            if not message:
+                message = (
+                    f"killed by {signal.Signals(-code).name}"
+                    if code is not None and code < 0
+                    else f"exit status {code}"
+                )
+            lines.append(f"worker {index}: {message}")
+        return lines
+
+    def supervise(self, on_tick: Callable[[], None] | None, tick_s: float = 1.0) -> None:
+        """Wait for every worker, calling ``on_tick`` about every ``tick_s``; on
+        ``KeyboardInterrupt`` stop them all and re-raise."""
+        try:
+            while self.alive():
+                if on_tick is not None:
+                    on_tick()
+                for process in self._processes:
+                    process.join(timeout=tick_s / len(self._processes))
+        except KeyboardInterrupt:
+            self.stop()
+            raise

@@ -1,0 +1,71 @@
+"""Engine rules that size the memory budget from the GPU: SGLang's ``mem_fraction_static``.
+
+SGLang (0.5.4 and later; PR sgl-project/sglang#10975 "General heuristics for
+--mem-fraction-static", read in ``python/sglang/srt/server_args.py``,
+``_handle_gpu_memory_settings``) derives the static fraction — weights plus the KV pool — from
+the GPU's memory when ``--mem-fraction-static`` is not given::
+
+    reserved_mib = 512                                  # attention-backend metadata
+                 + max(chunked_prefill_size, 2048) * 1.5  # activations of the largest prefill
+                 + cuda_graph_max_bs * 2                 # CUDA-graph buffers
+                 + tp * pp / 8 * 1024                    # communication buffers at large TP
+    reserved_mib = max(reserved_mib, 10 * 1024)  if gpu_mib > 60 * 1024
+    mem_fraction_static = round((gpu_mib - reserved_mib) / gpu_mib, 3)
+
+``chunked_prefill_size`` and ``cuda_graph_max_bs`` themselves come from buckets of GPU memory
+(``SGLANG_BUCKETS``). Releases before 0.5.4 used a fixed fraction by TP size instead (0.88 at
+TP1 … 0.79 at TP16, ``sglang.yaml``'s ``hbm_utilization_by_tp``). Pure functions: no I/O.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["SGLANG_BUCKETS", "SglangMemoryDefaults", "sglang_memory_defaults"]
+
+#: ``(upper bound of GPU memory in MiB, chunked_prefill_size, cuda_graph_max_bs at TP < 4,
+#: at TP >= 4)``, first match wins (server_args.py buckets: T4/4080, A10/4090, A100-40G/L40,
+#: H100/A100-80G, H20/H200, then B200/MI300 and larger). The buckets from 60 GiB up were
+#: read in the source; the two below 35 GiB are from memory of it (assumption; no GPU of
+#: the catalog is that small).
+SGLANG_BUCKETS: tuple[tuple[float, int, int, int], ...] = (
+    (20 * 1024, 2048, 8, 80),
+    (35 * 1024, 2048, 24, 80),
+    (60 * 1024, 4096, 32, 160),
+    (90 * 1024, 8192, 256, 512),
+    (160 * 1024, 8192, 256, 512),
+    (float("inf"), 16384, 512, 512),
+)
+_MIB = float(2**20)
+
+
+@dataclass(frozen=True, slots=True)
+class SglangMemoryDefaults:
+    """What SGLang's launcher derives from one GPU's memory (module doc)."""
+
+    chunked_prefill_tokens: int
+    cuda_graph_max_bs: int
+    #: Memory kept outside the static fraction, MiB.
+    reserved_mib: float
+    #: ``mem_fraction_static`` (rounded to 3 decimals, as SGLang does).
+    mem_fraction_static: float
+
+    def explain(self, gpu_mib: float) -> str:
+        """One clause: how the fraction came about."""
+        return (
+            f"SGLang mem_fraction_static {self.mem_fraction_static:.3f} = 1 - "
+            f"{self.reserved_mib:,.0f} MiB reserved / {gpu_mib:,.0f} MiB (prefill chunk "
+            f"{self.chunked_prefill_tokens:,}, CUDA graphs to batch {self.cuda_graph_max_bs})"
+        )
+
+
+def sglang_memory_defaults(gpu_bytes: float, tp: int, pp: int = 1) -> SglangMemoryDefaults:
+    """SGLang's derived defaults on a GPU of ``gpu_bytes`` at ``tp`` × ``pp`` (module doc)."""
+    gpu_mib = gpu_bytes / _MIB
+    _, chunk, small_tp, large_tp = next(b for b in SGLANG_BUCKETS if gpu_mib < b[0])
+    graphs = small_tp if tp < 4 else large_tp
+    reserved = 512 + max(chunk, 2048) * 1.5 + graphs * 2 + tp * pp / 8 * 1024
+    if gpu_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    fraction = round((gpu_mib - reserved) / gpu_mib, 3)
+    return SglangMemoryDefaults(chunk, graphs, reserved, fraction)

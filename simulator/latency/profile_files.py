@@ -1,0 +1,158 @@
+"""Where kernel profiles live and which file of a directory serves a GPU, engine and kernel class.
+
+A *profile directory* holds the measurements of one GPU: gzipped (or plain) CSV files named
+``<engine>_<version>_<class>.csv.gz`` (``vllm_0.24.0_gemm.csv.gz``,
+``sglang_0.5.14_generation_attention.csv.gz``) or without an engine prefix for kernels every
+engine shares (``nccl_2.27.3.csv.gz``, or a user's ``gemm.csv``). The classes are those of
+``PROFILE_KINDS``; other files (MoE, MLA) are ignored. For an engine and a class the directory's
+file is the one with that engine's prefix, else the engine-neutral one; of several, the newest
+version (the numbers in the name compared as integers: ``nccl_2.29.2`` over ``nccl_2.27.3``).
+
+Two places hold profile directories, one per GPU named by its catalog key:
+
+- the *shipped* ones, ``hardware/data/profiles/<gpu>/`` (catalog shapes of six GPUs × three
+  engines; the README there says how they were made);
+- a *user* root (``kvplan profiles import`` writes ``<root>/<gpu>/``): the CLI passes its
+  location in explicitly; the simulator never looks for it on its own.
+
+``resolve_profile_files`` picks, per class, the user's file over the shipped one. Nothing here
+reads a file's contents (``profiles.py`` does).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from slo.inputfile import InputError
+
+__all__ = [
+    "DEFAULT_ENGINE",
+    "ENGINES",
+    "PROFILE_KINDS",
+    "ProfileFiles",
+    "directory_files",
+    "engine_of",
+    "file_engine",
+    "resolve_profile_files",
+    "shipped_profiles_dir",
+    "shipped_profiles_root",
+]
+
+#: The kernel classes a profile directory can hold, in report order (= ``KERNEL_CLASSES``).
+PROFILE_KINDS: tuple[str, ...] = ("gemm", "context_attention", "generation_attention", "nccl")
+#: Engines whose kernels profiles can describe: the shipped backend presets' names.
+ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
+#: The engine assumed for a preset that names none of ``ENGINES`` (a user preset file).
+DEFAULT_ENGINE = "vllm"
+
+_CSV = re.compile(r"\.csv(\.gz)?$", re.IGNORECASE)
+
+
+def engine_of(backend: str) -> str:
+    """The engine whose kernels ``backend`` (a preset name or a preset file's stem) runs: the
+    engine it names or starts with ('sglang', 'trtllm_tuned' -> 'trtllm'), else
+    ``DEFAULT_ENGINE``."""
+    key = Path(str(backend)).stem.strip().lower()
+    for engine in ENGINES:
+        if key == engine or key.startswith((f"{engine}_", f"{engine}-")):
+            return engine
+    return DEFAULT_ENGINE
+
+
+def file_engine(name: str) -> str | None:
+    """The engine a profile file name is for (its prefix before the first '_'), or None."""
+    prefix = name.lower().split("_", 1)[0]
+    return prefix if prefix in ENGINES else None
+
+
+def _kind(name: str) -> str | None:
+    lowered = name.lower()
+    return next((kind for kind in PROFILE_KINDS if kind in lowered), None)
+
+
+def _version(name: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in re.findall(r"\d+", name))
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileFiles:
+    """The file of each kernel class that serves one GPU and engine (classes without one are
+    absent), and where the files came from, in words."""
+
+    gpu: str
+    engine: str
+    files: dict[str, Path]
+    source: str
+
+    def key(self) -> tuple[str, ...]:
+        """A hashable identity (for caching tables built from these files)."""
+        return (self.gpu, self.engine, *(str(self.files.get(k, "")) for k in PROFILE_KINDS))
+
+
+def directory_files(directory: str | Path, engine: str) -> dict[str, Path]:
+    """Per class, the file of ``directory`` that serves ``engine`` (module doc). ``InputError``
+    for a missing directory or two candidates of the same version."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError(f"{directory}: no such profile directory")
+    chosen: dict[str, Path] = {}
+    for kind in PROFILE_KINDS:
+        files = [p for p in directory.iterdir() if _CSV.search(p.name) and _kind(p.name) == kind]
+        own = [p for p in files if file_engine(p.name) == engine]
+        candidates = own or [p for p in files if file_engine(p.name) is None]
+        if not candidates:
+            continue
+        candidates.sort(key=lambda p: (_version(p.name), p.name))
+        newest = candidates[-1]
+        if len(candidates) > 1 and _version(candidates[-2].name) == _version(newest.name):
+            names = ", ".join(p.name for p in candidates)
+            raise InputError(
+                f"{directory}: more than one {kind} profile for {engine} ({names}); keep one"
+            )
+        chosen[kind] = newest
+    return chosen
+
+
+def shipped_profiles_root() -> Path:
+    """The directory holding the shipped profile directories, one per GPU."""
+    # The package is installed as plain files (editable or wheel), so the data is a real path.
+    return Path(str(resources.files("hardware") / "data" / "profiles"))
+
+
+def shipped_profiles_dir(gpu: str = "h100_sxm") -> Path:
+    """Directory of the profiles that ship with kvplan for ``gpu`` (``InputError`` if none)."""
+    root = shipped_profiles_root()
+    directory = root / gpu.lower()
+    if not directory.is_dir():
+        known = sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        raise InputError(
+            f"no shipped kernel profiles for GPU '{gpu}'; shipped: {', '.join(known) or 'none'}"
+        )
+    return directory
+
+
+def resolve_profile_files(
+    gpu: str, engine: str, roots: Sequence[str | Path] = ()
+) -> ProfileFiles | None:
+    """The files that time ``gpu`` under ``engine``: per class, from the first of ``roots``
+    (user roots, each holding ``<gpu>/`` directories) that has one, else the shipped one.
+    None when no root and nothing shipped has any file for this GPU and engine."""
+    gpu = gpu.lower()
+    files: dict[str, Path] = {}
+    sources: list[str] = []
+    for root in [*map(Path, roots), shipped_profiles_root()]:
+        directory = root / gpu
+        if not directory.is_dir():
+            continue
+        found = directory_files(directory, engine)
+        new = {kind: path for kind, path in found.items() if kind not in files}
+        if new:
+            files.update(new)
+            sources.append(str(directory))
+    if not files:
+        return None
+    return ProfileFiles(gpu=gpu, engine=engine, files=files, source=" + ".join(sources))

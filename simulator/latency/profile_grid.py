@@ -1,0 +1,185 @@
+"""Interpolation grids over measured kernel times (``Grid``), made monotone and gap-filled.
+
+``Grid`` holds one kernel configuration's times (a GEMM dtype; attention heads, KV heads, head
+dim and KV dtype; an all-reduce GPU count) on sorted axes, gaps filled, for
+``table.ProfileKernels`` to interpolate; ``table.ProfileTable`` builds one per configuration.
+
+**Monotone grids.** Measured times are not monotone in size (an m = 4097 GEMM is slower than
+m = 4353: tile and alignment effects, and noise). The engine's latency contract is (a step never
+gets cheaper when it grows), so by default each grid is made non-decreasing along the axes a
+batch grows in (GEMM m; attention batch and length; all-reduce bytes; not GEMM n and k, which
+the model fixes) by isotonic regression of log time along each such axis (pool adjacent
+violators: a run that gets cheaper is replaced by its mean). Measured points outside such runs
+are kept exactly, and a violation is averaged out rather than biased one way (a running maximum
+would carry one slow outlier up to every larger size).
+``monotone=False`` keeps the measurements verbatim (exact at every measured point; what the
+accuracy bench uses).
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from collections.abc import Callable, Hashable, Sequence
+from typing import cast
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["Grid", "grid_key_int", "head_config_args"]
+
+_Point = tuple[float, ...]
+
+
+class Grid:
+    """Seconds of one kernel configuration on a complete rectangular grid, interpolated in
+    log(time) over log(size).
+
+    ``measured`` marks the cells that hold a measurement (the others were filled); ``monotone``
+    lists the axes made non-decreasing by isotonic regression (module doc).
+    """
+
+    def __init__(
+        self,
+        axes: list[list[float]],
+        seconds: np.ndarray,
+        measured: np.ndarray,
+        *,
+        monotone: Sequence[int],
+    ) -> None:
+        self.axes = axes
+        self.log_axes: list[list[float]] = [np.log(a).tolist() for a in axes]
+        self.measured = measured
+        log_seconds = np.log(seconds)
+        if len(monotone):
+            smoothed = log_seconds
+            for axis in monotone:
+                smoothed = np.apply_along_axis(_isotonic, axis, smoothed)
+            changed = smoothed != log_seconds  # keep untouched points bit-exact
+            seconds = np.where(changed, np.exp(smoothed), seconds)
+            log_seconds = smoothed
+        self.monotone = tuple(monotone)
+        self.seconds = seconds
+        self.log_seconds = log_seconds
+
+    @classmethod
+    def measure(
+        cls,
+        frame: pd.DataFrame,
+        axes: Sequence[str],
+        roofline: Callable[[_Point], float],
+        *,
+        monotone: Sequence[int],
+    ) -> Grid:
+        """The grid of ``frame``'s rows; ``roofline`` (profiled GPU) fills unmeasured cells."""
+        values = [np.unique(frame[a].to_numpy(dtype=float)) for a in axes]
+        grid_axes: list[list[float]] = [v.tolist() for v in values]
+        index = tuple(
+            np.searchsorted(v, frame[a].to_numpy(dtype=float))
+            for v, a in zip(values, axes, strict=True)
+        )
+        seconds = np.full(tuple(len(v) for v in values), np.nan)
+        seconds[index] = frame["seconds"].to_numpy(dtype=float)
+        measured = np.isfinite(seconds)
+        _fill_gaps(seconds, measured, grid_axes, roofline)
+        return cls(grid_axes, seconds, measured, monotone=monotone)
+
+    def carried(self, ratio: Callable[[_Point], float]) -> Grid:
+        """This grid with every cell multiplied by ``ratio(cell)`` (then made monotone again):
+        measurements carried to another configuration or GPU."""
+        seconds = self.seconds.copy()
+        for cell in np.ndindex(seconds.shape):
+            seconds[cell] *= ratio(tuple(self.axes[d][i] for d, i in enumerate(cell)))
+        return Grid(self.axes, seconds, self.measured, monotone=self.monotone)
+
+    def lookup(self, point: Sequence[float]) -> tuple[float, _Point, bool, bool]:
+        """``(seconds, anchor, inside, measured)``: interpolated at ``point`` clamped onto the
+        grid (the anchor); ``inside`` if no clamping was needed; ``measured`` if every grid
+        point used was measured (not a filled gap)."""
+        anchor = tuple(min(max(x, ax[0]), ax[-1]) for x, ax in zip(point, self.axes, strict=True))
+        inside = anchor == tuple(point)
+        per_axis = [self._bracket(d, x) for d, x in enumerate(anchor)]
+        corners = list(itertools.product(*per_axis))
+        measured = all(self.measured[tuple(i for i, _ in c)] for c in corners)
+        if len(corners) == 1:  # a grid point: its stored value, not exp(log(value))
+            return float(self.seconds[tuple(i for i, _ in corners[0])]), anchor, inside, measured
+        log_value = math.fsum(
+            math.prod(w for _, w in c) * float(self.log_seconds[tuple(i for i, _ in c)])
+            for c in corners
+        )
+        return math.exp(log_value), anchor, inside, measured
+
+    def _bracket(self, dim: int, x: float) -> list[tuple[int, float]]:
+        axis = self.axes[dim]
+        i = bisect.bisect_left(axis, x)
+        if axis[i] == x:
+            return [(i, 1.0)]
+        logs = self.log_axes[dim]
+        t = (math.log(x) - logs[i - 1]) / (logs[i] - logs[i - 1])
+        return [(i - 1, 1.0 - t), (i, t)]
+
+
+def _isotonic(values: np.ndarray) -> np.ndarray:
+    """Least-squares non-decreasing fit of a sequence (pool adjacent violators): runs that
+    decrease are replaced by their mean; every other value is returned unchanged."""
+    blocks: list[list[float]] = []  # [sum, count] per pooled block
+    for value in values.tolist():
+        blocks.append([value, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            total, count = blocks.pop()
+            blocks[-1][0] += total
+            blocks[-1][1] += count
+    out = values.copy()
+    start = 0
+    for total, count in blocks:
+        end = start + int(count)
+        if count > 1:
+            out[start:end] = total / count
+        start = end
+    return out
+
+
+def _fill_gaps(
+    seconds: np.ndarray,
+    measured: np.ndarray,
+    axes: list[list[float]],
+    roofline: Callable[[_Point], float],
+) -> None:
+    """Fill unmeasured cells in place: roofline(cell) × measured(anchor) / roofline(anchor).
+
+    The anchor is the nearest measured cell (log distance) with the same first coordinate (GEMM
+    m, attention batch), else the nearest measured cell overall: searching one slice at a time
+    keeps sparse grids (a few GEMM (n, k) pairs) cheap to build.
+    """
+    if measured.all():
+        return
+    log_axes = [np.log(np.asarray(a)) for a in axes]
+
+    def logs(cells: np.ndarray) -> np.ndarray:
+        return np.column_stack([log_axes[d][cells[:, d]] for d in range(len(axes))])
+
+    everywhere = np.argwhere(measured)
+    for first in range(seconds.shape[0]):
+        missing = np.argwhere(~measured[first])
+        if not len(missing):
+            continue
+        missing = np.column_stack([np.full(len(missing), first), missing])
+        known = np.argwhere(measured[first])
+        known = np.column_stack([np.full(len(known), first), known]) if len(known) else everywhere
+        distances = ((logs(missing)[:, None, :] - logs(known)[None, :, :]) ** 2).sum(axis=2)
+        for cell, near in zip(missing, known[np.argmin(distances, axis=1)], strict=True):
+            point = tuple(axes[d][i] for d, i in enumerate(cell))
+            anchor = tuple(axes[d][i] for d, i in enumerate(near))
+            ratio = seconds[tuple(near)] / max(roofline(anchor), 1e-12)
+            seconds[tuple(cell)] = roofline(point) * ratio
+
+
+def grid_key_int(value: Hashable) -> int:
+    """A grid key's number (pandas group keys are typed ``Hashable``; these are floats)."""
+    return int(cast(float, value))
+
+
+def head_config_args(key: tuple[Hashable, ...]) -> tuple[int, int, int, str]:
+    heads, kv_heads, head_dim, kv_dtype = key
+    return grid_key_int(heads), grid_key_int(kv_heads), grid_key_int(head_dim), str(kv_dtype)

@@ -1,0 +1,110 @@
+"""The engine's batched fast paths against the block-by-block reference they replace.
+
+One eviction per run of new blocks (``CacheTier.insert_all`` / ``add_pinned_all``) must evict
+the same victims, hand them down in the same order and leave the same policy order as one
+``insert`` / ``add_pinned`` per block; the plain-Python batch grouping must equal numpy's; the
+decode-run interpolation must equal ``np.linspace`` bit for bit.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator.engine.steps import _linspace_into
+from simulator.engine.tiers import CacheTier
+from simulator.kvcache.policies import POLICIES
+from simulator.latency import batch as batch_module
+from simulator.latency.batch import Batch, DecodeRun
+
+
+def _tier(policy: str, capacity: int, sink: list[list[int]]) -> CacheTier:
+    rng = np.random.default_rng(0)
+    return CacheTier("T", POLICIES[policy](capacity, rng=rng), on_evict=sink.append)
+
+
+def _state(tier: CacheTier) -> tuple[object, ...]:
+    resident = sorted(b for b in range(200) if tier.policy.find(b))
+    return (resident, list(tier.pins.items()), tier.private, tier.n_evicted)
+
+
+@pytest.mark.parametrize("policy", ["lru", "s3fifo", "lfu"])
+@pytest.mark.parametrize("seed", range(6))
+def test_batched_inserts_and_pins_match_block_by_block(policy: str, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    fast_sink: list[list[int]] = []
+    slow_sink: list[list[int]] = []
+    fast, slow = _tier(policy, 24, fast_sink), _tier(policy, 24, slow_sink)
+    for _ in range(300):
+        blocks = [int(b) for b in rng.integers(0, 60, size=int(rng.integers(1, 12)))]
+        op = rng.random()
+        if op < 0.5:
+            fast.insert_all(blocks)
+            for block in blocks:
+                slow.insert(block)
+        elif op < 0.8:
+            # Pin a request's blocks: resident ones first, then the absent ones, if room.
+            absent = list(dict.fromkeys(b for b in blocks if not slow.has(b)))
+            if len({b for b in blocks if b not in slow.pins}) > slow.available():
+                continue  # the engine checks this need first (``KVManager.admission_need``)
+            for tier in (fast, slow):
+                for block in blocks:
+                    if tier.has(block) and block not in absent:
+                        tier.pin(block)
+            fast.add_pinned_all(absent)
+            for block in absent:
+                slow.add_pinned(block)
+        else:
+            done = list(slow.pins)[: int(rng.integers(0, 8))]
+            for tier in (fast, slow):
+                for block in done:
+                    tier.unpin(block)
+        assert _state(fast) == _state(slow)
+        assert fast_sink == slow_sink  # same victims, handed down one at a time, in order
+    # And the same order from here on: evict everything unpinned.
+    unpinned = slow.available() - slow.free()
+    assert unpinned == fast.available() - fast.free()
+    assert fast.policy.evict_n(unpinned, fast.pins) == slow.policy.evict_n(unpinned, slow.pins)
+
+
+def test_small_batches_group_as_numpy_does() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        size = int(rng.integers(1, 300))
+        cache = rng.integers(0, 70_000, size=size).tolist()
+        new = np.where(rng.random(size) < 0.9, 1, rng.integers(1, 4096, size=size)).tolist()
+        pairs = list(zip(cache, new, strict=True))
+        python = Batch.of(pairs)
+        arrays = Batch.from_arrays(cache, new)
+        assert python.decode_buckets == arrays.decode_buckets
+        assert python.prefill_groups == arrays.prefill_groups
+        assert python.num_tokens == arrays.num_tokens
+        assert sorted(python.decode_kv_lens.tolist()) == sorted(arrays.decode_kv_lens.tolist())
+    assert batch_module._SMALL >= 256  # an engine step of up to 256 requests stays in Python
+
+
+def test_decode_run_interpolation_is_numpys_linspace() -> None:
+    rng = np.random.default_rng(1)
+    for _ in range(2000):
+        n = int(rng.integers(3, 400))
+        a = float(rng.uniform(1e-3, 0.1))
+        b = a if rng.random() < 0.05 else a * float(rng.uniform(0.8, 1.3))
+        out = np.zeros(n + 4)
+        _linspace_into(out, 2, n + 1, a, b)
+        assert np.array_equal(out[2 : n + 2], np.linspace(a, b, n))
+
+
+def test_decode_run_batches_price_as_their_pairs() -> None:
+    rng = np.random.default_rng(2)
+    for _ in range(300):
+        cache = rng.integers(0, 40_000, size=int(rng.integers(1, 257))).tolist()
+        run = DecodeRun(cache)
+        for k in (0, 1, int(rng.integers(2, 5000))):
+            fast, slow = run.at(k), Batch.of([(c + k, 1) for c in cache])
+            assert fast.decode_buckets == slow.decode_buckets
+            assert (fast.size, fast.num_tokens, fast.logit_tokens) == (
+                slow.size,
+                slow.num_tokens,
+                slow.logit_tokens,
+            )
+            assert fast.decode_kv_lens.tolist() == sorted(slow.decode_kv_lens.tolist())

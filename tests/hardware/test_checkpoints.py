@@ -1,0 +1,60 @@
+"""Quantised checkpoint names resolve to their base model and recipe (hardware/checkpoints.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from hardware import shipped_catalog
+from hardware.checkpoints import RECIPES, kv_precision, resolve_checkpoint
+from slo.inputfile import InputError
+
+
+@pytest.mark.parametrize(
+    ("name", "base", "recipe", "weights", "kv"),
+    [
+        ("nvidia/Llama-3.1-8B-Instruct-FP8", "meta-llama/Llama-3.1-8B-Instruct", "modelopt_fp8",
+         "fp8", "fp8"),
+        ("nvidia/Llama-3.1-70B-Instruct-FP8", "meta-llama/Llama-3.1-70B-Instruct",
+         "modelopt_fp8", "fp8", "fp8"),
+        ("nvidia/Qwen3-32B-NVFP4", "Qwen/Qwen3-32B", "modelopt_nvfp4", "fp4", "fp8"),
+        ("nvidia/DeepSeek-R1-FP4", "deepseek-ai/DeepSeek-R1", "modelopt_nvfp4", "fp4", "fp8"),
+        ("Qwen/Qwen3-32B-FP8", "Qwen/Qwen3-32B", "fp8_block", "fp8", "bf16"),
+        ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8", "meta-llama/Llama-3.1-8B-Instruct",
+         "fp8_dynamic", "fp8", "bf16"),
+        ("Qwen/Qwen3-32B-AWQ", "Qwen/Qwen3-32B", "int4", "int4", "bf16"),
+        ("Qwen3-32B", "Qwen/Qwen3-32B", "none", "bf16", "bf16"),
+        ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3", "fp8_block", "fp8", "bf16"),
+    ],
+)  # fmt: skip
+def test_names_resolve_to_base_and_recipe(
+    name: str, base: str, recipe: str, weights: str, kv: str
+) -> None:
+    catalog = shipped_catalog()
+    checkpoint = catalog.checkpoint(name)
+    assert catalog.model(name).name == base
+    assert checkpoint.recipe.name == recipe
+    assert (checkpoint.recipe.weights, kv_precision(checkpoint.recipe)) == (weights, kv)
+
+
+def test_engines_that_ignore_the_checkpoint_keep_the_model_dtype() -> None:
+    # vLLM before 0.13 (PR #29980): --kv-cache-dtype auto = model dtype even for ModelOpt.
+    assert kv_precision(RECIPES["modelopt_fp8"], honours_checkpoint=False) == "bf16"
+
+
+def test_unknown_bases_stay_unknown() -> None:
+    catalog = shipped_catalog()
+    assert resolve_checkpoint("nvidia/NotAModel-FP8", catalog.models) is None
+    with pytest.raises(InputError, match="unknown model"):
+        catalog.model("nvidia/NotAModel-FP8")
+
+
+def test_blackwell_ultra_and_gb200_are_in_the_catalog() -> None:
+    catalog = shipped_catalog()
+    b200, b300, gb200 = (catalog.gpu(n) for n in ("b200_sxm", "b300_sxm", "gb200"))
+    # Blackwell Ultra: B200's BF16/FP8 rates, 1.5x dense FP4, 288 GB of HBM3e.
+    assert b300.dense_tflops["fp8"] == b200.dense_tflops["fp8"]
+    assert b300.dense_tflops["fp4"] == 1.5 * b200.dense_tflops["fp4"]
+    assert b300.hbm_gib > b200.hbm_gib
+    # GB200 NVL72: one NVLink domain of 72 GPUs, so TP 16 needs no multi-node flag.
+    assert gb200.gpus_per_node == 72
+    assert gb200.supports("fp4")

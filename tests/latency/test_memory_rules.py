@@ -1,0 +1,74 @@
+"""KV token capacity as each engine sizes it, pinned against a hand calculation."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+
+from simulator.latency import Deployment, load_preset, memory_fit
+from simulator.latency.memory import GIB, activation_bytes_per_gpu
+from simulator.latency.memory_rules import sglang_memory_defaults
+
+from .specs import B200, H100, LLAMA_8B
+
+#: Llama-3.1-8B: 32 layers x (K + V) x 8 KV heads x 128 x 2 bytes (bf16).
+KV_BYTES_PER_TOKEN = 32 * 2 * 8 * 128 * 2
+
+
+def _weights() -> float:
+    return float(LLAMA_8B.weight_bytes("bf16"))
+
+
+def test_vllm_capacity_by_hand() -> None:
+    # total x 0.9 - weights - (0.5 GiB non-torch + activation peak of an 8,192-token step).
+    d = Deployment(LLAMA_8B, H100)
+    preset = load_preset("vllm")
+    fit = memory_fit(d, preset.memory_params(1))
+    activations = activation_bytes_per_gpu(d, 8192, 1024)
+    kv = H100.hbm_bytes * 0.9 - _weights() - 0.5 * GIB - activations
+    assert fit.kv_tokens == math.floor(kv / (KV_BYTES_PER_TOKEN * 16)) * 16
+    assert fit.kv_bytes_per_token_per_gpu == KV_BYTES_PER_TOKEN
+    assert "of bf16 KV at 128 KiB per token per GPU" in fit.reason
+
+
+def test_sglang_capacity_by_hand() -> None:
+    # 0.5.4+: reserved = 512 + 8192 x 1.5 + 256 x 2 + 1/8 x 1024 = 13,440 MiB on an 80 GB GPU.
+    gpu_mib = H100.hbm_bytes / 2**20  # the test H100: 79.2 GiB
+    fraction = round((gpu_mib - 13_440) / gpu_mib, 3)
+    assert fraction == 0.834
+    fit = memory_fit(Deployment(LLAMA_8B, H100), load_preset("sglang").memory_params(1))
+    kv = H100.hbm_bytes * fraction - _weights()
+    assert fit.kv_tokens == math.floor(kv / KV_BYTES_PER_TOKEN)
+    assert "SGLang mem_fraction_static 0.834 = 1 - 13,440 MiB reserved" in fit.reason
+
+
+def test_trtllm_capacity_by_hand() -> None:
+    # 0.9 x (total - weights - 0.5 GiB non-torch - activation peak), in 32-token blocks.
+    d = Deployment(LLAMA_8B, H100)
+    fit = memory_fit(d, load_preset("trtllm").memory_params(1))
+    free = H100.hbm_bytes - _weights() - 0.5 * GIB - activation_bytes_per_gpu(d, 8192, 2048)
+    assert fit.kv_tokens == math.floor(0.9 * free / (KV_BYTES_PER_TOKEN * 32)) * 32
+
+
+@pytest.mark.parametrize(
+    ("tp", "chunk", "graphs", "fraction"),
+    [(1, 16384, 512, 0.857), (8, 16384, 512, 0.852)],
+)
+def test_sglang_rule_on_a_large_gpu(tp: int, chunk: int, graphs: int, fraction: float) -> None:
+    # B200 bucket: 16k prefill chunk, CUDA graphs to batch 512; reserve grows with TP.
+    rule = sglang_memory_defaults(B200.hbm_bytes, tp)
+    assert (rule.chunked_prefill_tokens, rule.cuda_graph_max_bs) == (chunk, graphs)
+    reserved = 512 + 16384 * 1.5 + 512 * 2 + tp / 8 * 1024
+    assert rule.reserved_mib == reserved
+    assert rule.mem_fraction_static == pytest.approx(fraction, abs=0.0015)
+
+
+def test_an_explicit_fraction_overrides_the_rule() -> None:
+    params = load_preset("sglang").memory_params(1)
+    fixed = memory_fit(
+        Deployment(LLAMA_8B, H100), dataclasses.replace(params, hbm_utilization=0.88)
+    )
+    assert "static fraction" in fixed.reason
+    assert "SGLang mem_fraction_static" not in fixed.reason

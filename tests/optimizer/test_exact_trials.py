@@ -1,0 +1,327 @@
+"""``--trials N`` is the study's total: separate OS processes joining one study (SQLite,
+PostgreSQL), a parent killed under ``--workers 2``, a killed worker, Ctrl-C, and stale RUNNING
+trials of a killed run on every storage."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from optimizer import claims
+from optimizer.objective import is_repeat
+from optimizer.run import OptimizeSetup, run_workers
+from optimizer.study import make_sampler, make_storage, open_study
+
+DATA = Path(__file__).parent / "data"
+SPACE = str(DATA / "tiny_space.yaml")
+SLO = str(DATA / "tiny_slo.yaml")
+
+
+def _cli(*args: str, requests: int = 30) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "optimizer.cli",
+        "optimize",
+        "--space",
+        SPACE,
+        "--slo",
+        SLO,
+        "--max-requests",
+        str(requests),
+        "--no-plan",
+        "--json",
+        *args,
+    ]
+
+
+def _load(url: str, name: str = "kvplan") -> optuna.Study:
+    return optuna.load_study(study_name=name, storage=make_storage(url))
+
+
+def _assert_exact(study: optuna.Study, n: int) -> None:
+    """``n`` simulated configurations, all different, and nothing left RUNNING."""
+    new = [t for t in study.trials if t.state == TrialState.COMPLETE and not is_repeat(t)]
+    assert len(new) == n
+    configurations = [tuple(sorted(t.params.items())) for t in new]
+    assert len(set(configurations)) == n, "a configuration was simulated twice"
+    assert not [t.number for t in study.trials if t.state == TrialState.RUNNING]
+
+
+def _two_processes(url: str, name: str, n: int) -> None:
+    command = _cli("--storage", url, "--study", name, "--trials", str(n))
+    procs = [
+        subprocess.Popen(
+            [*command, "--seed", str(seed)],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for seed in (1, 1)
+    ]
+    for proc in procs:
+        _, err = proc.communicate(timeout=400)
+        assert proc.returncode == 0, err
+        assert "Traceback" not in err
+    _assert_exact(_load(url, name), n)
+
+
+def test_two_processes_on_sqlite_share_the_total(tmp_path: Path) -> None:
+    # The same seed in both: their samplers propose the same configurations at the same
+    # time, which is what the claims must keep from being simulated twice.
+    _two_processes(f"sqlite:///{tmp_path / 'shared.db'}", "kvplan", 8)
+
+
+@pytest.mark.postgres
+def test_two_processes_on_postgresql_share_the_total(postgres_url: str) -> None:
+    _two_processes(postgres_url, f"two-{os.getpid()}-{time.monotonic_ns()}", 8)
+
+
+def _children(pid: int) -> list[int]:
+    """Worker processes (multiprocessing spawn) whose parent is ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid and b"spawn_main" in cmdline:
+            found.append(int(entry.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _wait_until(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def _complete(url: str) -> int:
+    try:
+        study = _load(url)
+    except KeyError:  # not created yet
+        return 0
+    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+
+
+def _started_workers(url: str, n: int, requests: int) -> tuple[subprocess.Popen[str], list[int]]:
+    """A ``--workers 2`` run with a trial done, and its two worker pids."""
+    proc = subprocess.Popen(
+        _cli("--storage", url, "--trials", str(n), "--workers", "2", requests=requests),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_until(lambda: len(_children(proc.pid)) == 2, 60, "two workers")
+    workers = _children(proc.pid)
+    _wait_until(lambda: _complete(url) >= 1, 180, "a finished trial")
+    return proc, workers
+
+
+@pytest.mark.slow  # about a minute: three process start-ups on a loaded machine
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the workers")
+def test_killing_the_parent_stops_its_workers_and_a_rerun_stays_exact(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'orphans.db'}"
+    proc, workers = _started_workers(url, 6, requests=60)
+    proc.kill()
+    proc.communicate(timeout=30)
+    _wait_until(lambda: not any(_alive(p) for p in workers), 20, "the orphaned workers to exit")
+    # They marked their trials failed on the way out.
+    assert not _load(url).get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    rerun = subprocess.run(
+        _cli("--storage", url, "--trials", "6", "--workers", "2", requests=60),
+        capture_output=True,
+        text=True,
+        timeout=400,
+        check=False,
+    )
+    assert rerun.returncode == 0, rerun.stderr
+    _assert_exact(_load(url), 6)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc for the workers")
+def test_a_killed_worker_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'killed.db'}"
+    proc, workers = _started_workers(url, 6, requests=60)
+    os.kill(workers[0], signal.SIGKILL)
+    _, err = proc.communicate(timeout=400)
+    assert proc.returncode == 2, err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "worker 0: killed by SIGKILL" in lines[0]
+    assert "Traceback" not in err
+    # The other worker failed the dead one's trial and finished the study alone.
+    _assert_exact(_load(url), 6)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_is_one_line_exit_130_and_fails_unfinished_trials(
+    tmp_path: Path, workers: int
+) -> None:
+    url = f"sqlite:///{tmp_path / 'ctrlc.db'}"
+    proc = subprocess.Popen(
+        _cli("--storage", url, "--trials", "30", "--workers", str(workers), requests=300),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    _wait_until(lambda: _complete(url) >= 1, 180, "a finished trial")
+    _wait_until(
+        lambda: bool(_load(url).get_trials(deepcopy=False, states=(TrialState.RUNNING,))),
+        60,
+        "a running trial",
+    )
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("interrupted: "), err
+    assert "unfinished marked failed" in lines[0]
+    study = _load(url)
+    assert not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    assert study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+
+
+_WORKER = (
+    "import os, time\n"
+    "from optimizer.workers import die_with_parent\n"
+    "print(os.getpid(), flush=True)\n"
+    "die_with_parent({watch})\n"
+    "time.sleep(120)\n"
+)
+_PARENT = "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', sys.argv[1]]).wait()\n"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+@pytest.mark.parametrize("watch", ["os.getppid()", "1"])
+def test_a_worker_exits_when_its_parent_dies(watch: str) -> None:
+    """``os.getppid()``: the parent is killed (PR_SET_PDEATHSIG); ``1``: the watchdog finds
+    its parent is not the one it watches (as when the parent died before it was ready)."""
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _PARENT, _WORKER.format(watch=watch)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    assert parent.stdout is not None
+    child = int(parent.stdout.readline())
+    if watch != "1":
+        parent.kill()
+    _wait_until(lambda: not _alive(child), 15, "the worker to exit")
+    parent.kill()
+    parent.wait(timeout=30)
+
+
+def _stale_trial(url: str, name: str) -> int:
+    """A study holding one RUNNING trial whose worker (a process that exited) is gone."""
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    study = optuna.create_study(study_name=name, storage=make_storage(url))
+    trial = study.ask()
+    identity = claims.worker_identity() | {"pid": int(dead.stdout), "start": None}
+    trial.set_user_attr(claims.WORKER_ATTR, identity)
+    trial.set_user_attr(claims.CLAIM_ATTR, "new")
+    return trial.number
+
+
+def _resume_fails_stale(url: str, name: str = "stale") -> None:
+    number = _stale_trial(url, name)
+    study = _load(url, name)
+    assert study.trials[number].state == TrialState.RUNNING
+    assert claims.claimed(study) == 0
+    assert _load(url, name).trials[number].state == TrialState.FAIL
+
+
+def test_stale_running_trials_are_failed_on_sqlite(tmp_path: Path) -> None:
+    _resume_fails_stale(f"sqlite:///{tmp_path / 'stale.db'}")
+
+
+def test_stale_running_trials_are_failed_on_a_journal_file(tmp_path: Path) -> None:
+    _resume_fails_stale(str(tmp_path / "stale.log"))
+
+
+@pytest.mark.postgres
+def test_stale_running_trials_are_failed_on_postgresql(postgres_url: str) -> None:
+    _resume_fails_stale(postgres_url, f"stale-{os.getpid()}-{time.monotonic_ns()}")
+
+
+def test_a_resumed_run_fails_what_the_killed_run_left(tmp_path: Path) -> None:
+    url = str(tmp_path / "resume.log")
+    setup = OptimizeSetup(
+        slo_path=SLO,
+        space_path=SPACE,
+        workload=None,
+        catalog_path=None,
+        storage=url,
+        study_name="stale",
+        sampler="random",
+        seed=0,
+        n_trials=3,
+        max_requests=30,
+    )
+    study = run_workers(setup, workers=1)
+    trial = study.ask()  # as a run killed mid-trial leaves it, with a worker that is gone
+    trial.set_user_attr(claims.WORKER_ATTR, claims.worker_identity() | {"pid": 2**22 + 1})
+    trial.set_user_attr(claims.CLAIM_ATTR, "new")
+    resumed = run_workers(dataclasses.replace(setup, n_trials=4), workers=1)
+    assert resumed.trials[trial.number].state == TrialState.FAIL
+    _assert_exact(resumed, 4)
+
+
+def _ask(study: optuna.Study, x: int, claim: str | None) -> optuna.Trial:
+    study.enqueue_trial({"x": x})
+    trial = study.ask()
+    trial.suggest_int("x", 0, 9)
+    trial.set_user_attr(claims.WORKER_ATTR, claims.worker_identity())
+    if claim is not None:
+        trial.set_user_attr(claims.CLAIM_ATTR, claim)
+    return trial
+
+
+def test_decisions_repeat_wait_surplus_new() -> None:
+    study = open_study(
+        name="d",
+        storage=make_storage(None),
+        sampler=make_sampler("random", 0),
+        directions=["minimize"],
+        definition={},
+    )
+    done = _ask(study, 1, "new")
+    study.tell(done, 1.0)
+    _ask(study, 2, "new")  # running: simulating x = 2
+    for x, expected in ((1, "repeat"), (2, "wait"), (3, "new")):
+        probe = _ask(study, x, None)
+        decision = claims.decide(study, probe.number, probe.params, n_target=3)
+        assert decision.kind == expected, x
+        study.tell(probe, state=TrialState.FAIL)
+    probe = _ask(study, 3, None)
+    assert claims.decide(study, probe.number, probe.params, n_target=2).kind == "surplus"
