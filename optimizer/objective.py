@@ -42,7 +42,7 @@ from optimizer.study import CONSTRAINTS_ATTR
 from optimizer.workloads import describe_workload
 from simulator.api import SimResult, WorkloadBuilder, simulate
 from simulator.cluster.build import deployment_cost
-from simulator.cluster.capacity import capacity_search
+from simulator.cluster.capacity import Capacity, capacity_search
 from simulator.cluster.overlong import OverlongPolicy
 from simulator.config import ServingConfig
 from slo import SloSpec, attainment, evaluate, slo_met_mask
@@ -258,26 +258,35 @@ class TrialEvaluator:
             return self._infeasible(result.reason, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus)
         metrics = self.slo_metrics(result)
         report = evaluate(metrics, self.spec)
-        values = report.objective_values()
-        if self.capacity and report.feasible:
-            found = capacity_search(
-                config,
-                self.workload,
-                self.meets_slo,
-                seed=self.seed,
-                catalog=self.catalog,
-                max_time_scale=1.0,  # the nominal load passed: search only above it
-                drop_overlong_requests=self.drop_overlong,
-            )
-            metrics["capacity_requests_per_s"] = found.requests_per_s or 0.0
-            metrics["capacity_load_scale"] = found.load_scale or 0.0
-            metrics["capacity_simulations"] = float(found.simulations)
+        if self.capacity:
+            metrics["capacity_requests_per_s"] = 0.0  # it misses the SLO at the nominal load
+            if report.feasible:
+                found = self.capacity_above_nominal(config)
+                metrics["capacity_requests_per_s"] = found.requests_per_s or 0.0
+                metrics["capacity_load_scale"] = found.load_scale or 0.0
+                metrics["capacity_simulations"] = float(found.simulations)
+        # Read after the capacity search: an SLO may name capacity_requests_per_s itself.
+        values = report.objective_values(metrics)
+        if self.capacity:
             values["throughput"] = metrics["capacity_requests_per_s"]
         return Evaluation(
             values={role: float(values[role]) for role in self.roles},
             constraints=[-1.0, *(float(v) for v in report.violations)],
             metrics={**metrics, **{f"objective.{k}": float(v) for k, v in values.items()}},
             infeasible_reason="",
+        )
+
+    def capacity_above_nominal(self, config: ServingConfig) -> Capacity:
+        """The highest load (arrival rate × k, k ≥ 1) at which ``config`` meets the SLO: the
+        nominal load passed already, so the search runs only above it."""
+        return capacity_search(
+            config,
+            self.workload,
+            self.meets_slo,
+            seed=self.seed,
+            catalog=self.catalog,
+            max_time_scale=1.0,
+            drop_overlong_requests=self.drop_overlong,
         )
 
     def _shapes(self) -> Shapes:

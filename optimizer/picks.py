@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from optimizer.results import TrialRecord
 
 __all__ = [
+    "CAPACITY_METRIC",
     "DEFAULT_TOLERANCE",
     "ObjectiveInfo",
     "PickSet",
@@ -42,6 +43,7 @@ __all__ = [
     "metric_names",
     "objective_infos",
     "unit_of",
+    "wants_capacity",
 ]
 
 #: Relative tolerance of the "best X" picks (``--tolerance``).
@@ -132,6 +134,16 @@ class ObjectiveInfo:
         return f"{shown} {self.unit}".strip()
 
 
+#: The metric of the capacity objective (``--capacity``, or an SLO that names it).
+CAPACITY_METRIC = "capacity_requests_per_s"
+
+
+def wants_capacity(spec: SloSpec) -> bool:
+    """Whether the SLO's throughput objective is the sustainable rate (capacity search)."""
+    throughput = spec.objectives.by_role().get("throughput")
+    return throughput is not None and throughput.metric == CAPACITY_METRIC
+
+
 def objective_infos(spec: SloSpec, *, capacity: bool = False) -> dict[str, ObjectiveInfo]:
     """What each objective of ``spec`` is; ``capacity``: throughput is the sustainable rate.
 
@@ -143,7 +155,7 @@ def objective_infos(spec: SloSpec, *, capacity: bool = False) -> dict[str, Objec
     for role, objective in spec.objectives.by_role().items():
         metric = objective.metric
         if capacity and role == "throughput":
-            metric = "capacity_requests_per_s"
+            metric = CAPACITY_METRIC
         base, _, stat = metric.partition(".")
         stats = spec.targets.get(base, {})  # type: ignore[call-overload]
         target = stats.get(stat, bars.get(base))

@@ -71,11 +71,14 @@ TARGET_METRIC_HELP: dict[str, str] = {
 }
 
 #: Metrics a throughput objective may name (all maximized), rates per second of simulated time.
+#: ``capacity_requests_per_s`` is the highest arrival rate that still meets the SLO; naming it
+#: makes ``kvplan optimize`` run the capacity search (as ``--capacity`` does).
 THROUGHPUT_METRICS: tuple[str, ...] = (
     "goodput_tokens_per_s",
     "goodput_requests_per_s",
     "output_tokens_per_s",
     "requests_per_s",
+    "capacity_requests_per_s",
 )
 
 #: Metrics a cost objective may name (all minimized), in USD.

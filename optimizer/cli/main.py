@@ -34,7 +34,7 @@ app = typer.Typer(
     name="kvplan",
     help="Plan LLM serving deployments with multi-tier KV caches: simulate, replay, optimize.",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion for bash, zsh, fish
     pretty_exceptions_enable=False,
 )
 

@@ -19,7 +19,7 @@ from optimizer.cli._overlong import OverlongOpt, overlong_policy, overlong_scan
 from optimizer.cli._preflight import check_out_dir, preflight_optimize
 from optimizer.cli.optimize_output import Output, emit, load_report_attr, store_report
 from optimizer.cli.profiles_cmd import space_latency_notes, user_profiles_dir
-from optimizer.picks import DEFAULT_TOLERANCE, objective_infos
+from optimizer.picks import DEFAULT_TOLERANCE, objective_infos, wants_capacity
 from optimizer.report import ReportContext
 from optimizer.results import summarise
 from optimizer.run import (
@@ -33,7 +33,7 @@ from optimizer.run import (
 )
 from optimizer.study import SAMPLERS, make_storage
 from optimizer.workload_profile import profile_workload
-from slo import SloSpec
+from slo import SloSpec, load_slo
 from slo.inputfile import InputError
 
 __all__ = ["register"]
@@ -128,8 +128,11 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
     as_json: JsonOpt = False,
 ) -> None:
     """Search deployments for the Pareto front of latency, throughput and cost under an SLO."""
+    slo_path = str(slo or _default_slo())
+    # An SLO whose throughput objective is capacity_requests_per_s asks for --capacity.
+    capacity = capacity or wants_capacity(load_slo(slo_path))
     setup = OptimizeSetup(
-        slo_path=str(slo or _default_slo()),
+        slo_path=slo_path,
         space_path=str(space) if space else None,
         workload=workload,
         catalog_path=str(catalog) if catalog else None,

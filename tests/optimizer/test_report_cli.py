@@ -94,3 +94,22 @@ def test_dashboard_reads_metric_names_and_scalar_attributes(study: tuple[str, Pa
     ran = [t for t in complete if not t.user_attrs["infeasible_reason"]]
     assert ran
     assert all(isinstance(t.user_attrs["ttft_ms.p90"], float) for t in ran)
+
+
+def test_an_slo_naming_capacity_runs_the_capacity_search(tmp_path: Path) -> None:
+    slo = tmp_path / "capacity.yaml"
+    slo.write_text(
+        (DATA / "tiny_slo.yaml").read_text()
+        + "objectives:\n  latency: ttft_ms.p90\n  throughput: capacity_requests_per_s\n"
+        "  cost: usd_per_hour\n"
+    )
+    args = ["optimize", "--space", str(DATA / "tiny_space.yaml"), "--slo", str(slo)]
+    args += ["--max-requests", "30", "--trials", "2", "--no-plan", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["objectives"]["throughput"]["metric"] == "capacity_requests_per_s"
+    assert data["objectives"]["throughput"]["unit"] == "req/s"
+    for entry in data["pareto"]:
+        assert entry["objectives"]["throughput"] == entry["metrics"]["capacity_requests_per_s"]
+        assert entry["metrics"]["capacity_simulations"] >= 1
