@@ -52,7 +52,8 @@ from optimizer.validate import (
     select_rows,
 )
 from optimizer.validate_report import ErrorStats, parse_holdout
-from simulator.latency import Batch, Deployment, load_preset, make_latency_model
+from simulator.latency import Batch, Deployment, make_latency_model
+from simulator.presets import load_preset
 
 DEFAULT_SILICON = (
     Path(__file__).resolve().parents[2] / "shared/data/silicon/silicon_h100_calibration.csv"

@@ -43,7 +43,7 @@ from hardware.checkpoints import RECIPES, Recipe, resolve_checkpoint
 from hardware.checkpoints import kv_precision as auto_kv_precision
 from hardware.schema import Catalog
 from optimizer.silicon import MeasuredRow
-from simulator.latency.presets import load_preset
+from simulator.presets import load_preset
 from slo.inputfile import InputError
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 With ``capacity=True`` the throughput objective is the sustainable request rate instead: the
 highest load (arrival rate × k, k ≥ 1) at which the configuration still meets the SLO, from
-``simulator.cluster.capacity.capacity_search`` (about 8 extra simulations per feasible trial).
+``simulator.capacity.capacity_search`` (about 8 extra simulations per feasible trial).
 
 Every trial stores, as user attributes, what a report needs without re-simulating:
 ``params`` (the full sampled point), ``metrics`` (flat simulator metrics plus attainment and
@@ -41,8 +41,8 @@ from optimizer.space import SearchSpace
 from optimizer.study import CONSTRAINTS_ATTR
 from optimizer.workloads import describe_workload
 from simulator.api import SimResult, WorkloadBuilder, simulate
-from simulator.cluster.build import deployment_cost
-from simulator.cluster.capacity import Capacity, capacity_search
+from simulator.build import deployment_cost
+from simulator.capacity import Capacity, capacity_search
 from simulator.cluster.overlong import OverlongPolicy
 from simulator.config import ServingConfig
 from slo import SloSpec, attainment, evaluate, slo_met_mask

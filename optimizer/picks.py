@@ -48,7 +48,7 @@ __all__ = [
 
 #: Relative tolerance of the "best X" picks (``--tolerance``).
 DEFAULT_TOLERANCE = 0.02
-#: Relative step of the capacity search's bisection (``simulator.cluster.capacity``): the
+#: Relative step of the capacity search's bisection (``simulator.capacity``): the
 #: resolution, hence the noise floor, of a capacity objective.
 CAPACITY_RESOLUTION = 0.025
 

@@ -10,14 +10,14 @@ decides *how* the simulations behind it run, without changing any figure:
   the rows read (``ROW_METRICS``); the baseline, whose report shows every metric, is
   evaluated afresh by the caller's own evaluator.
 - **giving up**: a headroom search abandons a simulation as failing once the SLO's attainment
-  floor is out of reach (``miss_rule``; ``simulator.cluster.give_up``), which is exact.
+  floor is out of reach (``miss_rule``; ``simulator.give_up``), which is exact.
 - **parallelism**: ``WorkerPool`` runs the per-pick tasks (each pick's tier rows, each pick's
   headroom search) in ``workers`` processes, each with its own evaluator built from the
   study's ``OptimizeSetup``; results are gathered in task order, so the report is identical
   for any number of workers. ``InProcess`` runs them here, one after the other.
 
 What this is not: the planning content (``planning.py``) or the capacity search
-(``simulator.cluster.capacity``).
+(``simulator.capacity``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from typing import Any, Protocol, TypeVar
 from optimizer.objective import Evaluation, TrialEvaluator
 from optimizer.results import TrialRecord
 from optimizer.run import OptimizeSetup, build_evaluator
-from simulator.cluster.give_up import MissRule
+from simulator.give_up import MissRule
 from slo import SloSpec
 
 __all__ = [

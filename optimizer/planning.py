@@ -27,7 +27,7 @@ from optimizer.objective import Evaluation, TrialEvaluator
 from optimizer.plan_runner import InProcess, PlanRunner, miss_rule
 from optimizer.report_sections import Planning
 from optimizer.results import StudyResult
-from simulator.cluster.capacity import capacity_search
+from simulator.capacity import capacity_search
 from slo.inputfile import InputError
 
 __all__ = ["MAX_EXTRA_INSTANCES", "plan"]

@@ -39,7 +39,7 @@ from slo import SloSpec
 
 __all__ = ["Planning", "ReportContext", "grouped_picks", "render_markdown", "write_report"]
 
-#: The headroom search's cap (load multiplier): ``simulator.cluster.capacity``'s 1/8 floor.
+#: The headroom search's cap (load multiplier): ``simulator.capacity``'s 1/8 floor.
 HEADROOM_CAP = 8.0
 
 

@@ -30,7 +30,7 @@ import numpy.typing as npt
 
 from hardware.schema import Catalog
 from simulator.api import WorkloadBuilder, build_source
-from simulator.cluster.build import Infeasible, build_pool
+from simulator.build import Infeasible, build_pool
 from simulator.cluster.overlong import tokens_of
 from simulator.config import ServingConfig
 from simulator.core import Kernel

@@ -34,7 +34,8 @@ from optimizer.configs import ALIASES, known_names
 from optimizer.space import Dimension, Scalar, SearchSpace
 from simulator.config import ServingConfig
 from simulator.engine.analytic import ANALYTIC_MODELS, parse_analytic
-from simulator.latency import LATENCY_MODELS, load_preset
+from simulator.latency import LATENCY_MODELS
+from simulator.presets import load_preset
 from slo.inputfile import InputError
 
 __all__ = ["check_latency_spec", "check_setting", "check_settings", "check_space_values"]

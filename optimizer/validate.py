@@ -95,7 +95,7 @@ from optimizer.simconfig import closed_loop_workload
 from optimizer.validate_report import FidelityReport, mape
 from simulator.api import SimResult, simulate
 from simulator.config import ServingConfig
-from simulator.latency.presets import BACKEND_PRESETS
+from simulator.presets import BACKEND_PRESETS
 from simulator.workload.spec import WorkloadSpec
 from slo.inputfile import InputError, validate
 

@@ -31,7 +31,8 @@ from typing import Any
 from hardware.schema import Catalog
 from optimizer.silicon import Skipped, check_header
 from optimizer.validate_report import ErrorStats, error_stats
-from simulator.latency import Deployment, load_preset, make_latency_model
+from simulator.latency import Deployment, make_latency_model
+from simulator.presets import load_preset
 from slo.inputfile import InputError
 
 __all__ = ["STEP_COLUMNS", "StepReport", "StepRow", "read_steps", "validate_steps"]

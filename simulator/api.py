@@ -30,10 +30,9 @@ from numpy.typing import NDArray
 
 from hardware.catalog import shipped_catalog
 from hardware.schema import Catalog
-from simulator.cluster.build import Infeasible, build_pool, deployment_cost
+from simulator.build import Infeasible, build_pool, deployment_cost
 from simulator.cluster.driver import Cluster
 from simulator.cluster.overlong import drop_overlong
-from simulator.cluster.source import RequestSource
 from simulator.config import ServingConfig
 from simulator.core import Kernel
 from simulator.engine import EngineInstance
@@ -49,6 +48,7 @@ from simulator.metrics import (
     per_request_ms,
     summarize,
 )
+from simulator.workload.source import RequestSource
 
 __all__ = ["SimResult", "WorkloadBuilder", "build_source", "simulate"]
 

@@ -32,14 +32,8 @@ from hardware import (
     load_catalog,
 )
 from optimizer.cli._output import console, print_json
-from simulator.latency import (
-    LATENCY_MODELS,
-    BackendPreset,
-    Deployment,
-    load_preset,
-    make_latency_model,
-    memory_fit,
-)
+from simulator.latency import LATENCY_MODELS, Deployment, make_latency_model, memory_fit
+from simulator.presets import BackendPreset, load_preset
 
 __all__ = [
     "STANDARD_BATCHES",

@@ -49,7 +49,7 @@ from optimizer.cli.profiles_cmd import config_latency_notes, user_profiles_dir
 from optimizer.simconfig import closed_loop_workload, merge_config
 from optimizer.workloads import describe_workload, workload_from_arg
 from simulator.api import SimResult, WorkloadBuilder, simulate
-from simulator.cluster.capacity import MAX_TIME_SCALE, Capacity, capacity_search
+from simulator.capacity import MAX_TIME_SCALE, Capacity, capacity_search
 from simulator.config import ServingConfig
 from simulator.metrics import SUMMARY_STATS
 from slo import SloSpec, attainment, evaluate, load_slo

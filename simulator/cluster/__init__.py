@@ -1,12 +1,10 @@
 """Routing and the event loop that drives a pool of engine instances.
 
 - ``Router`` and ``ROUTERS`` (``round_robin``, ``least_load``): where a request goes.
-- ``RequestSource`` / ``OpenLoopSource``: where arrivals come from (open or closed loop).
 - ``Cluster``: arrivals → router → instances on one event kernel.
 """
 
 from simulator.cluster.driver import Cluster
 from simulator.cluster.router import ROUTERS, InstanceView, Router
-from simulator.cluster.source import OpenLoopSource, RequestSource
 
-__all__ = ["ROUTERS", "Cluster", "InstanceView", "OpenLoopSource", "RequestSource", "Router"]
+__all__ = ["ROUTERS", "Cluster", "InstanceView", "Router"]

@@ -15,12 +15,12 @@ import math
 from collections.abc import Iterator, Sequence
 
 from simulator.cluster.router import Router
-from simulator.cluster.source import RequestSource
 from simulator.core import Kernel
 from simulator.engine.instance import EngineInstance
 from simulator.engine.request import EngineRequest
 from simulator.metrics import Recorder
 from simulator.workload.request import TraceRequest
+from simulator.workload.source import RequestSource
 
 __all__ = ["Cluster"]
 

@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from simulator.cluster.source import RequestSource
 from simulator.workload.request import TraceRequest
+from simulator.workload.source import RequestSource
 
 __all__ = [
     "OVERLONG_POLICIES",

@@ -6,7 +6,7 @@
   ``LATENCY_MODELS`` ('auto', 'roofline', 'table', 'calibrated'); ``latency_note``.
 - ``KernelTimer`` (the kernel-cost seam), ``RooflineKernels``, ``OperatorPlanner``.
 - ``transfer_seconds`` and ``Link`` builders; ``kv_bytes`` / ``kv_bytes_per_gpu``.
-- ``memory_fit`` → ``MemoryFit``; backend presets (``load_preset``: vllm, sglang, trtllm).
+- ``memory_fit`` → ``MemoryFit`` (``simulator.presets`` holds the engines' parameters for it).
 """
 
 from simulator.latency.base import LatencyModel, StepBreakdown
@@ -16,7 +16,6 @@ from simulator.latency.deployment import Deployment
 from simulator.latency.kernels import KERNEL_CLASSES, KernelClass, KernelTimer
 from simulator.latency.memory import MemoryFit, MemoryParams, memory_fit, weight_bytes_per_gpu
 from simulator.latency.model import ComposedLatencyModel, RooflineModel
-from simulator.latency.presets import BACKEND_PRESETS, BackendPreset, load_preset
 from simulator.latency.registry import (
     LATENCY_MODELS,
     LatencyContext,
@@ -37,10 +36,8 @@ from simulator.latency.transfer import (
 )
 
 __all__ = [
-    "BACKEND_PRESETS",
     "KERNEL_CLASSES",
     "LATENCY_MODELS",
-    "BackendPreset",
     "Batch",
     "BatchLike",
     "ComposeParams",
@@ -68,7 +65,6 @@ __all__ = [
     "kv_bytes_per_gpu",
     "latency_note",
     "link_to_tier",
-    "load_preset",
     "make_latency_model",
     "memory_fit",
     "storage_link",

@@ -20,10 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.kvcache.policies.base import NEVER
 from simulator.workload.request import TraceRequest
 
-__all__ = ["FutureTable", "build_future", "next_access_indices", "session_next_indices"]
+__all__ = ["NEVER", "FutureTable", "build_future", "next_access_indices", "session_next_indices"]
+
+#: Next-access value of a block that is never accessed again (oracle annotations).
+NEVER = 2**62
 
 
 def _next_occurrence(keys: NDArray[np.int64]) -> NDArray[np.int64]:

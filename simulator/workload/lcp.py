@@ -26,8 +26,8 @@ import numpy as np
 import zstandard
 from numpy.typing import NDArray
 
-from simulator.kvcache.policies.base import NEVER
 from simulator.workload._io import read_exact
+from simulator.workload.future import NEVER
 from simulator.workload.lcp_header import (
     ENTRY_BYTES,
     HEADER_BYTES,

@@ -61,8 +61,8 @@ from pydantic import (
     model_validator,
 )
 
-from simulator.cluster.source import OpenLoopSource, RequestSource
 from simulator.workload.request import TraceRequest
+from simulator.workload.source import OpenLoopSource, RequestSource
 from simulator.workload.synthetic import (
     ClosedLoopSource,
     Distribution,

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from simulator.api import SimResult, simulate
-from simulator.cluster.capacity import DEFAULT_STEP, Capacity, TimeScaled, capacity_search
+from simulator.capacity import DEFAULT_STEP, Capacity, TimeScaled, capacity_search
 from simulator.config import ServingConfig
 from simulator.workload.spec import WorkloadSpec
 from slo.inputfile import InputError

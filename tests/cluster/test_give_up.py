@@ -10,9 +10,9 @@ import pytest
 
 import slo
 from simulator.api import SimResult, simulate
-from simulator.cluster.capacity import TimeScaled, capacity_search
-from simulator.cluster.give_up import Decided, MissRule, Watched
+from simulator.capacity import TimeScaled, capacity_search
 from simulator.config import ServingConfig
+from simulator.give_up import Decided, MissRule, Watched
 from simulator.workload.spec import WorkloadSpec
 
 SPEC = slo.SloSpec.model_validate(

@@ -10,14 +10,14 @@ import pytest
 
 from hardware.catalog import shipped_catalog
 from simulator.api import SimResult, simulate
-from simulator.cluster.build import Pool, build_pool, deployment_cost
-from simulator.cluster.source import OpenLoopSource
+from simulator.build import Pool, build_pool, deployment_cost
 from simulator.config import ServingConfig
 from simulator.core import Kernel
 from simulator.engine.pool_channel import PoolPort, SharedPoolChannel
 from simulator.engine.transfer import PrefetchChannel, Transfer
 from simulator.metrics import Recorder
 from simulator.workload.request import TraceRequest
+from simulator.workload.source import OpenLoopSource
 
 BT = 16
 PREFIX_BLOCKS = 250  # 4000 tokens

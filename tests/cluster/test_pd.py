@@ -9,11 +9,11 @@ import pytest
 
 from hardware.catalog import shipped_catalog
 from simulator.api import SimResult, simulate
-from simulator.cluster.source import OpenLoopSource
 from simulator.config import ServingConfig
 from simulator.latency import gpu_gpu_link
 from simulator.metrics import RequestRecord
 from simulator.workload.request import TraceRequest
+from simulator.workload.source import OpenLoopSource
 from simulator.workload.spec import WorkloadSpec
 from slo.inputfile import InputError, validate
 

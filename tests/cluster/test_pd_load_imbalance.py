@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from simulator.api import simulate
-from simulator.cluster.source import OpenLoopSource
 from simulator.config import ServingConfig
 from simulator.metrics import Recorder
 from simulator.workload.request import TraceRequest
+from simulator.workload.source import OpenLoopSource
 
 BT = 16
 

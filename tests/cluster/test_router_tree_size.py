@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.cluster.build import _trees_sized_to_cache
+from simulator.build import _trees_sized_to_cache
 
 
 @pytest.mark.parametrize(

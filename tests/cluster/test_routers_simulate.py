@@ -9,9 +9,9 @@ import pytest
 
 from simulator.api import SimResult, simulate
 from simulator.cluster.router import ROUTERS
-from simulator.cluster.source import OpenLoopSource
 from simulator.config import ServingConfig
 from simulator.workload.request import TraceRequest
+from simulator.workload.source import OpenLoopSource
 
 BT = 16  # tokens per block of these workloads
 SPECS = [*sorted(ROUTERS), "cache_aware:fallback=smallest_tree", "length_bucket:boundaries=64"]

@@ -11,7 +11,7 @@ import numpy as np
 
 from hardware.catalog import shipped_catalog
 from hardware.schema import Catalog, GpuSpec, ModelSpec, StorageTierSpec
-from simulator.cluster.build import Pool, build_pool
+from simulator.build import Pool, build_pool
 from simulator.config import ServingConfig
 from simulator.core import Kernel
 from simulator.engine import (

@@ -12,7 +12,6 @@ from engine_helpers import BT, request
 
 from hardware.schema import Catalog
 from simulator.api import SimResult, simulate
-from simulator.cluster.source import OpenLoopSource
 from simulator.config import ServingConfig
 from simulator.engine import instance as instance_module
 from simulator.engine import tiers as tiers_module
@@ -20,6 +19,7 @@ from simulator.engine.instance import EngineInstance
 from simulator.engine.request import EngineRequest
 from simulator.kvcache.policies import POLICIES
 from simulator.metrics import RequestRecord
+from simulator.workload.source import OpenLoopSource
 from simulator.workload.spec import WorkloadSpec
 from simulator.workload.synthetic import PoissonArrivals, SessionShape, Uniform, sessions
 

@@ -13,8 +13,8 @@ from engine_helpers import BT, request
 
 from hardware.schema import Catalog
 from simulator.api import simulate
-from simulator.cluster.source import OpenLoopSource
 from simulator.config import ServingConfig
+from simulator.workload.source import OpenLoopSource
 
 
 def _poisson(n: int, rate: float, seed: int, prompt: int = 10, output: int = 1) -> OpenLoopSource:

@@ -13,8 +13,8 @@ import simulator.api as api_module
 from hardware.schema import Catalog
 from simulator.api import SimResult, simulate
 from simulator.cluster.driver import Cluster, _last_point_before
-from simulator.cluster.source import OpenLoopSource
 from simulator.config import ServingConfig
+from simulator.workload.source import OpenLoopSource
 
 #: Epoch milliseconds of 2024-12-02, as a trace written with wall-clock timestamps has them.
 EPOCH_S = 1_733_100_000.0

@@ -7,9 +7,10 @@ import math
 
 import pytest
 
-from simulator.latency import Deployment, load_preset, memory_fit
+from simulator.latency import Deployment, memory_fit
 from simulator.latency.memory import GIB, activation_bytes_per_gpu
 from simulator.latency.memory_rules import sglang_memory_defaults
+from simulator.presets import load_preset
 
 from .specs import B200, H100, LLAMA_8B
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simulator.latency.presets import load_preset
+from simulator.presets import load_preset
 
 
 def test_trtllm_runs_contexts_whole() -> None:

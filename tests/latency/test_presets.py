@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from simulator.latency import BACKEND_PRESETS, BackendPreset, ComposeParams, load_preset
+from simulator.latency import ComposeParams
+from simulator.presets import BACKEND_PRESETS, BackendPreset, load_preset
 from slo.inputfile import InputError
 
 

@@ -10,7 +10,8 @@ import pytest
 
 from hardware import shipped_catalog
 from optimizer.validate_steps import read_steps, validate_steps
-from simulator.latency import Deployment, load_preset, make_latency_model
+from simulator.latency import Deployment, make_latency_model
+from simulator.presets import load_preset
 from slo.inputfile import InputError
 
 HEADER = "id,gpu,engine,model,tp,precision,kv_precision,batch,measured_ms"

@@ -34,10 +34,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-__all__ = ["NEVER", "EvictionPolicy", "RequestContext"]
+from simulator.workload.future import NEVER  # the annotations' sentinel, re-exported
 
-#: Next-access value of a block that is never accessed again (oracle annotations).
-NEVER = 2**62
+__all__ = ["NEVER", "EvictionPolicy", "RequestContext"]
 
 
 @dataclass(slots=True)

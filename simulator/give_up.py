@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.api import WorkloadBuilder
-from simulator.cluster.source import OpenLoopSource, RequestSource
 from simulator.workload.request import TraceRequest
+from simulator.workload.source import OpenLoopSource, RequestSource
 
 __all__ = ["Decided", "MissRule", "Watched", "WatchedSource"]
 

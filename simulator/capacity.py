@@ -35,10 +35,10 @@ import numpy as np
 
 from hardware.schema import Catalog
 from simulator.api import SimResult, WorkloadBuilder, simulate
-from simulator.cluster.give_up import Decided, MissRule, Watched
-from simulator.cluster.source import OpenLoopSource, RequestSource
 from simulator.config import ServingConfig
+from simulator.give_up import Decided, MissRule, Watched
 from simulator.workload.request import TraceRequest
+from simulator.workload.source import OpenLoopSource, RequestSource
 from slo.inputfile import InputError
 
 __all__ = [

@@ -65,19 +65,18 @@ from simulator.engine.transfer import (
 )
 from simulator.kvcache.policies import POLICIES
 from simulator.latency import (
-    BackendPreset,
     Deployment,
     LatencyContext,
     Link,
     kv_bytes,
     link_to_tier,
-    load_preset,
     make_latency_model,
     memory_fit,
     storage_link,
     transfer_seconds,
 )
 from simulator.metrics import Cost, Recorder
+from simulator.presets import BackendPreset, load_preset
 from slo.inputfile import InputError
 
 __all__ = ["Infeasible", "Pool", "build_pool", "deployment_cost"]
