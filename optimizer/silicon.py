@@ -4,8 +4,8 @@ The format is aiconfigurator's ``silicon_sample.csv``: one row per benchmarked d
 (``backend``, ``model_path``, ``system``, ``mode`` agg/disagg, ``isl``, ``osl``,
 ``batch_size`` = concurrent users, ``tp_size``, optional ``pp_size``, ``attention_dp_size``,
 ``moe_tp_size``, ``moe_ep_size``, ``precision``, ``gemm_quant_mode``) with the measured means
-``silicon_ttft_ms`` and ``silicon_tpot_ms``. ``read_silicon`` returns the aggregated rows
-(``SiliconRow``) and the disaggregated ones (``DisaggRow``, parsed by
+``silicon_ttft_ms`` and ``silicon_tpot_ms``. ``silicon_read.read_silicon`` returns the
+aggregated rows (``SiliconRow``) and the disaggregated ones (``DisaggRow``, parsed by
 ``optimizer/silicon_disagg.py`` from the per-role ``prefill_*`` / ``decode_*`` columns), checked,
 and the rest as ``Skipped`` (with the reason); ``optimizer/validate.py`` simulates them.
 
@@ -15,7 +15,6 @@ raises ``InputError`` naming the file, the line and the column.
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,8 +37,10 @@ __all__ = [
     "Skipped",
     "check_header",
     "identity_fields",
-    "read_silicon",
+    "parse_agg_row",
+    "parse_number",
     "select_rows",
+    "skipped_row",
 ]
 
 #: Columns every file must have.
@@ -203,45 +204,6 @@ class Skipped:
         }
 
 
-def read_silicon(path: str | Path) -> tuple[list[Row], list[Skipped]]:
-    """The rows of ``path`` (aggregated and disaggregated) and the skipped ones, in file order.
-
-    Skipped: rows of another mode, and disaggregated rows without per-role columns or a
-    concurrency. Raises ``InputError`` for a missing file, a missing column, or a value that is
-    not the number its column needs (naming file, line and column).
-    """
-    # silicon_disagg builds on this module's number parsing, hence imported here.
-    from optimizer.silicon_disagg import parse_disagg_row  # noqa: PLC0415
-
-    path = Path(path)
-    try:
-        with path.open(newline="", encoding="utf-8") as handle:
-            reader = csv.DictReader(handle)
-            header = reader.fieldnames or []
-            check_header(path, header, KNOWN_COLUMNS, REQUIRED_COLUMNS, "a silicon benchmark CSV")
-            rows: list[Row] = []
-            skipped: list[Skipped] = []
-            for record in reader:
-                line = reader.line_num
-                mode = (record.get("mode") or "").strip().lower()
-                if mode == "agg":
-                    rows.append(_parse_row(path, line, record))
-                elif mode == "disagg":
-                    row = parse_disagg_row(path, line, record, header)
-                    if isinstance(row, str):
-                        skipped.append(_skip(record, line, row))
-                    else:
-                        rows.append(row)
-                else:
-                    reason = f"mode '{mode or '(empty)'}' is neither agg nor disagg"
-                    skipped.append(_skip(record, line, reason))
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise InputError(f"{path}: cannot read as CSV: {err}") from None
-    return rows, skipped
-
-
 def check_header(
     path: Path, header: Sequence[str], known: Sequence[str], required: Sequence[str], what: str
 ) -> None:
@@ -260,7 +222,8 @@ def check_header(
         )
 
 
-def _skip(record: dict[str, Any], line: int, reason: str) -> Skipped:
+def skipped_row(record: dict[str, Any], line: int, reason: str) -> Skipped:
+    """A row set aside at ``line`` of the file, with ``reason``."""
     return Skipped(
         line=line,
         id=(record.get("id") or "").strip() or f"line {line}",
@@ -270,7 +233,9 @@ def _skip(record: dict[str, Any], line: int, reason: str) -> Skipped:
     )
 
 
-def _number(path: Path, line: int, column: str, text: str | None, *, integer: bool) -> float:
+def parse_number(path: Path, line: int, column: str, text: str | None, *, integer: bool) -> float:
+    """``text`` of ``column`` as a positive (integer) number; else ``InputError`` naming
+    file, line and column."""
     value = (text or "").strip()
     what = "a positive integer" if integer else "a positive number"
     try:
@@ -285,9 +250,9 @@ def _number(path: Path, line: int, column: str, text: str | None, *, integer: bo
     return number
 
 
-def _parse_row(path: Path, line: int, record: dict[str, Any]) -> SiliconRow:
-    ints = {c: int(_number(path, line, c, record.get(c), integer=True)) for c in _INT_COLUMNS}
-    floats = {c: _number(path, line, c, record.get(c), integer=False) for c in _FLOAT_COLUMNS}
+def parse_agg_row(path: Path, line: int, record: dict[str, Any]) -> SiliconRow:
+    ints = {c: int(parse_number(path, line, c, record.get(c), integer=True)) for c in _INT_COLUMNS}
+    floats = {c: parse_number(path, line, c, record.get(c), integer=False) for c in _FLOAT_COLUMNS}
     optional: dict[str, int] = {}
     for column, default in _OPTIONAL_INTS.items():
         text = (record.get(column) or "").strip()
@@ -296,7 +261,7 @@ def _parse_row(path: Path, line: int, record: dict[str, Any]) -> SiliconRow:
         elif default == 0 and text in ("0", "0.0"):
             optional[column] = 0
         else:
-            optional[column] = int(_number(path, line, column, text, integer=True))
+            optional[column] = int(parse_number(path, line, column, text, integer=True))
     return SiliconRow(
         **identity_fields(line, record),
         isl=ints["isl"],

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hardware.schema import Catalog
-from optimizer.silicon import ROLE_SUFFIXES, MeasuredRow, _number, identity_fields
+from optimizer.silicon import ROLE_SUFFIXES, MeasuredRow, identity_fields, parse_number
 from simulator.config import ServingConfig
 from slo.inputfile import InputError, validate
 
@@ -151,7 +151,7 @@ def parse_disagg_row(
         )
 
     def positive(column: str, *, integer: bool) -> float:
-        return _number(path, line, column, record.get(column), integer=integer)
+        return parse_number(path, line, column, record.get(column), integer=integer)
 
     return DisaggRow(
         **identity_fields(line, record),
@@ -172,7 +172,7 @@ def _concurrency(path: Path, line: int, record: Mapping[str, str | None]) -> tup
     if match:
         value = match.group(1).strip()
         try:
-            users = _number(path, line, "silicon_data_source", value, integer=True)
+            users = parse_number(path, line, "silicon_data_source", value, integer=True)
         except InputError:
             shown = f"'{value}'" if value else "an empty value"
             raise InputError(
@@ -182,7 +182,7 @@ def _concurrency(path: Path, line: int, record: Mapping[str, str | None]) -> tup
         return int(users), "silicon_concurrency"
     if _empty(record.get("batch_size")):
         return None
-    users = _number(path, line, "batch_size", record.get("batch_size"), integer=True)
+    users = parse_number(path, line, "batch_size", record.get("batch_size"), integer=True)
     return int(users), "batch_size"
 
 
@@ -196,7 +196,7 @@ def _pool(path: Path, line: int, record: Mapping[str, str | None], role: Role) -
 
     def number(suffix: str) -> int:
         column = f"{role}_{suffix}"
-        return int(_number(path, line, column, record.get(column), integer=True))
+        return int(parse_number(path, line, column, record.get(column), integer=True))
 
     def count(suffix: str, default: int) -> int:
         """The column's count, ``default`` when empty; 0 is allowed where ``default`` is 0

@@ -89,8 +89,9 @@ from optimizer.benchmark_rules import (
     version_settings,
     weight_precision,
 )
-from optimizer.silicon import Row, SiliconRow, Skipped, read_silicon, select_rows
+from optimizer.silicon import Row, SiliconRow, Skipped, select_rows
 from optimizer.silicon_disagg import DisaggRow, disagg_config
+from optimizer.silicon_read import read_silicon
 from optimizer.simconfig import closed_loop_workload
 from optimizer.validate_report import FidelityReport, mape
 from simulator.api import SimResult, simulate

@@ -32,7 +32,7 @@ ALLOWED_UPSTREAM: dict[str, tuple[str, ...]] = {
 }
 
 #: the one simulator module family that may evaluate SLOs.
-SLO_USERS = ("simulator.capacity", "simulator.cluster.capacity")
+SLO_USERS = ("simulator.capacity",)
 
 FORBIDDEN_IN_SIMULATOR = ("optuna", "rich", "typer")
 
