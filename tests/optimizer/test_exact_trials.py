@@ -210,8 +210,9 @@ def test_ctrl_c_is_one_line_exit_130_and_fails_unfinished_trials(
 _WORKER = (
     "import os, time\n"
     "from optimizer.workers import die_with_parent\n"
+    "watched = {watch}\n"  # read before the pid is printed: the test kills the parent then
     "print(os.getpid(), flush=True)\n"
-    "die_with_parent({watch})\n"
+    "die_with_parent(watched)\n"
     "time.sleep(120)\n"
 )
 _PARENT = "import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', sys.argv[1]]).wait()\n"
