@@ -23,6 +23,7 @@ from rich.table import Table
 
 from hardware.catalog import load_catalog
 from optimizer.cli._output import console, print_json
+from optimizer.cli._preflight import check_seed
 from simulator.latency.calibrated import Calibration
 from simulator.latency.fit import catalog_shape_filter, fit_calibration
 from simulator.latency.kernels import KERNEL_CLASSES
@@ -169,6 +170,7 @@ def calibrate(
     ] = False,
 ) -> None:
     """Fit the calibrated latency model to kernel profiles and write the calibration YAML."""
+    check_seed(seed)
     calibration = run_calibration(
         gpu_name=gpu,
         engine=engine,

@@ -42,6 +42,7 @@ from numpy.typing import NDArray
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from optimizer.cli._output import console, err_console, print_json
+from optimizer.cli._preflight import check_seed
 from optimizer.cli.replay_tables import show_holes, show_policies, show_results
 from simulator.kvcache.cost import COST_MODEL_NAMES, parse_cost_model
 from simulator.kvcache.holes import HoleStats, HoleWriter, dataset_name, holes_path
@@ -427,6 +428,7 @@ def replay_command(
         return
     if trace is None or cache_size is None:
         raise InputError("replay needs a TRACE and --cache-size (or --list-policies)")
+    check_seed(seed)
     sizes = [parse_block_count(item) for item in _split(cache_size) or [""]]
     specs = parse_policy_specs(algo)
     parse_cost_model(cost_model)  # fail fast, before the trace is read

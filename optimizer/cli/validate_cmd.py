@@ -33,6 +33,7 @@ from rich.table import Table
 
 from hardware.catalog import load_catalog
 from optimizer.cli._output import console, err_console, print_json
+from optimizer.cli._preflight import check_seed
 from optimizer.validate import (
     DEFAULT_ROUNDS,
     DEPLOYMENTS,
@@ -138,6 +139,7 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     ] = False,
 ) -> None:
     """Simulate measured serving benchmarks and report the error of mean TTFT and TPOT."""
+    check_seed(seed)
     if (silicon is None) == (steps is None):
         raise InputError("validate: give one of --silicon FILE or --steps FILE")
     if steps is not None:

@@ -39,7 +39,7 @@ Sizes are capped before anything is generated (``MAX_REQUESTS``, ``MAX_SESSIONS`
 ``MAX_TURNS``, ``MAX_TOKENS``, ``MAX_SECONDS``): a generated workload is held in memory, so a
 mistyped exponent (``sessions: 1e9`` asked for a 7.45 GiB array) must be one line, not a
 ``MemoryError`` or an hour of generation. A distribution's reach is judged by its largest
-likely draw (``_reach``: the bound of a bounded one, the median × e^(6σ) of an unclipped
+likely draw (``reach``: the bound of a bounded one, the median × e^(6σ) of an unclipped
 log-normal, 20 means of an exponential). Numbers must be finite everywhere.
 """
 
@@ -49,12 +49,10 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Literal, Self
 
 import numpy as np
 from pydantic import (
-    BaseModel,
-    BeforeValidator,
     ConfigDict,
     Field,
     RootModel,
@@ -63,19 +61,28 @@ from pydantic import (
 
 from simulator.workload.request import TraceRequest
 from simulator.workload.source import OpenLoopSource, RequestSource
+from simulator.workload.spec_parts import (
+    MAX_REQUESTS,
+    MAX_SECONDS,
+    MAX_SESSIONS,
+    MAX_TOKENS,
+    MAX_TURNS,
+    ArrivalSpec,
+    DistSpec,
+    FixedDist,
+    FrozenSpec,
+    SyntheticSpec,
+    SystemPromptSpec,
+    UniformDist,
+    check_count,
+    check_reach,
+    reach,
+)
 from simulator.workload.synthetic import (
     ClosedLoopSource,
-    Distribution,
-    Empirical,
-    Exponential,
-    Fixed,
-    GammaArrivals,
-    LogNormal,
-    PoissonArrivals,
     SessionShape,
-    Uniform,
+    iter_sessions,
     open_loop,
-    sessions,
 )
 from simulator.workload.trace import open_trace
 from slo.inputfile import load_mapping, validate
@@ -90,179 +97,8 @@ __all__ = [
     "load_workload",
 ]
 
-#: Most requests a synthetic workload may generate (open loop, closed loop, sessions × turns).
-MAX_REQUESTS = 10_000_000
-#: Most sessions (or closed-loop users) of a synthetic workload.
-MAX_SESSIONS = 1_000_000
-#: Most turns of one session.
-MAX_TURNS = 1_000
-#: Most tokens of one prompt part or answer (ten times the longest context a model ships with).
-MAX_TOKENS = 10_000_000
-#: Longest think time or ramp, seconds (about 116 days).
-MAX_SECONDS = 1e7
 
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
-
-
-# ----- distributions ---------------------------------------------------------------------------
-class FixedDist(_Frozen):
-    """Always the same value."""
-
-    dist: Literal["fixed"] = Field(description="Distribution kind.")
-    value: float = Field(ge=0, description="The value.")
-
-    def build(self, base: Path) -> Distribution:
-        """The sampler."""
-        del base
-        return Fixed(self.value)
-
-
-class UniformDist(_Frozen):
-    """Uniform between two bounds."""
-
-    dist: Literal["uniform"] = Field(description="Distribution kind.")
-    low: float = Field(ge=0, description="Lower bound.")
-    high: float = Field(ge=0, description="Upper bound (≥ low).")
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Self:
-        if self.high < self.low:
-            raise ValueError("high must be at least low")
-        return self
-
-    def build(self, base: Path) -> Distribution:
-        """The sampler."""
-        del base
-        return Uniform(self.low, self.high)
-
-
-class LogNormalDist(_Frozen):
-    """Log-normal, given by its median and log-space sigma, optionally clipped."""
-
-    dist: Literal["lognormal"] = Field(description="Distribution kind.")
-    median: float = Field(gt=0, description="Median.")
-    sigma: float = Field(
-        ge=0, le=10, description="Standard deviation of the logarithm (at most 10)."
-    )
-    min: float = Field(default=0.0, ge=0, description="Clip draws below this.")
-    max: float | None = Field(default=None, gt=0, description="Clip draws above this.")
-
-    @model_validator(mode="after")
-    def _ordered(self) -> Self:
-        if self.max is not None and not self.min <= self.median <= self.max:
-            raise ValueError(f"median ({self.median:g}) must lie within min and max")
-        return self
-
-    def build(self, base: Path) -> Distribution:
-        """The sampler."""
-        del base
-        return LogNormal(self.median, self.sigma, self.min, self.max or float("inf"))
-
-
-class ExponentialDist(_Frozen):
-    """Exponential with a mean."""
-
-    dist: Literal["exponential"] = Field(description="Distribution kind.")
-    mean: float = Field(gt=0, description="Mean.")
-
-    def build(self, base: Path) -> Distribution:
-        """The sampler."""
-        del base
-        return Exponential(self.mean)
-
-
-class TraceDist(_Frozen):
-    """Lengths resampled from a trace file."""
-
-    dist: Literal["trace"] = Field(description="Distribution kind.")
-    path: Path = Field(description="Trace file (JSONL or lcp).")
-    field: Literal["input", "output"] = Field(description="Which length to resample.")
-
-    def build(self, base: Path) -> Distribution:
-        """The sampler (reads the whole trace once)."""
-        reader = open_trace(base / self.path)
-        if self.field == "input":
-            return Empirical(tuple(float(r.input_length) for r in reader))
-        return Empirical(tuple(float(r.output_length) for r in reader))
-
-
-def _bare_number(value: Any) -> Any:
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return {"dist": "fixed", "value": value}
-    return value
-
-
-DistSpec = Annotated[
-    FixedDist | UniformDist | LogNormalDist | ExponentialDist | TraceDist,
-    BeforeValidator(_bare_number),
-    Field(discriminator="dist"),
-]
-
-
-class ArrivalSpec(_Frozen):
-    """An arrival process."""
-
-    process: Literal["poisson", "gamma"] = Field(description="Inter-arrival distribution.")
-    rate_per_s: float = Field(
-        ge=1e-6, le=1e7, description="Mean arrivals per second (one per 11.6 days to 10 million)."
-    )
-    cv: float = Field(
-        default=1.0,
-        gt=0,
-        le=1e3,
-        description="Coefficient of variation of the gaps (gamma only).",
-    )
-
-    def build(self) -> PoissonArrivals | GammaArrivals:
-        """The process."""
-        if self.process == "poisson":
-            return PoissonArrivals(self.rate_per_s)
-        return GammaArrivals(self.rate_per_s, self.cv)
-
-
-class SystemPromptSpec(_Frozen):
-    """Shared system prompts: a request or session starts with one of them."""
-
-    count: int = Field(default=1, ge=1, le=MAX_SESSIONS, description="Distinct system prompts.")
-    tokens: int = Field(ge=1, le=MAX_TOKENS, description="Tokens of each system prompt.")
-
-
-class _Synthetic(_Frozen):
-    block_tokens: int = Field(
-        default=16, ge=1, description="Tokens per block of the generated ids (reuse unit)."
-    )
-
-
-def _reach(dist: object) -> float | None:
-    """The largest likely draw of a distribution spec (None: a trace's own lengths)."""
-    if isinstance(dist, FixedDist):
-        return dist.value
-    if isinstance(dist, UniformDist):
-        return dist.high
-    if isinstance(dist, LogNormalDist):
-        return dist.max if dist.max is not None else dist.median * float(np.exp(6 * dist.sigma))
-    if isinstance(dist, ExponentialDist):
-        return 20 * dist.mean
-    return None
-
-
-def _check_reach(dist: object, field: str, cap: float, unit: str) -> None:
-    reach = _reach(dist)
-    if reach is not None and reach > cap:
-        raise ValueError(
-            f"{field}: draws reach {reach:.3g} {unit}; at most {cap:,.0f} {unit} are supported"
-        )
-
-
-def _check_count(value: int, field: str, cap: int) -> None:
-    if value > cap:
-        raise ValueError(f"{field}: {value:,} is more than the {cap:,} supported")
-
-
-# ----- shapes ----------------------------------------------------------------------------------
-class TraceWorkload(_Frozen):
+class TraceWorkload(FrozenSpec):
     """Replay of a trace file (Mooncake / Qwen-Bailian JSONL, lcp)."""
 
     kind: Literal["trace"] = Field(description="Workload shape.")
@@ -312,6 +148,21 @@ class TraceWorkload(_Frozen):
         return OpenLoopSource(_Reiterable(requests), reader.info.block_size_tokens)
 
 
+def _replay_of(rng: np.random.Generator) -> Callable[[], np.random.Generator]:
+    """Generators that each start from ``rng``'s state now, so a synthetic workload can be
+    drawn afresh (streamed) on every pass instead of held whole. ``rng`` is the workload's own
+    (``api.build_source`` spawns it), so leaving it unadvanced changes no other draw."""
+    state = rng.bit_generator.state
+    kind = type(rng.bit_generator)
+
+    def replay() -> np.random.Generator:
+        bits = kind()
+        bits.state = state
+        return np.random.Generator(bits)
+
+    return replay
+
+
 class _Reiterable:
     """An iterable that calls a generator function afresh on every ``iter``."""
 
@@ -322,7 +173,7 @@ class _Reiterable:
         return iter(self._make())
 
 
-class OpenLoopWorkload(_Synthetic):
+class OpenLoopWorkload(SyntheticSpec):
     """Independent requests arriving at a rate."""
 
     kind: Literal["open_loop"] = Field(description="Workload shape.")
@@ -336,9 +187,9 @@ class OpenLoopWorkload(_Synthetic):
 
     @model_validator(mode="after")
     def _bounded(self) -> Self:
-        _check_count(self.requests, "requests", MAX_REQUESTS)
-        _check_reach(self.input_tokens, "input_tokens", MAX_TOKENS, "tokens")
-        _check_reach(self.output_tokens, "output_tokens", MAX_TOKENS, "tokens")
+        check_count(self.requests, "requests", MAX_REQUESTS)
+        check_reach(self.input_tokens, "input_tokens", MAX_TOKENS, "tokens")
+        check_reach(self.output_tokens, "output_tokens", MAX_TOKENS, "tokens")
         return self
 
     def build(self, rng: np.random.Generator, base: Path = Path(".")) -> RequestSource:
@@ -346,21 +197,26 @@ class OpenLoopWorkload(_Synthetic):
         prompts = (
             (self.system_prompt.count, self.system_prompt.tokens) if self.system_prompt else None
         )
-        generated = list(
-            open_loop(
+        arrivals = self.arrival.build()
+        input_tokens = self.input_tokens.build(base)
+        output_tokens = self.output_tokens.build(base)
+        replay = _replay_of(rng)
+
+        def generate() -> Iterator[TraceRequest]:
+            return open_loop(
                 n_requests=self.requests,
-                arrivals=self.arrival.build(),
-                input_tokens=self.input_tokens.build(base),
-                output_tokens=self.output_tokens.build(base),
+                arrivals=arrivals,
+                input_tokens=input_tokens,
+                output_tokens=output_tokens,
                 block_tokens=self.block_tokens,
-                rng=rng,
+                rng=replay(),
                 system_prompts=prompts,
             )
-        )
-        return OpenLoopSource(generated, self.block_tokens)
+
+        return OpenLoopSource(_Reiterable(generate), self.block_tokens)
 
 
-class _Conversational(_Synthetic):
+class _Conversational(SyntheticSpec):
     turns: DistSpec = Field(default=1, validate_default=True, description="Turns per session.")
     output_tokens: DistSpec = Field(description="Answer tokens per turn.")
     think_time_s: DistSpec = Field(
@@ -372,7 +228,7 @@ class _Conversational(_Synthetic):
 
     def _check_conversation(self, user_tokens: DistSpec, users: int) -> None:
         """Caps shared by open and closed sessions (``users``: sessions or concurrent users)."""
-        _check_count(
+        check_count(
             users, "sessions" if isinstance(self, SessionsWorkload) else "users", MAX_SESSIONS
         )
         lowest = (
@@ -384,10 +240,10 @@ class _Conversational(_Synthetic):
         )
         if lowest < 1:
             raise ValueError(f"turns: a session has at least one turn, got {lowest:g}")
-        _check_reach(self.turns, "turns", MAX_TURNS, "turns")
-        _check_reach(user_tokens, "user_tokens", MAX_TOKENS, "tokens")
-        _check_reach(self.output_tokens, "output_tokens", MAX_TOKENS, "tokens")
-        _check_reach(self.think_time_s, "think_time_s", MAX_SECONDS, "s")
+        check_reach(self.turns, "turns", MAX_TURNS, "turns")
+        check_reach(user_tokens, "user_tokens", MAX_TOKENS, "tokens")
+        check_reach(self.output_tokens, "output_tokens", MAX_TOKENS, "tokens")
+        check_reach(self.think_time_s, "think_time_s", MAX_SECONDS, "s")
 
     def _shape(self, user_tokens: DistSpec, base: Path) -> SessionShape:
         prompts = (
@@ -413,7 +269,7 @@ class SessionsWorkload(_Conversational):
     @model_validator(mode="after")
     def _bounded(self) -> Self:
         self._check_conversation(self.user_tokens, self.sessions)
-        turns = _reach(self.turns) or 1.0
+        turns = reach(self.turns) or 1.0
         if self.sessions * turns > MAX_REQUESTS:
             raise ValueError(
                 f"sessions x turns: up to {self.sessions * turns:,.0f} requests; at most "
@@ -423,14 +279,20 @@ class SessionsWorkload(_Conversational):
 
     def build(self, rng: np.random.Generator, base: Path = Path(".")) -> RequestSource:
         """The conversations' requests, generated from ``rng``."""
-        generated = sessions(
-            n_sessions=self.sessions,
-            arrivals=self.arrival.build(),
-            shape=self._shape(self.user_tokens, base),
-            block_tokens=self.block_tokens,
-            rng=rng,
-        )
-        return OpenLoopSource(generated, self.block_tokens)
+        arrivals = self.arrival.build()
+        shape = self._shape(self.user_tokens, base)
+        replay = _replay_of(rng)
+
+        def generate() -> Iterator[TraceRequest]:
+            return iter_sessions(
+                n_sessions=self.sessions,
+                arrivals=arrivals,
+                shape=shape,
+                block_tokens=self.block_tokens,
+                rng=replay(),
+            )
+
+        return OpenLoopSource(_Reiterable(generate), self.block_tokens)
 
 
 class ClosedLoopWorkload(_Conversational):
@@ -447,7 +309,7 @@ class ClosedLoopWorkload(_Conversational):
     @model_validator(mode="after")
     def _bounded(self) -> Self:
         self._check_conversation(self.input_tokens, self.users)
-        _check_count(self.requests, "requests", MAX_REQUESTS)
+        check_count(self.requests, "requests", MAX_REQUESTS)
         return self
 
     def build(self, rng: np.random.Generator, base: Path = Path(".")) -> RequestSource:
