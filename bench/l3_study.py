@@ -27,7 +27,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from optimizer.cli.simulate_cmd import simulation_summary
+from optimizer.cli.simulate_output import simulation_summary
 from optimizer.workloads import workload_from_arg
 from simulator.api import simulate
 from simulator.config import ServingConfig

@@ -21,6 +21,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from hardware.checkpoints import kv_precision
+from hardware.schema import Catalog
 from simulator.config import ServingConfig
 from simulator.workload.spec import WorkloadSpec
 from slo.inputfile import InputError, load_mapping, validate
@@ -47,8 +49,14 @@ FLAG_FIELDS: dict[str, tuple[str, ...]] = {
 _NO_TIER = ("none", "off", "")
 
 
-def merge_config(path: str | Path | None, flags: Mapping[str, Any]) -> ServingConfig:
+def merge_config(
+    path: str | Path | None, flags: Mapping[str, Any], catalog: Catalog | None = None
+) -> ServingConfig:
     """The validated config: the file's keys (if ``path``), then every flag that is not None.
+
+    With ``catalog``, a weight or KV precision that neither the file nor a flag sets follows
+    the model's checkpoint (``Catalog.checkpoint``): ``nvidia/Llama-3.1-8B-Instruct-FP8`` runs
+    FP8 weights with the FP8 KV cache its recipe carries, a plain name bf16 for both.
 
     ``flags`` maps names of ``FLAG_FIELDS`` to values (None = not given). Raises ``InputError``
     (one line naming the file or "command line" and the field) for unknown keys, bad values, or
@@ -66,6 +74,8 @@ def merge_config(path: str | Path | None, flags: Mapping[str, Any]) -> ServingCo
             data.pop("l3_capacity_gib", None)  # a capacity without a tier is meaningless
         for field in FLAG_FIELDS[name]:
             data[field] = value
+    if catalog is not None and "model" in data:
+        _checkpoint_precisions(data, catalog, str(path) if path is not None else "command line")
     if path is None:
         source = "command line"
     elif given:
@@ -77,6 +87,16 @@ def merge_config(path: str | Path | None, flags: Mapping[str, Any]) -> ServingCo
             where = f"give {flag}" if path is None else f"give {flag} or set '{field}' in {path}"
             raise InputError(f"{source}: {field}: required; {where}")
     return validate(ServingConfig, data, source)
+
+
+def _checkpoint_precisions(data: dict[str, Any], catalog: Catalog, source: str) -> None:
+    """Fill the precisions ``data`` leaves unset from its model's checkpoint recipe."""
+    try:
+        recipe = catalog.checkpoint(str(data["model"])).recipe
+    except InputError as err:
+        raise InputError(f"{source}: model: {err}") from None
+    data.setdefault("weight_precision", recipe.weights)
+    data.setdefault("kv_precision", kv_precision(recipe))
 
 
 def closed_loop_workload(

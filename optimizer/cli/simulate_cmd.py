@@ -30,22 +30,26 @@ it prints "infeasible even at the lowest load" on stderr and exits 2, in both mo
 
 from __future__ import annotations
 
-import importlib.util
-import math
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from hardware.catalog import load_catalog
 from optimizer.cli._output import console, err_console, print_json
 from optimizer.cli._overlong import OverlongOpt, overlong_scan
 from optimizer.cli._preflight import check_config_names, check_finite_flags, check_seed
-from optimizer.cli.profiles_cmd import config_latency_notes, user_profiles_dir
+from optimizer.cli.profiles_cmd import user_profiles_dir
+from optimizer.cli.simulate_output import (
+    format_number,
+    note_parquet,
+    print_files,
+    print_tables,
+    simulation_summary,
+    write_requests,
+)
 from optimizer.simconfig import closed_loop_workload, merge_config
 from optimizer.workloads import describe_workload, workload_from_arg
 from simulator.api import SimResult, WorkloadBuilder, simulate
@@ -55,10 +59,8 @@ from simulator.metrics import SUMMARY_STATS
 from slo import SloSpec, attainment, evaluate, load_slo
 from slo.inputfile import InputError, validate
 
-__all__ = ["register", "simulation_summary", "write_requests"]
+__all__ = ["register", "simulation_summary", "write_requests"]  # the output re-exported
 
-#: Latency metrics of the summary, in display order.
-LATENCY_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")
 #: Closed-loop defaults of ``--concurrency`` (per request) and requests per user.
 DEFAULT_INPUT_TOKENS = 1024
 DEFAULT_OUTPUT_TOKENS = 256
@@ -71,88 +73,6 @@ def register(app: typer.Typer) -> None:
 
 
 # ----- the JSON summary -------------------------------------------------------------------------
-def simulation_summary(result: SimResult) -> dict[str, Any]:
-    """The ``--json`` object: ``feasible``, ``reason``, latency stats (ms) per metric,
-    ``throughput``, ``cache``, ``cost``, ``requests``, ``utilization``, ``load_imbalance``,
-    ``config``, ``diagnostics``.
-
-    An infeasible result has the same keys: latencies and hit ratios are None, throughput 0,
-    cost per million tokens None (nothing was served).
-    """
-    summary = result.summary
-    data: dict[str, Any] = {"feasible": result.feasible, "reason": result.reason}
-    for key in LATENCY_KEYS:
-        stats = getattr(summary, key) if summary else None
-        data[key] = {s: (getattr(stats, s) if stats else None) for s in SUMMARY_STATS}
-    data["throughput"] = {
-        "requests_per_s": summary.requests_per_s if summary else 0.0,
-        "output_tokens_per_s": summary.output_tokens_per_s if summary else 0.0,
-        "input_tokens_per_s": summary.input_tokens_per_s if summary else 0.0,
-    }
-    hits = summary.hit_ratio if summary else {}
-    data["cache"] = {
-        "l1_hit_ratio": hits.get("l1"),
-        "l2_hit_ratio": hits.get("l2"),
-        "l3_hit_ratio": hits.get("l3"),
-        "prefill_tokens_saved_ratio": summary.prefill_tokens_saved_ratio if summary else None,
-    }
-    cost = result.cost
-    data["cost"] = {
-        "usd_per_hour": cost.usd_per_hour,
-        "usd_per_million_output_tokens": summary.usd_per_million_output_tokens if summary else None,
-        "gpus": cost.gpus,
-        "gpu_usd_per_hour": cost.gpu_usd_per_hour,
-        "dram_usd_per_hour": cost.dram_usd_per_hour,
-        "l3_usd_per_hour": cost.l3_usd_per_hour,
-    }
-    data["requests"] = {
-        "finished": summary.n_requests if summary else 0,
-        "rejected": summary.n_rejected if summary else 0,
-        "rejections": dict(summary.rejections) if summary else {},
-        "preemptions": summary.preemptions if summary else 0,
-        "duration_s": summary.duration_s if summary else 0.0,
-    }
-    data["utilization"] = {
-        "gpu_busy_fraction": summary.gpu_busy_fraction if summary else None,
-        "kv_utilization": summary.kv_utilization if summary else None,
-        "mean_queue_lengths": dict(summary.mean_queue_lengths) if summary else {},
-    }
-    data["load_imbalance"] = summary.load_imbalance if summary else None
-    data["engine"] = result.engine
-    data["seed"] = result.seed
-    data["config"] = result.config.model_dump()
-    data["diagnostics"] = dict(result.diagnostics)
-    return data
-
-
-# ----- per-request files ------------------------------------------------------------------------
-def write_requests(result: SimResult, directory: Path) -> list[Path]:
-    """Write one row per finished request to ``directory`` (created if missing).
-
-    Columns: every ``RequestRecord`` field (seconds) plus ``ttft_ms``, ``tpot_ms``, ``e2e_ms``,
-    ``queue_ms``. Always ``requests.csv``; ``requests.parquet`` too when pyarrow is importable.
-    Returns the paths written.
-    """
-    import pandas as pd  # noqa: PLC0415  (~0.5 s to import; only --out needs it)
-
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise InputError(f"--out {directory}: cannot create the directory: {err}") from None
-    frame = pd.DataFrame([asdict(record) for record in result.records])
-    for name, values in result.per_request_ms().items():
-        if name != "itl_ms":  # per request that is the worst gap; max_itl_s already holds it
-            # Rejected requests trail the arrays as inf rows; they have no record to join.
-            frame[name] = values[: len(frame)]
-    written = [directory / "requests.csv"]
-    frame.to_csv(written[0], index=False)
-    if importlib.util.find_spec("pyarrow") is not None:
-        written.append(directory / "requests.parquet")
-        frame.to_parquet(written[1], index=False)
-    return written
-
-
-# ----- the command ------------------------------------------------------------------------------
 def _workload(
     workload: str | None,
     time_scale: float | None,
@@ -275,8 +195,9 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         "latency": latency, "l2_gib": l2_gib, "l3": l3, "eviction": eviction,
     }  # fmt: skip
     flags["l3"], l3_gib = _l3_spec(l3)
+    cat = load_catalog(catalog)
     serving = _with_flags(
-        merge_config(config, flags),
+        merge_config(config, flags, cat),
         {
             "router": router, "prefill_instances": prefill_instances,
             "decode_instances": decode_instances, "prefill_gpu": prefill_gpu,
@@ -291,7 +212,6 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     builder = _workload(
         workload, time_scale, max_requests, concurrency, (input_tokens, output_tokens, requests)
     )
-    cat = load_catalog(catalog)
     check_config_names(serving, cat, str(config) if config is not None else "command line")
     tally = overlong_scan(builder, serving.model, cat, seed=seed, policy=overlong)
     drop = overlong == "drop"
@@ -311,23 +231,23 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
             data["capacity"] = _capacity_dict(found)
         if out is not None:
             data["files"] = [str(p) for p in files]
-            _note_parquet(files, err_console)
+            note_parquet(files, err_console)
         print_json(data)
         return
     if not result.feasible:
         err_console.print(f"infeasible: {result.reason}", markup=False, soft_wrap=True)
         raise typer.Exit(2)
-    _print_tables(result, describe_workload(builder))
+    print_tables(result, describe_workload(builder))
     if found is not None:
         cap = _capacity_dict(found)
         console.print(
             f"capacity: time_scale {cap['time_scale']:.4g} (load x{1 / cap['time_scale']:.3g}), "
-            f"{_num(cap['requests_per_s'])} requests/s, {cap['simulations']} simulations",
+            f"{format_number(cap['requests_per_s'])} requests/s, {cap['simulations']} simulations",
             markup=False,
             highlight=False,
         )
     if out is not None:
-        _print_files(files)
+        print_files(files)
 
 
 # ----- PD, router and capacity flags -------------------------------------------------------------
@@ -416,93 +336,3 @@ def _capacity_dict(found: Capacity) -> dict[str, Any]:
 
 
 # ----- tables -----------------------------------------------------------------------------------
-def _print_tables(result: SimResult, workload: dict[str, Any]) -> None:
-    data = simulation_summary(result)
-    cfg = result.config
-    if cfg.pd_mode == "disaggregated":
-        pools = [cfg.pool_shape("prefill"), cfg.pool_shape("decode")]
-        shape = " + ".join(
-            f"{count}× {gpu} TP{tp} {role}"
-            for role, (gpu, tp, count) in zip(("prefill", "decode"), pools, strict=True)
-        )
-    else:
-        shape = f"{cfg.instances}× {cfg.gpu} TP{cfg.tp}"
-    where = f"{cfg.model} on {shape} ({cfg.weight_precision})"
-    console.print(
-        f"[bold]{where}[/bold], backend {cfg.backend}, latency {cfg.latency_model}", highlight=False
-    )
-    for note in config_latency_notes(cfg):
-        console.print(note, markup=False, highlight=False)
-    console.print(f"workload: {_describe(workload)}", markup=False, highlight=False)
-    console.print(f"memory: {result.reason}", markup=False, highlight=False)
-    console.print(f"engine: {result.engine}", markup=False, highlight=False)
-    if result.summary is not None and result.summary.rejections:
-        reasons = "; ".join(f"{n} {why}" for why, n in result.summary.rejections.items())
-        console.print(
-            f"rejected {result.summary.n_rejected} requests: {reasons}",
-            markup=False,
-            highlight=False,
-        )
-    latency = Table(title="Latency (ms)", title_justify="left")
-    latency.add_column("metric")
-    for stat in SUMMARY_STATS:
-        latency.add_column(stat, justify="right")
-    for key in LATENCY_KEYS:
-        latency.add_row(key.removesuffix("_ms"), *(_num(data[key][s]) for s in SUMMARY_STATS))
-    console.print(latency)
-    figures = Table(title="Throughput, cache and cost", title_justify="left", show_header=False)
-    figures.add_column("figure")
-    figures.add_column("value", justify="right")
-    rows = [
-        *((k, v) for k, v in data["requests"].items()),
-        *((k, v) for k, v in data["throughput"].items()),
-        *((k, v) for k, v in data["cache"].items()),
-        *((k, v) for k, v in data["utilization"].items() if not isinstance(v, dict)),
-        *((k, v) for k, v in data["cost"].items()),
-    ]
-    for key, value in rows:
-        figures.add_row(key, _num(value))
-    console.print(figures)
-
-
-def _describe(workload: dict[str, Any]) -> str:
-    """``kind`` first, then ``key=value``; a fixed distribution is its value."""
-    parts = [str(workload.get("kind", "?"))]
-    for key, value in workload.items():
-        if key != "kind" and value is not None:
-            parts.append(f"{key}={_compact(value)}")
-    return " ".join(parts)
-
-
-def _compact(value: Any) -> str:
-    if isinstance(value, dict) and "dist" in value:
-        args = {k: v for k, v in value.items() if k != "dist"}
-        if value["dist"] == "fixed":
-            return _compact(args["value"])
-        return f"{value['dist']}({', '.join(f'{k}={_compact(v)}' for k, v in args.items())})"
-    if isinstance(value, float) and value.is_integer():
-        return str(int(value))
-    return str(value)
-
-
-def _print_files(files: list[Path]) -> None:
-    for path in files:
-        console.print(f"wrote {path}", markup=False, highlight=False)
-    _note_parquet(files, console)
-
-
-def _note_parquet(files: list[Path], where: Console) -> None:
-    if files and not any(p.suffix == ".parquet" for p in files):
-        where.print("no Parquet written: pyarrow is not installed", markup=False, highlight=False)
-
-
-def _num(value: Any) -> str:
-    if value is None or (isinstance(value, float) and not math.isfinite(value)):
-        return "-"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, int):
-        return f"{value:,}"
-    if isinstance(value, float):
-        return f"{value:,.4f}" if abs(value) < 1 else f"{value:,.1f}"
-    return str(value)

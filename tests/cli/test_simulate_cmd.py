@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
+from hardware.catalog import load_catalog
 from optimizer.cli.main import app
 from optimizer.simconfig import merge_config
 from slo.inputfile import InputError
@@ -284,3 +285,20 @@ def test_out_writes_the_finished_requests_when_some_are_rejected(tmp_path: Path)
     frame = pd.read_csv(out / "requests.csv")
     assert len(frame) == data["requests"]["finished"] == 20 - rejected - dropped
     assert frame["ttft_ms"].notna().all()
+
+
+def test_precisions_follow_the_checkpoint_unless_given() -> None:
+    """Issue #13: a quantised checkpoint's name (ModelOpt FP8) runs FP8 weights with the FP8
+    KV cache its recipe carries; a plain name bf16 for both; a flag still wins."""
+    cat = load_catalog(None)
+    flags = {"gpu": "h100_sxm"}
+    modelopt = merge_config(None, {**flags, "model": "nvidia/Llama-3.1-8B-Instruct-FP8"}, cat)
+    assert (modelopt.weight_precision, modelopt.kv_precision) == ("fp8", "fp8")
+    plain = merge_config(None, {**flags, "model": "meta-llama/Llama-3.1-8B-Instruct"}, cat)
+    assert (plain.weight_precision, plain.kv_precision) == ("bf16", "bf16")
+    given = merge_config(
+        None,
+        {**flags, "model": "nvidia/Llama-3.1-8B-Instruct-FP8", "kv_precision": "bf16"},
+        cat,
+    )
+    assert (given.weight_precision, given.kv_precision) == ("fp8", "bf16")
