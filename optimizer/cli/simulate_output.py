@@ -197,6 +197,7 @@ def note_parquet(files: list[Path], where: Console) -> None:
 
 
 def format_number(value: Any) -> str:
+    """Table text of a summary figure: '-' for missing or non-finite, 4 decimals below 1."""
     if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return "-"
     if isinstance(value, bool):
