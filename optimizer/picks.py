@@ -325,11 +325,17 @@ def _why_best(  # noqa: PLR0917  (the pick and everything its reason quotes)
             "closest to the best on the other objectives."
         )
     else:
-        head = (
-            f"{info.metric} {value} is within {tolerance:.0%} of the best on the front "
-            f"({best}, trial {literal.number}); of the {len(near)} configurations that close, "
-            f"trial {pick.number} is the cheapest at {_money(view, pick)}"
-        )
+        if len(near) > 1:
+            head = (
+                f"{info.metric} {value} is within {tolerance:.0%} of the best on the front "
+                f"({best}, trial {literal.number}); of the {len(near)} configurations that "
+                f"close, trial {pick.number} is the cheapest at {_money(view, pick)}"
+            )
+        else:
+            head = (
+                f"{info.metric} {value} is the best on the front and no other configuration "
+                f"comes within {tolerance:.0%} of it; it costs {_money(view, pick)}"
+            )
         saved = _cost_of(literal, view.infos) - _cost_of(pick, view.infos)
         head += f", {_money_delta(view, saved)} less than the literal best." if saved > 0 else "."
     return f"{head} It gives up: {view.gives_up(pick, [role, *others])}."

@@ -33,7 +33,7 @@ from optimizer.report_sections import (
     slo_section,
     workload_section,
 )
-from optimizer.results import StudyResult, TrialRecord
+from optimizer.results import StudyResult, TrialRecord, settings_text
 from optimizer.workload_profile import WorkloadProfile
 from slo import SloSpec
 
@@ -129,7 +129,7 @@ def _front_table(result: StudyResult) -> str:
     rows = [
         [
             r.number,
-            ", ".join(f"{k}={v}" for k, v in r.params.items() if k != "model"),
+            settings_text(r.params),
             *(r.objectives[role] for role in infos),
             float(r.metrics.get("usd_per_hour") or float("nan")) * HOURS_PER_MONTH,
         ]

@@ -19,7 +19,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from optimizer.picks import ObjectiveInfo
-from optimizer.results import StudyResult, TrialRecord
+from optimizer.results import StudyResult, TrialRecord, settings_text
 
 __all__ = ["PLOT_ID", "front_figure_html"]
 
@@ -37,7 +37,7 @@ def _pairs(infos: Mapping[str, ObjectiveInfo]) -> list[tuple[str, str]]:
 
 
 def _hover(record: TrialRecord, infos: Mapping[str, ObjectiveInfo]) -> str:
-    config = ", ".join(f"{k}={v}" for k, v in record.params.items() if k != "model")
+    config = settings_text(record.params)
     values = "<br>".join(
         f"{info.label}: {info.text(record.objectives[role])}" for role, info in infos.items()
     )

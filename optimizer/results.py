@@ -21,7 +21,17 @@ import numpy as np
 from optimizer.pareto import non_dominated, to_minimisation
 from optimizer.picks import DEFAULT_TOLERANCE, ObjectiveInfo, make_picks
 
-__all__ = ["Pick", "StudyResult", "TrialRecord", "summarise"]
+__all__ = ["Pick", "StudyResult", "TrialRecord", "settings_text", "summarise"]
+
+
+def settings_text(params: Mapping[str, Any]) -> str:
+    """``key=value, ...`` of a configuration's settings, the model left out; floats at 6
+    significant digits (a sampler's float steps leave values like 0.8500000000000001)."""
+    return ", ".join(
+        f"{key}={value:.6g}" if isinstance(value, float) else f"{key}={value}"
+        for key, value in params.items()
+        if key != "model"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -237,8 +237,7 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         slo=evaluator.spec,
         settings=settings,
         workload=profile,
-        latency_model=latency
-        or "auto (the GPU and engine's kernel table where measured, else roofline)",
+        latency_model=latency or "auto",
     )
     store_report(result_study, context, planning, tolerance)
     if not as_json:
