@@ -19,6 +19,20 @@ settings.register_profile("kvplan", derandomize=True, database=None)
 settings.load_profile("kvplan")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _empty_profile_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Kernel profiles a user imported (``kvplan profiles import``) must not change what the
+    tests simulate: the CLI reads ``$XDG_CACHE_HOME/kvplan/profiles``, so point it at an empty
+    directory for the whole run (subprocesses inherit it)."""
+    before = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if before is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = before
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
