@@ -45,6 +45,7 @@ from simulator.build import deployment_cost
 from simulator.capacity import Capacity, capacity_search
 from simulator.cluster.overlong import OverlongPolicy
 from simulator.config import ServingConfig
+from simulator.give_up import MissRule
 from slo import SloSpec, attainment, evaluate, slo_met_mask
 
 __all__ = [
@@ -54,6 +55,7 @@ __all__ = [
     "Evaluation",
     "TrialEvaluator",
     "is_repeat",
+    "miss_rule",
 ]
 
 #: User attribute of a trial that repeated an earlier trial's configuration: that trial's number.
@@ -287,6 +289,8 @@ class TrialEvaluator:
             catalog=self.catalog,
             max_time_scale=1.0,
             drop_overlong_requests=self.drop_overlong,
+            passes_at_max=True,  # the trial met the SLO at the nominal load
+            give_up=miss_rule(self.spec),  # a failing probe stops once its miss is certain
         )
 
     def _shapes(self) -> Shapes:
@@ -355,3 +359,18 @@ class TrialEvaluator:
             metrics={"usd_per_hour": usd_per_hour, "gpus": float(gpus)},
             infeasible_reason=reason,
         )
+
+
+def miss_rule(spec: SloSpec) -> MissRule | None:
+    """The attainment floor and per-request bars of ``spec`` for giving up on a capacity
+    search's failing simulations (None without a floor)."""
+    if spec.attainment is None or not spec.targets:
+        return None
+    bars = {metric: ms / 1e3 for metric, ms in spec.per_request_bars().items()}
+    return MissRule(
+        floor=spec.attainment,
+        ttft_s=bars.get("ttft_ms"),
+        tpot_s=bars.get("tpot_ms"),
+        itl_s=bars.get("itl_ms"),
+        e2e_s=bars.get("e2e_ms"),
+    )

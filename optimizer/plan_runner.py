@@ -32,8 +32,6 @@ from typing import Any, Protocol, TypeVar
 from optimizer.objective import Evaluation, TrialEvaluator
 from optimizer.results import TrialRecord
 from optimizer.run import OptimizeSetup, build_evaluator
-from simulator.give_up import MissRule
-from slo import SloSpec
 
 __all__ = [
     "ROW_METRICS",
@@ -43,7 +41,6 @@ __all__ = [
     "ReusingEvaluator",
     "WorkerPool",
     "config_key",
-    "miss_rule",
     "planning_runner",
     "stored_evaluations",
 ]
@@ -53,21 +50,6 @@ R = TypeVar("R")
 
 #: A planning task: what it computes from an evaluator and one argument.
 Task = Callable[[TrialEvaluator, T], R]
-
-
-def miss_rule(spec: SloSpec) -> MissRule | None:
-    """The attainment floor and per-request bars of ``spec`` for giving up on a capacity
-    search's failing simulations (None without a floor)."""
-    if spec.attainment is None or not spec.targets:
-        return None
-    bars = {metric: ms / 1e3 for metric, ms in spec.per_request_bars().items()}
-    return MissRule(
-        floor=spec.attainment,
-        ttft_s=bars.get("ttft_ms"),
-        tpot_s=bars.get("tpot_ms"),
-        itl_s=bars.get("itl_ms"),
-        e2e_s=bars.get("e2e_ms"),
-    )
 
 
 def config_key(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> str | None:

@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from optimizer.objective import Evaluation, TrialEvaluator
-from optimizer.plan_runner import InProcess, PlanRunner, miss_rule
+from optimizer.objective import Evaluation, TrialEvaluator, miss_rule
+from optimizer.plan_runner import InProcess, PlanRunner
 from optimizer.report_sections import Planning
 from optimizer.results import StudyResult
 from simulator.capacity import capacity_search
