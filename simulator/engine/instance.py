@@ -57,7 +57,7 @@ from numpy.typing import NDArray
 from simulator.core import Kernel
 from simulator.engine.admission import AdmissionControl
 from simulator.engine.invariants import check_instance
-from simulator.engine.kvmanager import KVManager
+from simulator.engine.kvmanager import KVManager, PrefixMatch
 from simulator.engine.params import EngineParams
 from simulator.engine.prefetch import Prefetcher
 from simulator.engine.progress import (
@@ -79,7 +79,8 @@ from simulator.engine.request import (
     WAITING,
     EngineRequest,
 )
-from simulator.engine.scheduler import SCHEDULERS, Batch
+from simulator.engine.scheduler import SCHEDULERS, Batch, StepPlan
+from simulator.engine.stats import InstanceStats
 from simulator.engine.steps import StepTimer, decode_run_durations, memory_bound
 from simulator.engine.transfer import Channel, LoadLink
 from simulator.kvcache.policies.base import RequestContext
@@ -145,7 +146,8 @@ class EngineInstance:
         """Requests in the prefetch queue, by index (owned by the prefetcher)."""
         self.sending: dict[int, EngineRequest] = {}
         """PD prefill side: prefilled requests whose KV is held here until sent, by index."""
-        self.preempted_in_step = False
+        self.preempted: list[int] = []
+        """Indices of the requests preempted since the last step boundary."""
         self.admit_cutoff_s: float | None = None
         """Overlap scheduling: waiting requests queued after this time are not yet visible to
         the admission of the step being scheduled (set at a busy step boundary only)."""
@@ -157,10 +159,9 @@ class EngineInstance:
         self._end_token = -1
         self._step_pending = False
         self._wake_token = -1
-        # Statistics.
+        # Statistics (``stats``).
         self.busy_s = 0.0
         self.n_steps = 0
-        self.n_events = 0
         self.n_preemptions = 0
         self.prefill_tokens = 0
         self.decode_tokens = 0
@@ -199,6 +200,21 @@ class EngineInstance:
         """Time-averaged share of L1 held by in-flight requests from 0 to ``until_s``."""
         area = self._kv_area + self._kv_last_u * max(0.0, until_s - self._kv_last_s)
         return area / until_s if until_s > 0 else 0.0
+
+    def stats(self, until_s: float) -> InstanceStats:
+        """This instance's totals so far, KV utilisation averaged from 0 to ``until_s``."""
+        return InstanceStats(
+            busy_s=self.busy_s,
+            steps=self.n_steps,
+            preemptions=self.n_preemptions,
+            prefill_tokens=self.prefill_tokens,
+            decode_tokens=self.decode_tokens,
+            kv_utilization=self.kv_utilization(until_s),
+            l2_to_l1_blocks=self.load_link.n_blocks_moved,
+            l3_to_l2_blocks=(
+                self.prefetcher.channel.n_blocks_moved if self.prefetcher is not None else 0
+            ),
+        )
 
     # ----- arrival and prefetch -----------------------------------------------------------------
     def on_arrival(self, trace: TraceRequest) -> None:
@@ -284,8 +300,8 @@ class EngineInstance:
         if req.remote is not None:
             return admit_remote(self, req)
         kv = self.kv
-        tiers = kv.match_l12(req.blocks)
-        plan = self._plan(req, tiers, max_tokens, whole=whole)
+        match = kv.match_l12(req.blocks)
+        plan = self._plan(req, match, max_tokens, whole=whole)
         if plan is None:
             return -1
         if req.prefetch is not None:
@@ -294,8 +310,8 @@ class EngineInstance:
             # at the head of the queue with the landed blocks pinned in L2.
             assert self.prefetcher is not None
             self.prefetcher.cut(req)
-            tiers = kv.match_l12(req.blocks)
-            plan = self._plan(req, tiers, max_tokens, whole=whole)
+            match = kv.match_l12(req.blocks)
+            plan = self._plan(req, match, max_tokens, whole=whole)
             if plan is None:
                 return -1
         cached, n = plan
@@ -310,10 +326,10 @@ class EngineInstance:
             category=trace.type_id,
             session=trace.session_id,
         )
-        n_loaded = kv.admit(req, tiers, ctx)
+        n_loaded = kv.admit(req, match, ctx)
         kv.release_l2(req)
         if req.cached_tokens is None:
-            req.cached_tokens = hit_tokens(req, tiers, cached, self.block_tokens)
+            req.cached_tokens = hit_tokens(req, match, cached, self.block_tokens)
         req.processed = cached
         req.ready_s = self.load_link.load(n_loaded, now)
         req.start_s = req.ready_s
@@ -325,33 +341,32 @@ class EngineInstance:
         return n
 
     def _plan(
-        self, req: EngineRequest, tiers: list[int], max_tokens: int, *, whole: bool
+        self, req: EngineRequest, match: PrefixMatch, max_tokens: int, *, whole: bool
     ) -> tuple[int, int] | None:
-        """(cached tokens, tokens this step) for admitting with ``tiers``, None if blocked."""
-        cached = self._cached_tokens(req, tiers)
+        """(cached tokens, tokens this step) for admitting with ``match``, None if blocked."""
+        cached = self._cached_tokens(req, match)
         remaining = req.prompt_len + req.generated - cached
-        loading = 2 in tiers
-        if whole and not loading and remaining > max_tokens:
+        if whole and not match.loads and remaining > max_tokens:
             return None
         # While loading it runs nothing this step; its first chunk is still counted so the
         # admission never depends on how fast the load is.
         n = min(remaining, max_tokens)
-        need = self._immediate_need(req, tiers, cached + n)
+        need = self._immediate_need(req, match, cached + n)
         need += self.admission.extra_blocks(self.running, req, cached + n)
         if need > self.kv.l1.available():
             return None
         return cached, n
 
-    def _cached_tokens(self, req: EngineRequest, tiers: list[int]) -> int:
-        """Tokens of ``req`` the matched prefix ``tiers`` covers (the last one is recomputed)."""
+    def _cached_tokens(self, req: EngineRequest, match: PrefixMatch) -> int:
+        """Tokens of ``req`` the matched prefix covers (the last one is recomputed)."""
         target = req.prompt_len + req.generated
-        return min(len(tiers) * self.block_tokens, req.prompt_len, target - 1)
+        return min(match.n_blocks * self.block_tokens, req.prompt_len, target - 1)
 
-    def _immediate_need(self, req: EngineRequest, tiers: list[int], tokens_after: int) -> int:
-        """L1 blocks admitting ``req`` with ``tiers`` takes now (pins plus its first step)."""
+    def _immediate_need(self, req: EngineRequest, match: PrefixMatch, tokens_after: int) -> int:
+        """L1 blocks admitting ``req`` with ``match`` takes now (pins plus its first step)."""
         bt = self.block_tokens
-        return self.kv.admission_need(req.blocks, tiers) + max(
-            0, -(-tokens_after // bt) - len(tiers)
+        return self.kv.admission_need(req.blocks, match) + max(
+            0, -(-tokens_after // bt) - match.n_blocks
         )
 
     def _swap_in(self, req: EngineRequest, max_tokens: int, *, whole: bool) -> int:
@@ -382,7 +397,7 @@ class EngineInstance:
         self.admission.on_preempt(self.running)
         victim.preemptions += 1
         self.n_preemptions += 1
-        self.preempted_in_step = True
+        self.preempted.append(victim.index)
         victim.enqueue_s = now
         kv = self.kv
         if self.params.preemption == "swap" and victim.ready_s <= now:
@@ -426,19 +441,20 @@ class EngineInstance:
         if self._batch is not None:
             return
         now = self.kernel.now
-        self.preempted_in_step = False
+        self.preempted.clear()
         cutoff = self.admit_cutoff_s if self.running else None  # an idle engine takes all
         self.admit_cutoff_s = cutoff
-        batch = self.scheduler.schedule(self)
+        plan = self.scheduler.schedule(self)
         self.admit_cutoff_s = None
         unseen = cutoff is not None and self._queued_after(cutoff)
-        if unseen and not batch:
+        if unseen and not plan.tokens:
             # Nothing else could run: the engine loop is idle and admits them now.
-            batch = self.scheduler.schedule(self)
+            plan = self.scheduler.schedule(self)
             unseen = False
         self._kv_mark(now)
+        batch = plan.tokens
         if not batch:
-            if self.preempted_in_step:
+            if plan.preempted:
                 self._poke()  # preemption freed L1 but blocked admissions for this step
             else:
                 if not self.running:
@@ -446,7 +462,7 @@ class EngineInstance:
                 self._sleep()
             return
         # Requests not yet seen must get their turn at the next boundary, not after a run.
-        k = 1 if unseen else self._run_length(batch)
+        k = 1 if unseen else self._run_length(plan)
         if k == 1:
             pairs = [(req.processed, n) for req, n in batch.items()]
             ends = np.array([now + self.timer.step_seconds(pairs)])
@@ -462,9 +478,10 @@ class EngineInstance:
         if loading and self._wake_token < 0:
             self._wake_token = self.kernel.at(min(loading), self._wake)
 
-    def _run_length(self, batch: Batch) -> int:
-        """Steps the batch can repeat unchanged: 1 unless it is a quiescent pure decode."""
-        if self.preempted_in_step or len(batch) != len(self.running):
+    def _run_length(self, plan: StepPlan) -> int:
+        """Steps the plan can repeat unchanged: 1 unless it is a quiescent pure decode."""
+        batch = plan.tokens
+        if plan.preempted or len(batch) != len(self.running):
             return 1
         if max(batch.values()) != 1:  # a prefill chunk (checked in C: batches are large)
             return 1
@@ -486,11 +503,11 @@ class EngineInstance:
         if not waiting or len(self.running) >= self.max_running or waiting[0].state != WAITING:
             return k
         head = waiting[0]
-        tiers = self.kv.match_l12(head.blocks)
-        cached = self._cached_tokens(head, tiers)
+        match = self.kv.match_l12(head.blocks)
+        cached = self._cached_tokens(head, match)
         remaining = head.prompt_len + head.generated - cached
         tokens_after = cached + min(remaining, self.chunk_tokens, self.max_batched_tokens)
-        need = self._immediate_need(head, tiers, tokens_after)
+        need = self._immediate_need(head, match, tokens_after)
         return self.admission.first_fit_step(
             self.running, head, tokens_after, need=need, available=self.kv.l1.available(), k=k
         )
@@ -505,7 +522,6 @@ class EngineInstance:
         batch, k = self._batch, self._k
         assert batch is not None
         self._batch = None
-        self.n_events += 1
         ends = self._ends[:k]
         if self.params.overlap_scheduling:
             # The next step was scheduled when the last one started (module docstring).
@@ -571,16 +587,6 @@ class EngineInstance:
         self._kv_last_u = self.kv.l1.in_use() / self.kv.l1.capacity
 
     # ----- invariants ---------------------------------------------------------------------------
-    def requests(self) -> list[EngineRequest]:
-        """Every request this instance holds, in any queue."""
-        return [
-            *self.prefetching.values(),
-            *self.waiting,
-            *self.running,
-            *self.swapped,
-            *self.sending.values(),
-        ]
-
     def check_invariants(self) -> None:
         """Raise ``AssertionError`` if queues, states or block accounting disagree
         (``invariants.check_instance``; meant for tests)."""
