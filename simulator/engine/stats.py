@@ -1,15 +1,19 @@
 """``InstanceStats``: what one engine instance did over a run, as ``simulate()`` reports it.
 
-A snapshot, taken by ``EngineInstance.stats(until_s)`` when the run is over; the instance keeps
-the running totals. What this module is not: it records no per-request metrics (those are the
-``Recorder``'s).
+A snapshot, taken by ``EngineInstance.stats(until_s)`` when the run is over, of the running
+``StepTotals`` the instance keeps and of its KV and link counters. What this module is not: it
+records no per-request metrics (those are the ``Recorder``'s).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-__all__ = ["InstanceStats"]
+if TYPE_CHECKING:
+    from simulator.engine.progress import Progress
+
+__all__ = ["InstanceStats", "StepTotals"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,3 +37,36 @@ class InstanceStats:
     """KV blocks copied L2 → L1 (prefix hits and swap-ins)."""
     l3_to_l2_blocks: int
     """KV blocks prefetched L3 → L2 (0 without L3)."""
+
+
+@dataclass(slots=True)
+class StepTotals:
+    """Running totals of one instance's steps (fields: as in ``InstanceStats``)."""
+
+    busy_s: float = 0.0
+    steps: int = 0
+    preemptions: int = 0
+    prefill_tokens: int = 0
+    decode_tokens: int = 0
+
+    def add(self, progress: Progress, seconds: float) -> None:
+        """A step or decode run that lasted ``seconds`` did ``progress``."""
+        self.busy_s += seconds
+        self.steps += progress.steps
+        self.prefill_tokens += progress.prefill_tokens
+        self.decode_tokens += progress.decode_tokens
+
+    def snapshot(
+        self, *, kv_utilization: float, l2_to_l1_blocks: int, l3_to_l2_blocks: int
+    ) -> InstanceStats:
+        """These totals with the instance's KV utilisation and link counters."""
+        return InstanceStats(
+            busy_s=self.busy_s,
+            steps=self.steps,
+            preemptions=self.preemptions,
+            prefill_tokens=self.prefill_tokens,
+            decode_tokens=self.decode_tokens,
+            kv_utilization=kv_utilization,
+            l2_to_l1_blocks=l2_to_l1_blocks,
+            l3_to_l2_blocks=l3_to_l2_blocks,
+        )
