@@ -48,11 +48,6 @@ class PrefixMatch:
         return len(self.from_l2)
 
     @property
-    def n_l1_blocks(self) -> int:
-        """Matched blocks L1 holds."""
-        return len(self.from_l2) - self.n_l2_blocks
-
-    @property
     def loads(self) -> bool:
         """Whether admitting with this match copies blocks L2 → L1 (the request waits)."""
         return self.n_l2_blocks > 0
