@@ -170,6 +170,11 @@ class EngineInstance:
         """Current simulated time (s)."""
         return self.kernel.now
 
+    @property
+    def l1_blocks(self) -> int:
+        """L1 capacity in KV blocks."""
+        return self.kv.l1.capacity
+
     def stats(self, until_s: float) -> InstanceStats:
         """This instance's totals so far, KV utilisation averaged from 0 to ``until_s``."""
         return self.totals.snapshot(
@@ -192,7 +197,7 @@ class EngineInstance:
             self.params,
             chunks_prompts=self.scheduler.chunks_prompts,
             decode_max_blocks=self.handoff.max_blocks if self.handoff is not None else None,
-            l1_blocks=self.kv.l1.capacity,
+            l1_blocks=self.l1_blocks,
         )
         if reason is not None:
             self.recorder.rejected(reason)
