@@ -183,25 +183,19 @@ def simulate(
         kernel, pool.instances, pool.router, source, recorder, sample_interval_s=sample_interval_s
     )
     cluster.run()
-    instances = pool.instances
     end = max((r.finish_s for r in recorder.records), default=kernel.now)
-    kv_util = float(np.mean([inst.kv_utilization(end) for inst in instances]))
+    stats = [inst.stats(end) for inst in pool.instances]
+    kv_util = float(np.mean([s.kv_utilization for s in stats]))
     diagnostics = {
         "events": float(kernel.n_events),
-        "steps": float(sum(inst.n_steps for inst in instances)),
-        "prefill_tokens": float(sum(inst.prefill_tokens for inst in instances)),
-        "decode_tokens": float(sum(inst.decode_tokens for inst in instances)),
+        "steps": float(sum(s.steps for s in stats)),
+        "prefill_tokens": float(sum(s.prefill_tokens for s in stats)),
+        "decode_tokens": float(sum(s.decode_tokens for s in stats)),
         "l1_blocks_per_instance": float(pool.l1_blocks),
         "l2_blocks_per_instance": float(pool.l2_blocks),
         "l3_blocks": float(pool.l3_blocks),
-        "l2_to_l1_blocks": float(sum(inst.load_link.n_blocks_moved for inst in instances)),
-        "l3_to_l2_blocks": float(
-            sum(
-                inst.prefetcher.channel.n_blocks_moved
-                for inst in instances
-                if inst.prefetcher is not None
-            )
-        ),
+        "l2_to_l1_blocks": float(sum(s.l2_to_l1_blocks for s in stats)),
+        "l3_to_l2_blocks": float(sum(s.l3_to_l2_blocks for s in stats)),
         "l3_blocks_written": float(sum(w.n_written for w in pool.l3_writers)),
         "l3_writes_dropped": float(sum(w.n_dropped for w in pool.l3_writers)),
         "out_of_order_arrivals": float(cluster.n_out_of_order),
@@ -211,10 +205,10 @@ def simulate(
     }
     summary = summarize(
         recorder,
-        busy_s=sum(inst.busy_s for inst in instances),
+        busy_s=sum(s.busy_s for s in stats),
         kv_utilization=kv_util,
-        n_gpu_engines=len(instances),
-        preemptions=sum(inst.n_preemptions for inst in instances),
+        n_gpu_engines=len(stats),
+        preemptions=sum(s.preemptions for s in stats),
         cost=cost,
         sample_interval_s=sample_interval_s,
         extra=diagnostics,

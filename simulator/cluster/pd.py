@@ -169,7 +169,7 @@ class PDCoordinator:
         self.times = times
         self.overlap = overlap
         self.n_layers = max(1, n_layers)
-        self.max_blocks = min(inst.kv.l1.capacity for inst in self.decode)
+        self.max_blocks = min(inst.l1_blocks for inst in self.decode)
         self.link_free_s = [0.0] * len(self.prefill)
         """When each prefill instance's sending link is next free."""
         self.recv_free_s = [0.0] * len(self.decode)

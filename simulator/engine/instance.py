@@ -39,15 +39,12 @@ k runs on the GPU, so a request queued after step k started is first admitted in
 the boundary after k it is not seen yet, unless nothing else could run (an idle loop admits at
 once). A preempted request re-queued during scheduling waits the same extra step.
 
-Decode runs: when a step is pure decode and nothing can change until a request finishes, L1
-runs out or an event arrives, the instance plans ``K`` steps at once and handles them in one
-event; an event arriving meanwhile cuts the run at the end of the step in progress. Evictions
-that decode growth causes during a run are applied when the run ends.
+Decode runs (``inflight.py``): a quiescent pure-decode step is planned as ``K`` steps handled
+in one event.
 """
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from collections.abc import Callable
 
@@ -56,33 +53,20 @@ from numpy.typing import NDArray
 
 from simulator.core import Kernel
 from simulator.engine.admission import AdmissionControl
+from simulator.engine.admit import Admitter, arrival_rejection
+from simulator.engine.inflight import InFlight
 from simulator.engine.invariants import check_instance
 from simulator.engine.kvmanager import KVManager
+from simulator.engine.kvuse import KvUseIntegral
 from simulator.engine.params import EngineParams
 from simulator.engine.prefetch import Prefetcher
-from simulator.engine.progress import (
-    Q_PREFETCH,
-    Q_SWAPPED,
-    Q_WAITING,
-    Progress,
-    apply_run,
-    apply_step,
-    hit_tokens,
-    record_of,
-)
+from simulator.engine.progress import Q_PREFETCH, Progress, apply_run, apply_step, record_of
 from simulator.engine.remote import Handoff, admit_remote
-from simulator.engine.request import (
-    FINISHED,
-    RUNNING,
-    SENDING,
-    SWAPPED,
-    WAITING,
-    EngineRequest,
-)
-from simulator.engine.scheduler import SCHEDULERS, Batch
-from simulator.engine.steps import StepTimer, decode_run_durations, memory_bound
+from simulator.engine.request import FINISHED, SENDING, SWAPPED, WAITING, EngineRequest
+from simulator.engine.scheduler import SCHEDULERS, Batch, StepPlan
+from simulator.engine.stats import InstanceStats, StepTotals
+from simulator.engine.steps import StepTimer, quiescent_decode_steps
 from simulator.engine.transfer import Channel, LoadLink
-from simulator.kvcache.policies.base import RequestContext
 from simulator.metrics import Recorder
 from simulator.workload.request import TraceRequest
 
@@ -132,6 +116,7 @@ class EngineInstance:
         self.admission = AdmissionControl(
             params.kv_admission, params.block_tokens, params.kv_conservativeness
         )
+        """The KV admission policy (its ratio state moves with steps, idling, preemptions)."""
         self.max_batched_tokens = params.max_batched_tokens
         self.max_running = params.max_running
         self.chunk_tokens = params.chunk_tokens
@@ -145,28 +130,18 @@ class EngineInstance:
         """Requests in the prefetch queue, by index (owned by the prefetcher)."""
         self.sending: dict[int, EngineRequest] = {}
         """PD prefill side: prefilled requests whose KV is held here until sent, by index."""
-        self.preempted_in_step = False
+        self.preempted: list[int] = []
+        """Indices of the requests preempted since the last step boundary."""
         self.admit_cutoff_s: float | None = None
         """Overlap scheduling: waiting requests queued after this time are not yet visible to
         the admission of the step being scheduled (set at a busy step boundary only)."""
-        # The step or decode run in progress: batch, absolute step end times, steps planned.
-        self._batch: Batch | None = None
-        self._ends: NDArray[np.float64] = np.empty(0)
-        self._start_s = 0.0
-        self._k = 0
-        self._end_token = -1
+        self.admitter = Admitter(self, self.admission, load_link, self.prefetcher)
+        self._run: InFlight | None = None
+        """The step or decode run in progress."""
         self._step_pending = False
         self._wake_token = -1
-        # Statistics.
-        self.busy_s = 0.0
-        self.n_steps = 0
-        self.n_events = 0
-        self.n_preemptions = 0
-        self.prefill_tokens = 0
-        self.decode_tokens = 0
-        self._kv_area = 0.0
-        self._kv_last_s = 0.0
-        self._kv_last_u = 0.0
+        self.totals = StepTotals()
+        self.kv_use = KvUseIntegral(kv.l1)
 
     # ----- views --------------------------------------------------------------------------------
     @property
@@ -195,36 +170,37 @@ class EngineInstance:
         """Current simulated time (s)."""
         return self.kernel.now
 
-    def kv_utilization(self, until_s: float) -> float:
-        """Time-averaged share of L1 held by in-flight requests from 0 to ``until_s``."""
-        area = self._kv_area + self._kv_last_u * max(0.0, until_s - self._kv_last_s)
-        return area / until_s if until_s > 0 else 0.0
+    @property
+    def l1_blocks(self) -> int:
+        """L1 capacity in KV blocks."""
+        return self.kv.l1.capacity
+
+    def stats(self, until_s: float) -> InstanceStats:
+        """This instance's totals so far, KV utilisation averaged from 0 to ``until_s``."""
+        return self.totals.snapshot(
+            kv_utilization=self.kv_use.average(until_s),
+            l2_to_l1_blocks=self.load_link.n_blocks_moved,
+            l3_to_l2_blocks=(
+                self.prefetcher.channel.n_blocks_moved if self.prefetcher is not None else 0
+            ),
+        )
 
     # ----- arrival and prefetch -----------------------------------------------------------------
     def on_arrival(self, trace: TraceRequest) -> None:
         """A request routed here arrives now."""
         now = self.kernel.now
         req = EngineRequest(trace, self.block_tokens, self.index, now)
-        total = req.prompt_len + req.output_len
-        if total > self.params.max_context_tokens:
-            self.recorder.rejected("longer than the model context")
-            return
-        if not self.scheduler.chunks_prompts and req.prompt_len > self.max_batched_tokens:
-            self.recorder.rejected(
-                "prompt longer than the step budget of an engine that does not chunk prefills "
-                "(raise max_batched_tokens or use the chunked scheduler)"
-            )
-            return
-        # Its KV peaks at prompt + output - 1 tokens (the last token is never processed); a PD
-        # prefill instance holds the prompt only and the decode side the rest.
-        bt = self.block_tokens
         if self.handoff is not None:
-            req.stop_at = 1
-            if -(-(total - 1) // bt) > self.handoff.max_blocks:
-                self.recorder.rejected("larger than the whole L1 cache of a decode instance")
-                return
-        if -(-(req.prompt_len + req.stop_at - 1) // bt) > self.kv.l1.capacity:
-            self.recorder.rejected("larger than the whole L1 cache")
+            req.stop_at = 1  # a PD prefill instance generates the first token only
+        reason = arrival_rejection(
+            req,
+            self.params,
+            chunks_prompts=self.scheduler.chunks_prompts,
+            decode_max_blocks=self.handoff.max_blocks if self.handoff is not None else None,
+            l1_blocks=self.l1_blocks,
+        )
+        if reason is not None:
+            self.recorder.rejected(reason)
             return
         self.recorder.arrived(now)
         self.recorder.load(now, self.index, 1)
@@ -247,7 +223,7 @@ class EngineInstance:
         del self.sending[req.index]
         req.state = FINISHED
         self.kv.release(req)
-        self._kv_mark(now)
+        self.kv_use.mark(now)
         self.recorder.load(now, self.index, -1)
         self._poke()
 
@@ -280,109 +256,18 @@ class EngineInstance:
     def admit(self, req: EngineRequest, max_tokens: int, *, whole: bool) -> int:
         """See ``SchedulerHost.admit``."""
         if req.state == SWAPPED:
-            return self._swap_in(req, max_tokens, whole=whole)
+            return self.admitter.swap_in(req, max_tokens, whole=whole)
         if req.remote is not None:
             return admit_remote(self, req)
-        kv = self.kv
-        tiers = kv.match_l12(req.blocks)
-        plan = self._plan(req, tiers, max_tokens, whole=whole)
-        if plan is None:
-            return -1
-        if req.prefetch is not None:
-            # Best effort: the GPU can take it now, so use what has arrived. Landing can only
-            # add L2 hits (rarely it evicts an unpinned one); if that makes it blocked, it waits
-            # at the head of the queue with the landed blocks pinned in L2.
-            assert self.prefetcher is not None
-            self.prefetcher.cut(req)
-            tiers = kv.match_l12(req.blocks)
-            plan = self._plan(req, tiers, max_tokens, whole=whole)
-            if plan is None:
-                return -1
-        cached, n = plan
-        self.waiting.popleft()
-        now = self.kernel.now
-        req.queue_s[Q_WAITING] += now - req.enqueue_s
-        trace = req.trace
-        ctx = RequestContext(
-            index=req.index,
-            timestamp_s=req.arrival_s,
-            n_blocks=len(req.blocks),
-            category=trace.type_id,
-            session=trace.session_id,
-        )
-        n_loaded = kv.admit(req, tiers, ctx)
-        kv.release_l2(req)
-        if req.cached_tokens is None:
-            req.cached_tokens = hit_tokens(req, tiers, cached, self.block_tokens)
-        req.processed = cached
-        req.ready_s = self.load_link.load(n_loaded, now)
-        req.start_s = req.ready_s
-        req.state = RUNNING
-        self.running.append(req)
-        if req.ready_s > now:
-            return 0
-        kv.grow(req, cached + n)
-        return n
-
-    def _plan(
-        self, req: EngineRequest, tiers: list[int], max_tokens: int, *, whole: bool
-    ) -> tuple[int, int] | None:
-        """(cached tokens, tokens this step) for admitting with ``tiers``, None if blocked."""
-        cached = self._cached_tokens(req, tiers)
-        remaining = req.prompt_len + req.generated - cached
-        loading = 2 in tiers
-        if whole and not loading and remaining > max_tokens:
-            return None
-        # While loading it runs nothing this step; its first chunk is still counted so the
-        # admission never depends on how fast the load is.
-        n = min(remaining, max_tokens)
-        need = self._immediate_need(req, tiers, cached + n)
-        need += self.admission.extra_blocks(self.running, req, cached + n)
-        if need > self.kv.l1.available():
-            return None
-        return cached, n
-
-    def _cached_tokens(self, req: EngineRequest, tiers: list[int]) -> int:
-        """Tokens of ``req`` the matched prefix ``tiers`` covers (the last one is recomputed)."""
-        target = req.prompt_len + req.generated
-        return min(len(tiers) * self.block_tokens, req.prompt_len, target - 1)
-
-    def _immediate_need(self, req: EngineRequest, tiers: list[int], tokens_after: int) -> int:
-        """L1 blocks admitting ``req`` with ``tiers`` takes now (pins plus its first step)."""
-        bt = self.block_tokens
-        return self.kv.admission_need(req.blocks, tiers) + max(
-            0, -(-tokens_after // bt) - len(tiers)
-        )
-
-    def _swap_in(self, req: EngineRequest, max_tokens: int, *, whole: bool) -> int:
-        kv = self.kv
-        n = min(req.remaining, max_tokens)
-        if whole and req.remaining > max_tokens:
-            return -1
-        bt = self.block_tokens
-        extra = -(-(req.processed + n) // bt) - -(-req.processed // bt)
-        extra += self.admission.extra_blocks(self.running, req, req.processed + n)
-        if kv.swap_in_need(req) + extra > kv.l1.available():
-            return -1
-        now = self.kernel.now
-        self.swapped.popleft()
-        req.queue_s[Q_SWAPPED] += now - req.enqueue_s
-        loaded = kv.swap_in(req)
-        req.ready_s = self.load_link.load(loaded, now)
-        req.state = RUNNING
-        self.running.append(req)
-        if req.ready_s > now:
-            return 0
-        kv.grow(req, req.processed + n)
-        return n
+        return self.admitter.admit_waiting(req, max_tokens, whole=whole)
 
     def _preempt(self, victim: EngineRequest) -> None:
         now = self.kernel.now
         self.running.remove(victim)
         self.admission.on_preempt(self.running)
         victim.preemptions += 1
-        self.n_preemptions += 1
-        self.preempted_in_step = True
+        self.totals.preemptions += 1
+        self.preempted.append(victim.index)
         victim.enqueue_s = now
         kv = self.kv
         if self.params.preemption == "swap" and victim.ready_s <= now:
@@ -401,20 +286,13 @@ class EngineInstance:
     # ----- stepping -----------------------------------------------------------------------------
     def _poke(self) -> None:
         """Something changed: schedule a step now if idle, or cut a decode run short."""
-        if self._batch is None:
+        run = self._run
+        if run is None:
             if not self._step_pending:
                 self._step_pending = True
                 self.kernel.at(self.kernel.now, self._step)
-        elif self._k > 1:
-            self._truncate()
-
-    def _truncate(self) -> None:
-        now = self.kernel.now
-        m = int(np.searchsorted(self._ends[: self._k], now, side="left")) + 1
-        if m < self._k:
-            self.kernel.cancel(self._end_token)
-            self._k = m
-            self._end_token = self.kernel.at(float(self._ends[m - 1]), self._end_run)
+        elif run.k > 1:
+            run.cut()
 
     def _wake(self) -> None:
         self._wake_token = -1
@@ -423,22 +301,23 @@ class EngineInstance:
     def _step(self) -> None:
         """At a step boundary with nothing in progress: schedule and start the next step."""
         self._step_pending = False
-        if self._batch is not None:
+        if self._run is not None:
             return
         now = self.kernel.now
-        self.preempted_in_step = False
+        self.preempted.clear()
         cutoff = self.admit_cutoff_s if self.running else None  # an idle engine takes all
         self.admit_cutoff_s = cutoff
-        batch = self.scheduler.schedule(self)
+        plan = self.scheduler.schedule(self)
         self.admit_cutoff_s = None
         unseen = cutoff is not None and self._queued_after(cutoff)
-        if unseen and not batch:
+        if unseen and not plan.tokens:
             # Nothing else could run: the engine loop is idle and admits them now.
-            batch = self.scheduler.schedule(self)
+            plan = self.scheduler.schedule(self)
             unseen = False
-        self._kv_mark(now)
+        self.kv_use.mark(now)
+        batch = plan.tokens
         if not batch:
-            if self.preempted_in_step:
+            if plan.preempted:
                 self._poke()  # preemption freed L1 but blocked admissions for this step
             else:
                 if not self.running:
@@ -446,15 +325,8 @@ class EngineInstance:
                 self._sleep()
             return
         # Requests not yet seen must get their turn at the next boundary, not after a run.
-        k = 1 if unseen else self._run_length(batch)
-        if k == 1:
-            pairs = [(req.processed, n) for req, n in batch.items()]
-            ends = np.array([now + self.timer.step_seconds(pairs)])
-        else:
-            cache_lens = [req.processed for req in batch]
-            ends = now + np.cumsum(decode_run_durations(self.timer, cache_lens, k))
-        self._batch, self._ends, self._start_s, self._k = batch, ends, now, k
-        self._end_token = self.kernel.at(float(ends[k - 1]), self._end_run)
+        k = 1 if unseen else self._run_length(plan)
+        self._run = InFlight(self.kernel, self.timer, batch, k, self._end_run)
 
     def _sleep(self) -> None:
         """Idle: wake when the first pending L2→L1 load completes (arrivals poke anyway)."""
@@ -462,38 +334,15 @@ class EngineInstance:
         if loading and self._wake_token < 0:
             self._wake_token = self.kernel.at(min(loading), self._wake)
 
-    def _run_length(self, batch: Batch) -> int:
-        """Steps the batch can repeat unchanged: 1 unless it is a quiescent pure decode."""
-        if self.preempted_in_step or len(batch) != len(self.running):
+    def _run_length(self, plan: StepPlan) -> int:
+        """Steps the plan can repeat unchanged: 1 unless it is a quiescent pure decode."""
+        batch = plan.tokens
+        if plan.preempted or len(batch) != len(self.running):
             return 1
-        if max(batch.values()) != 1:  # a prefill chunk (checked in C: batches are large)
-            return 1
-        for req in batch:
-            if not req.decoding:
-                return 1
-        k = min(MAX_RUN_STEPS, *(req.stop_at - req.generated for req in batch))
-        if k <= 1:
-            return 1
-        k = memory_bound(batch, k, self.block_tokens, self.kv.l1.available())
+        k = quiescent_decode_steps(batch, MAX_RUN_STEPS, self.block_tokens, self.kv.l1.available())
         if k > 1 and self.admission.policy == "reserve_estimate":
-            k = self._admission_bound(k)
+            k = self.admitter.head_fit_step(k, min(self.chunk_tokens, self.max_batched_tokens))
         return k
-
-    def _admission_bound(self, k: int) -> int:
-        """``reserve_estimate``: the decode run ends at the first step boundary where the
-        decaying ratio lets the waiting head in (no event marks that moment)."""
-        waiting = self.waiting
-        if not waiting or len(self.running) >= self.max_running or waiting[0].state != WAITING:
-            return k
-        head = waiting[0]
-        tiers = self.kv.match_l12(head.blocks)
-        cached = self._cached_tokens(head, tiers)
-        remaining = head.prompt_len + head.generated - cached
-        tokens_after = cached + min(remaining, self.chunk_tokens, self.max_batched_tokens)
-        need = self._immediate_need(head, tiers, tokens_after)
-        return self.admission.first_fit_step(
-            self.running, head, tokens_after, need=need, available=self.kv.l1.available(), k=k
-        )
 
     def _queued_after(self, time_s: float) -> bool:
         """Whether a waiting request was queued after ``time_s`` (FIFO: check both ends, a
@@ -502,49 +351,41 @@ class EngineInstance:
         return bool(waiting) and (waiting[-1].enqueue_s > time_s or waiting[0].enqueue_s > time_s)
 
     def _end_run(self) -> None:
-        batch, k = self._batch, self._k
-        assert batch is not None
-        self._batch = None
-        self.n_events += 1
-        ends = self._ends[:k]
+        run = self._run
+        assert run is not None
+        self._run = None
+        k, ends = run.k, run.step_ends()
         if self.params.overlap_scheduling:
             # The next step was scheduled when the last one started (module docstring).
-            self.admit_cutoff_s = float(ends[k - 2]) if k > 1 else self._start_s
+            self.admit_cutoff_s = float(ends[k - 2]) if k > 1 else run.start_s
         if k == 1:
-            self._commit_step(batch, float(ends[0]))
+            self._commit_step(run.batch, run.start_s, float(ends[0]))
         else:
-            self._commit_run(batch, ends)
+            self._commit_run(run.batch, run.start_s, ends)
         if self.check_invariants_each_step:
             self.check_invariants()
         self._step()
 
     # ----- commits ------------------------------------------------------------------------------
-    def _account(self, progress: Progress, end_s: float) -> None:
-        self.busy_s += end_s - self._start_s
+    def _account(self, progress: Progress, start_s: float, end_s: float) -> None:
+        self.totals.add(progress, end_s - start_s)
         if progress.decode_tokens:
             self.admission.on_decode_steps(progress.steps)
-        self.n_steps += progress.steps
-        self.prefill_tokens += progress.prefill_tokens
-        self.decode_tokens += progress.decode_tokens
 
-    def _commit_step(self, batch: Batch, end_s: float) -> None:
+    def _commit_step(self, batch: Batch, start_s: float, end_s: float) -> None:
         """Apply one step that ended at ``end_s`` (now)."""
         progress = apply_step(batch, end_s, self.kv, self.recorder)
-        self._account(progress, end_s)
-        self._kv_mark(end_s)
+        self._account(progress, start_s, end_s)
+        self.kv_use.mark(end_s)
         for req in progress.done:
             self._finish(req, end_s)
 
-    def _commit_run(self, batch: Batch, ends: NDArray[np.float64]) -> None:
+    def _commit_run(self, batch: Batch, start_s: float, ends: NDArray[np.float64]) -> None:
         """Apply ``len(ends)`` identical decode steps (a decode run)."""
         end_s = float(ends[-1])
-        u0 = self._kv_last_u
         progress = apply_run(batch, ends, self.kv, self.recorder)
-        self._account(progress, end_s)
-        # KV use grew roughly linearly through the run: integrate with the trapezoid rule.
-        u1 = self.kv.l1.in_use() / self.kv.l1.capacity
-        self._kv_area += 0.5 * (u0 + u1) * (end_s - self._kv_last_s)
-        self._kv_last_s, self._kv_last_u = end_s, u1
+        self._account(progress, start_s, end_s)
+        self.kv_use.run_ended(end_s)
         for req in progress.done:
             self._finish(req, end_s)
 
@@ -559,31 +400,15 @@ class EngineInstance:
         req.state = FINISHED
         req.finish_s = now
         self.kv.release(req)
-        self._kv_mark(now)
+        self.kv_use.mark(now)
         self.recorder.load(now, self.index, -1)
         self.recorder.finished(record_of(req, self.index))
         if self.on_finish is not None:
             self.on_finish(req)
 
-    def _kv_mark(self, now: float) -> None:
-        self._kv_area += self._kv_last_u * (now - self._kv_last_s)
-        self._kv_last_s = now
-        self._kv_last_u = self.kv.l1.in_use() / self.kv.l1.capacity
-
     # ----- invariants ---------------------------------------------------------------------------
-    def requests(self) -> list[EngineRequest]:
-        """Every request this instance holds, in any queue."""
-        return [
-            *self.prefetching.values(),
-            *self.waiting,
-            *self.running,
-            *self.swapped,
-            *self.sending.values(),
-        ]
-
     def check_invariants(self) -> None:
         """Raise ``AssertionError`` if queues, states or block accounting disagree
         (``invariants.check_instance``; meant for tests)."""
         check_instance(self)
-        if math.isnan(self._kv_area):
-            raise AssertionError("KV utilisation integral is NaN")
+        self.kv_use.check()

@@ -14,12 +14,13 @@ from typing import TYPE_CHECKING
 from simulator.engine.request import PREFETCHING, RUNNING, SENDING, SWAPPED, WAITING
 
 if TYPE_CHECKING:
-    from simulator.engine.instance import EngineInstance
+    from simulator.engine.host import Host
+    from simulator.engine.request import EngineRequest
 
 __all__ = ["check_instance"]
 
 
-def check_instance(inst: EngineInstance) -> None:
+def check_instance(inst: Host) -> None:
     """Raise ``AssertionError`` naming the first inconsistency of ``inst`` found."""
     expected = (
         (inst.prefetching.values(), PREFETCHING),
@@ -29,8 +30,10 @@ def check_instance(inst: EngineInstance) -> None:
         (inst.sending.values(), SENDING),
     )
     seen: set[int] = set()
+    held: list[EngineRequest] = []
     for queue, state in expected:
         for req in queue:
+            held.append(req)
             if req.state != state:
                 raise AssertionError(f"{req} in the wrong queue (expected state {state})")
             if id(req) in seen:
@@ -43,4 +46,4 @@ def check_instance(inst: EngineInstance) -> None:
                 raise AssertionError(f"{req}: finished but still queued")
     if len(inst.running) > inst.max_running:
         raise AssertionError("more running requests than max_running")
-    inst.kv.check(inst.requests())
+    inst.kv.check(held)

@@ -23,12 +23,34 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from simulator.engine.request import RUNNING, SENDING, SWAPPED, EngineRequest
 from simulator.engine.tiers import CacheTier, EvictSink
 from simulator.kvcache.policies.base import RequestContext
 
-__all__ = ["KVManager"]
+__all__ = ["KVManager", "PrefixMatch"]
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixMatch:
+    """The longest prefix of a request's blocks cached in L1 ∪ L2 (``KVManager.match_l12``)."""
+
+    from_l2: tuple[bool, ...]
+    """Per matched block, in prompt order: True if only L2 holds it (admission copies it up
+    over PCIe), False if L1 does."""
+    n_l2_blocks: int
+    """Matched blocks only L2 holds (``from_l2.count(True)``)."""
+
+    @property
+    def n_blocks(self) -> int:
+        """Blocks matched, a prefix of the request's ``blocks``."""
+        return len(self.from_l2)
+
+    @property
+    def loads(self) -> bool:
+        """Whether admitting with this match copies blocks L2 → L1 (the request waits)."""
+        return self.n_l2_blocks > 0
 
 
 class KVManager:
@@ -62,18 +84,21 @@ class KVManager:
                 l1.on_evict = self._to_l3
 
     # ----- matching -----------------------------------------------------------------------------
-    def match_l12(self, blocks: Sequence[int]) -> list[int]:
-        """Tier (1 or 2) of each block of the longest prefix cached in L1 ∪ L2 (read-only)."""
+    def match_l12(self, blocks: Sequence[int]) -> PrefixMatch:
+        """The longest prefix of ``blocks`` cached in L1 ∪ L2 and where each block is
+        (read-only)."""
         l1_has, l2 = self.l1.has, self.l2
-        tiers: list[int] = []
+        from_l2: list[bool] = []
+        n_l2 = 0
         for block in blocks:
             if l1_has(block):
-                tiers.append(1)
+                from_l2.append(False)
             elif l2 is not None and l2.has(block):
-                tiers.append(2)
+                from_l2.append(True)
+                n_l2 += 1
             else:
                 break
-        return tiers
+        return PrefixMatch(tuple(from_l2), n_l2)
 
     def l3_candidates(self, blocks: Sequence[int]) -> tuple[int, list[int]]:
         """For the longest prefix cached in L1 ∪ L2 ∪ L3: its length, and its L3-only blocks."""
@@ -93,12 +118,12 @@ class KVManager:
         return length, fetch
 
     # ----- admission ----------------------------------------------------------------------------
-    def admission_need(self, blocks: Sequence[int], tiers: Sequence[int]) -> int:
-        """L1 slots that pinning the matched prefix ``blocks[:len(tiers)]`` consumes."""
+    def admission_need(self, blocks: Sequence[int], match: PrefixMatch) -> int:
+        """L1 slots that pinning the matched prefix ``blocks[:match.n_blocks]`` consumes."""
         pins = self.l1.pins
-        return sum(1 for block in blocks[: len(tiers)] if block not in pins)
+        return sum(1 for block in blocks[: match.n_blocks] if block not in pins)
 
-    def admit(self, req: EngineRequest, tiers: Sequence[int], ctx: RequestContext) -> int:
+    def admit(self, req: EngineRequest, match: PrefixMatch, ctx: RequestContext) -> int:
         """Pin the matched prefix in L1, copying its L2 blocks up; return how many were copied.
 
         The caller checked ``admission_need`` against ``l1.available()``.
@@ -107,24 +132,25 @@ class KVManager:
         policy = l1.policy
         policy.set_request_ctx(ctx)
         policy.record_request(req.blocks)
-        matched = req.blocks[: len(tiers)]
+        from_l2 = match.from_l2
+        matched = req.blocks[: len(from_l2)]
         # Pin the L1 hits first so that making room for the L2 copies cannot evict them, and pin
         # the L2 sources so that write-back from L1 cannot push them out of L2 mid-copy.
-        for block, tier in zip(matched, tiers, strict=True):
-            if tier == 1:
+        for block, in_l2 in zip(matched, from_l2, strict=True):
+            if not in_l2:
                 l1.pin(block)
             elif l2 is not None:
                 l2.pin(block)
         n_loaded = 0
-        for block, tier in zip(matched, tiers, strict=True):
-            if tier == 2:
+        for block, in_l2 in zip(matched, from_l2, strict=True):
+            if in_l2:
                 l1.add_pinned(block)
                 n_loaded += 1
         if l2 is not None and n_loaded:
-            l2.unpin_all(b for b, t in zip(matched, tiers, strict=True) if t == 2)
+            l2.unpin_all(b for b, in_l2 in zip(matched, from_l2, strict=True) if in_l2)
         for block in reversed(matched):
             l1.touch(block)
-        req.n_pinned = len(tiers)
+        req.n_pinned = len(from_l2)
         return n_loaded
 
     # ----- growth -------------------------------------------------------------------------------

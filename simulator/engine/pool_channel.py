@@ -105,10 +105,6 @@ class SharedPoolChannel:
         self.n_blocks_moved += got
         return got
 
-    def seconds_alone(self, n_blocks: int) -> float:
-        """Duration of a read of ``n_blocks`` with nothing else in flight."""
-        return self.latency_s + n_blocks * self.bytes_per_block / self.bytes_per_s
-
     def __len__(self) -> int:
         """Reads sharing the bandwidth now (those still in their latency excluded)."""
         return len(self._active)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.engine.kvmanager import KVManager
+from simulator.engine.kvmanager import KVManager, PrefixMatch
 from simulator.engine.request import EngineRequest
 from simulator.engine.scheduler import Batch
 from simulator.metrics import Recorder, RequestRecord
@@ -106,18 +106,17 @@ def apply_run(
 
 
 def hit_tokens(
-    req: EngineRequest, tiers: list[int], cached: int, block_tokens: int
+    req: EngineRequest, match: PrefixMatch, cached: int, block_tokens: int
 ) -> tuple[int, int, int]:
-    """Prompt tokens of ``req`` served from L1, L2 and L3 when it is admitted with the matched
-    ``tiers`` (1 or 2 per block) and ``cached`` tokens skipped; L2 blocks its prefetch brought
-    count as L3. Tokens beyond ``cached`` (the recomputed last token, a cap) are taken from the
-    lowest tier first."""
+    """Prompt tokens of ``req`` served from L1, L2 and L3 when it is admitted with ``match``
+    and ``cached`` tokens skipped; L2 blocks its prefetch brought count as L3. Tokens beyond
+    ``cached`` (the recomputed last token, a cap) are taken from the lowest tier first."""
     bt, prompt = block_tokens, req.prompt_len
     counts = [0, 0, 0]
     l3 = req.l3_blocks
-    for i, (block, tier) in enumerate(zip(req.blocks, tiers, strict=False)):
+    for i, (block, in_l2) in enumerate(zip(req.blocks, match.from_l2, strict=False)):
         size = min(prompt, (i + 1) * bt) - i * bt
-        slot = 2 if (tier == 2 and block in l3) else tier - 1
+        slot = (2 if block in l3 else 1) if in_l2 else 0
         counts[slot] += size
     surplus = sum(counts) - cached
     for slot in (2, 1, 0):

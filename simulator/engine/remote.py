@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
+from simulator.engine.host import Host
 from simulator.engine.progress import Q_WAITING
 from simulator.engine.request import RUNNING, EngineRequest
 from simulator.kvcache.policies.base import RequestContext
@@ -70,7 +71,7 @@ def continuation(req: EngineRequest, instance: int, block_tokens: int) -> Engine
     return new
 
 
-def blocks_to_move(inst: EngineInstance, req: EngineRequest) -> int:
+def blocks_to_move(inst: Host, req: EngineRequest) -> int:
     """Prompt blocks of ``req`` that ``inst`` does not hold in L1 (distinct cacheable blocks,
     plus the anonymous blocks of a prompt longer than its block ids)."""
     has = inst.kv.l1.has
@@ -79,7 +80,7 @@ def blocks_to_move(inst: EngineInstance, req: EngineRequest) -> int:
     return missing + max(0, n_blocks - len(req.blocks))
 
 
-def admit_remote(inst: EngineInstance, req: EngineRequest) -> int:
+def admit_remote(inst: Host, req: EngineRequest) -> int:
     """Admit the head of ``inst``'s waiting queue, a handed-off request (see the module
     docstring); return 1 if its KV is already here (it decodes this step), 0 if it is on its
     way, -1 if L1 cannot hold its prompt and first decode token now (nothing changes)."""
@@ -89,7 +90,7 @@ def admit_remote(inst: EngineInstance, req: EngineRequest) -> int:
     if kv.grow_need(req, prompt + 1) > kv.l1.available():
         remote.blocked()
         return -1
-    now = inst.kernel.now
+    now = inst.now
     inst.waiting.popleft()
     req.queue_s[Q_WAITING] += now - req.enqueue_s
     trace = req.trace

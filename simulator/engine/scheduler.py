@@ -1,7 +1,8 @@
 """Batch scheduling policies: one code path that gives each request a number of tokens per step.
 
-A scheduler looks at the instance's queues and budgets and returns the next batch as
-``{request: n_tokens}`` (vLLM v1's ``SchedulerOutput`` idea): there is no separate prefill or
+A scheduler looks at the instance's queues and budgets and returns the next step as a
+``StepPlan``: ``{request: n_tokens}`` plus the requests it preempted (vLLM v1's
+``SchedulerOutput`` idea): there is no separate prefill or
 decode phase, a request simply gets ``n`` tokens — its whole remaining prompt, a chunk of it, or
 the one token of a decode step. Memory is taken through the host while scheduling: ``grow``
 allocates L1 blocks for a running request (preempting from the tail of the running queue when
@@ -31,14 +32,26 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections import deque
+from dataclasses import dataclass
 from typing import ClassVar, Protocol
 
 from simulator.engine.request import RUNNING, EngineRequest
 
-__all__ = ["SCHEDULERS", "Batch", "Scheduler", "SchedulerHost"]
+__all__ = ["SCHEDULERS", "Batch", "Scheduler", "SchedulerHost", "StepPlan"]
 
 Batch = dict[EngineRequest, int]
 """Tokens each request processes in the next step (insertion order = scheduling order)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StepPlan:
+    """What a scheduler decided for the next step."""
+
+    tokens: Batch
+    """Tokens each request processes (empty: nothing can run now)."""
+    preempted: tuple[int, ...]
+    """Indices of the requests preempted since the step boundary, in order (their L1 blocks
+    were freed or swapped out; none is in ``tokens``)."""
 
 
 class SchedulerHost(Protocol):
@@ -50,8 +63,9 @@ class SchedulerHost(Protocol):
     max_batched_tokens: int
     max_running: int
     chunk_tokens: int
-    preempted_in_step: bool
-    """Whether a preemption happened while building the current batch."""
+    preempted: list[int]
+    """Indices of the requests preempted since the step boundary (while building this batch;
+    no request is admitted in a step that preempted one)."""
     admit_cutoff_s: float | None
     """Overlap scheduling: waiting requests queued after this time are not visible to this
     step's admission (None = all are)."""
@@ -82,14 +96,14 @@ class Scheduler(ABC):
     """Whether a prompt longer than the step budget can run, over several steps."""
 
     @abstractmethod
-    def schedule(self, host: SchedulerHost) -> Batch:
-        """The next batch; empty when nothing can run now."""
+    def schedule(self, host: SchedulerHost) -> StepPlan:
+        """The next step; its ``tokens`` are empty when nothing can run now."""
 
     @staticmethod
     def _admit(host: SchedulerHost, batch: Batch, budget: int, cap: int, *, whole: bool) -> int:
         """Admit from the swapped queue, then (only when it is empty) the waiting queue, whose
         requests queued after ``host.admit_cutoff_s`` are not seen yet."""
-        if host.preempted_in_step:
+        if host.preempted:
             return budget
         cutoff = host.admit_cutoff_s
         for queue in (host.swapped, host.waiting):
@@ -133,9 +147,13 @@ class Scheduler(ABC):
     def _live(host: SchedulerHost, batch: Batch) -> Batch:
         # A request scheduled early in the step may have been preempted later in it (only
         # when the step preempted one).
-        if not host.preempted_in_step:
+        if not host.preempted:
             return batch
         return {req: n for req, n in batch.items() if req.state == RUNNING}
+
+    @classmethod
+    def _plan(cls, host: SchedulerHost, batch: Batch) -> StepPlan:
+        return StepPlan(cls._live(host, batch), tuple(host.preempted))
 
 
 class ChunkedScheduler(Scheduler):
@@ -143,12 +161,12 @@ class ChunkedScheduler(Scheduler):
 
     name: ClassVar[str] = "chunked"
 
-    def schedule(self, host: SchedulerHost) -> Batch:
+    def schedule(self, host: SchedulerHost) -> StepPlan:
         batch: Batch = {}
         cap = host.chunk_tokens
         budget = self._run(host, batch, host.max_batched_tokens, cap, None)
         self._admit(host, batch, budget, cap, whole=False)
-        return self._live(host, batch)
+        return self._plan(host, batch)
 
 
 class DecodeFirstScheduler(Scheduler):
@@ -157,13 +175,13 @@ class DecodeFirstScheduler(Scheduler):
     name: ClassVar[str] = "decode_first"
     chunks_prompts: ClassVar[bool] = False
 
-    def schedule(self, host: SchedulerHost) -> Batch:
+    def schedule(self, host: SchedulerHost) -> StepPlan:
         batch: Batch = {}
         budget = host.max_batched_tokens
         budget = self._run(host, batch, budget, budget, True)
         budget = self._run(host, batch, budget, budget, False)
         self._admit(host, batch, budget, budget, whole=True)
-        return self._live(host, batch)
+        return self._plan(host, batch)
 
 
 class PrefillFirstScheduler(Scheduler):
@@ -171,16 +189,16 @@ class PrefillFirstScheduler(Scheduler):
 
     name: ClassVar[str] = "prefill_first"
 
-    def schedule(self, host: SchedulerHost) -> Batch:
+    def schedule(self, host: SchedulerHost) -> StepPlan:
         batch: Batch = {}
         budget = host.max_batched_tokens
         budget = self._run(host, batch, budget, budget, False)
         self._admit(host, batch, budget, budget, whole=True)
         batch = self._live(host, batch)
         if batch:
-            return batch
+            return StepPlan(batch, tuple(host.preempted))
         self._run(host, batch, host.max_batched_tokens, 1, True)
-        return self._live(host, batch)
+        return self._plan(host, batch)
 
 
 #: Every scheduling policy by name; ``ServingConfig.scheduler`` takes one of these keys.

@@ -18,7 +18,7 @@ elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
@@ -27,7 +27,13 @@ from numpy.typing import NDArray
 if TYPE_CHECKING:
     from simulator.engine.request import EngineRequest
 
-__all__ = ["DecodeRunTimer", "StepTimer", "decode_run_durations", "memory_bound"]
+__all__ = [
+    "DecodeRunTimer",
+    "StepTimer",
+    "decode_run_durations",
+    "memory_bound",
+    "quiescent_decode_steps",
+]
 
 #: Largest relative deviation from linear interpolation accepted inside a decode run.
 REL_TOL = 0.002
@@ -78,6 +84,23 @@ def decode_run_durations(
         return out
     _fill(out, at, lo=0, hi=n_steps - 1, f_lo=at(0), f_hi=at(n_steps - 1), rel_tol=rel_tol)
     return out
+
+
+def quiescent_decode_steps(
+    batch: Mapping[EngineRequest, int], max_steps: int, block_tokens: int, budget: int
+) -> int:
+    """Steps a batch of every running request can repeat unchanged, at most ``max_steps``:
+    1 unless every request decodes (one token each), else until the first one finishes or
+    the KV growth exceeds ``budget`` free + evictable L1 blocks (``memory_bound``)."""
+    if max(batch.values()) != 1:  # a prefill chunk (checked in C: batches are large)
+        return 1
+    for req in batch:
+        if not req.decoding:
+            return 1
+    k = min(max_steps, *(req.stop_at - req.generated for req in batch))
+    if k <= 1:
+        return 1
+    return memory_bound(batch, k, block_tokens, budget)
 
 
 def memory_bound(batch: Iterable[EngineRequest], k: int, block_tokens: int, budget: int) -> int:

@@ -142,21 +142,6 @@ class PrefetchChannel:
         """Duration of an unqueued transfer of ``n_blocks``."""
         return self.seconds_for(n_blocks * self.bytes_per_block)
 
-    def finish_time(self, transfer: Transfer) -> float:
-        """When ``transfer`` will have fully arrived if nothing ahead of it is cancelled."""
-        now = self.kernel.now
-        ready = now
-        for queued in self._queue:
-            if queued.start_s >= 0:
-                ready = queued.end_s
-            else:
-                # Writes handed over later are unknown; those already queued are counted.
-                free = self.clock.free_at if self.clock is not None else now
-                ready = max(ready, now, free) + self.seconds(len(queued.blocks))
-            if queued is transfer:
-                return ready
-        raise ValueError("transfer is not on this channel")
-
     def arrived(self, transfer: Transfer) -> int:
         """Blocks of ``transfer`` delivered by now (prefix order)."""
         now = self.kernel.now

@@ -145,9 +145,9 @@ def test_preemption_happens_when_and_only_when_l1_is_exhausted(
 
     def spy(self: EngineInstance, req: EngineRequest, n_tokens: int) -> bool:
         need = self.kv.grow_need(req, req.processed + n_tokens)
-        available, before = self.kv.l1.available(), self.n_preemptions
+        available, before = self.kv.l1.available(), self.totals.preemptions
         ok = original(self, req, n_tokens)
-        calls.append((need, available, self.n_preemptions - before))
+        calls.append((need, available, self.totals.preemptions - before))
         return ok
 
     monkeypatch.setattr(EngineInstance, "grow", spy)

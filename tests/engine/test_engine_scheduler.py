@@ -9,7 +9,7 @@ from engine_helpers import make_rig, request
 
 from simulator.engine import SCHEDULERS, LinearLatency
 from simulator.engine.instance import EngineInstance
-from simulator.engine.scheduler import Batch
+from simulator.engine.scheduler import StepPlan
 from simulator.metrics import Recorder
 
 
@@ -18,11 +18,11 @@ def _record_batches(instance: EngineInstance) -> list[dict[int, int]]:
     seen: list[dict[int, int]] = []
     schedule = instance.scheduler.schedule
 
-    def spy(host: EngineInstance) -> Batch:
-        batch = schedule(host)
-        if batch:
-            seen.append({req.index: n for req, n in batch.items()})
-        return batch
+    def spy(host: EngineInstance) -> StepPlan:
+        plan = schedule(host)
+        if plan.tokens:
+            seen.append({req.index: n for req, n in plan.tokens.items()})
+        return plan
 
     instance.scheduler.schedule = spy  # type: ignore[method-assign,assignment]
     return seen

@@ -1,0 +1,61 @@
+"""The step or decode run in progress on one instance, handled as one kernel event at its end.
+
+A step of ``batch`` that starts now ends when the step timer says. Decode runs: when a step is
+pure decode and nothing can change until a request finishes, L1 runs out or an event arrives,
+the instance plans ``k`` steps at once (``steps.quiescent_decode_steps``), ending at the last of
+their cumulative step ends (``steps.decode_run_durations``); an event arriving meanwhile cuts
+the run at the end of the step in progress (``cut``). Evictions that decode growth causes
+during a run are applied when the run ends. What this module is not: it does not choose
+batches or run lengths, and it does not apply what the steps did (``progress.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simulator.core import Kernel
+from simulator.engine.scheduler import Batch
+from simulator.engine.steps import StepTimer, decode_run_durations
+
+__all__ = ["InFlight"]
+
+
+class InFlight:
+    """``k`` steps of ``batch`` from ``start_s``; ``on_end`` is called when the last ends."""
+
+    __slots__ = ("_kernel", "_on_end", "_token", "batch", "ends", "k", "start_s")
+
+    def __init__(
+        self, kernel: Kernel, timer: StepTimer, batch: Batch, k: int, on_end: Callable[[], None]
+    ) -> None:
+        now = kernel.now
+        if k == 1:
+            pairs = [(req.processed, n) for req, n in batch.items()]
+            ends = np.array([now + timer.step_seconds(pairs)])
+        else:
+            cache_lens = [req.processed for req in batch]
+            ends = now + np.cumsum(decode_run_durations(timer, cache_lens, k))
+        self.batch = batch
+        self.ends: NDArray[np.float64] = ends
+        """Absolute end time (s) of each planned step; the first ``k`` are still planned."""
+        self.start_s = now
+        self.k = k
+        self._kernel, self._on_end = kernel, on_end
+        self._token = kernel.at(float(ends[k - 1]), on_end)
+
+    def cut(self) -> None:
+        """Something changed now: end the run with the step in progress (a no-op when that
+        is its last step)."""
+        kernel = self._kernel
+        m = int(np.searchsorted(self.ends[: self.k], kernel.now, side="left")) + 1
+        if m < self.k:
+            kernel.cancel(self._token)
+            self.k = m
+            self._token = kernel.at(float(self.ends[m - 1]), self._on_end)
+
+    def step_ends(self) -> NDArray[np.float64]:
+        """End times (s) of the steps that run, in order."""
+        return self.ends[: self.k]
