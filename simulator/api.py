@@ -40,14 +40,12 @@ from simulator.metrics import (
     LATENCY_METRICS,
     SUMMARY_STATS,
     Cost,
-    QueueSamples,
-    Recorder,
-    RequestRecord,
     Summary,
     metrics_for_slo,
     per_request_ms,
     summarize,
 )
+from simulator.records import QueueSamples, Recorder, RequestRecord
 from simulator.workload.source import RequestSource
 
 __all__ = ["SimResult", "WorkloadBuilder", "build_source", "simulate"]
