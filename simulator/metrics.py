@@ -5,8 +5,9 @@ The engine appends one ``RequestRecord`` per finished request to a ``Recorder``
 the system over time; ``summarize`` turns that into a ``Summary`` (latency percentiles in
 milliseconds, throughput, per-tier hit ratios, utilisation, cost). ``metrics_for_slo``
 flattens a summary into the names the ``slo`` package reads (``ttft_ms.p90``,
-``output_tokens_per_s``, ``usd_per_hour``, …) and ``per_request_ms`` gives the per-request arrays ``slo.attainment`` needs. The simulator does
-not import ``slo``: the optimizer joins the two.
+``output_tokens_per_s``, ``usd_per_hour``, …) and ``per_request_ms`` gives the per-request
+arrays ``slo.attainment`` needs. The simulator does not import ``slo``: the optimizer joins
+the two.
 
 Definitions (all times in seconds inside, milliseconds in the summary):
 
