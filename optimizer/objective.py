@@ -25,7 +25,6 @@ ranks an infeasible trial below every feasible one through the constraints.
 
 from __future__ import annotations
 
-import copy
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -149,14 +148,6 @@ class TrialEvaluator:
         self.scalar_metrics = list(
             dict.fromkeys([*spec.required_metrics(), *SCALAR_METRICS, "capacity_requests_per_s"])
         )
-
-    def with_workload(self, workload: WorkloadBuilder) -> TrialEvaluator:
-        """The same evaluator on another workload (planning re-runs at other loads)."""
-        clone = copy.copy(self)
-        clone.workload = workload
-        clone._memo = {}
-        clone._shape_cache = None
-        return clone
 
     def _placeholder_metrics(self) -> dict[str, float]:
         return dict.fromkeys(self.spec.required_metrics(), 1.0)

@@ -52,9 +52,6 @@ class BackendPreset(BaseModel):
     scheduler: Literal["prefill_first", "decode_first", "chunked"] = Field(
         description="Batch composition policy (the engine's Scheduler family name)."
     )
-    queue_order: Literal["fcfs", "lpm", "priority"] = Field(
-        default="fcfs", description="Order of the waiting queue."
-    )
     kv_block_tokens: int = Field(ge=1, description="Tokens per KV-cache block (page).")
     prefix_caching: bool = Field(
         default=True, description="Whether automatic prefix caching is on by default."
