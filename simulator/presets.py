@@ -18,9 +18,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from simulator.engine.admission import KvAdmission
+from simulator.engine.scheduler import SCHEDULERS
 from simulator.latency.compose import ComposeParams
 from simulator.latency.memory import MemoryAccounting, MemoryParams
 from slo.inputfile import InputError, load_mapping, validate
@@ -49,9 +50,18 @@ class BackendPreset(BaseModel):
         ge=1, description="Largest prefill chunk of one request in one step, in tokens."
     )
     max_running_requests: int = Field(ge=1, description="Most requests scheduled in one step.")
-    scheduler: Literal["prefill_first", "decode_first", "chunked"] = Field(
-        description="Batch composition policy (the engine's Scheduler family name)."
+    scheduler: str = Field(
+        description="Batch composition policy: a name of the engine's Scheduler family "
+        f"({', '.join(SCHEDULERS)})."
     )
+
+    @field_validator("scheduler")
+    @classmethod
+    def _known_scheduler(cls, value: str) -> str:
+        if value not in SCHEDULERS:  # the registry is the one list of names
+            raise ValueError(f"unknown scheduler {value!r}; known: {', '.join(SCHEDULERS)}")
+        return value
+
     kv_block_tokens: int = Field(ge=1, description="Tokens per KV-cache block (page).")
     prefix_caching: bool = Field(
         default=True, description="Whether automatic prefix caching is on by default."

@@ -64,7 +64,7 @@ def test_unknown_name_suggests() -> None:
     [
         ("kv_block_tokens: 0\n", "kv_block_tokens: Input should be greater than or equal to 1"),
         ("max_batch: 3\n", "max_batch: unknown key"),
-        ("scheduler: fastest\n", "scheduler: Input should be"),
+        ("scheduler: fastest\n", "scheduler: unknown scheduler 'fastest'"),
     ],
 )
 def test_bad_fields_are_one_line(tmp_path: Path, text: str, expected: str) -> None:
