@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 
 from simulator.api import SimResult, simulate
 from simulator.config import ServingConfig
-from simulator.metrics import RequestRecord
+from simulator.records import RequestRecord
 from simulator.workload.bundled import bundled_trace_path
 from simulator.workload.spec import WorkloadSpec
 

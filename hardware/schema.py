@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from hardware.checkpoints import RECIPES, Checkpoint, resolve_checkpoint
 from slo.inputfile import InputError
+from slo.units import HOURS_PER_MONTH
 
 __all__ = [
     "BYTES_PER_ELEMENT",
@@ -177,7 +178,6 @@ class StorageTierSpec(_Frozen):
 
 
 #: Hours in an average month (8760 / 12), used for every monthly price.
-HOURS_PER_MONTH = 730.0
 
 
 class ModelSpec(_Frozen):

@@ -46,7 +46,7 @@ from simulator.capacity import Capacity, capacity_search
 from simulator.cluster.overlong import OverlongPolicy
 from simulator.config import ServingConfig
 from simulator.give_up import MissRule
-from slo import SloSpec, attainment, evaluate, slo_met_mask
+from slo import SloSpec, attainment, check_budget, evaluate, slo_met_mask
 
 __all__ = [
     "INFEASIBLE_LATENCY",
@@ -335,14 +335,16 @@ class TrialEvaluator:
         return metrics
 
     def _over_budget(self, usd_per_hour: float, gpus: int) -> str:
-        budget = self.spec.budget
-        if budget.usd_per_hour is not None and usd_per_hour > budget.usd_per_hour:
-            return f"costs USD {usd_per_hour:.2f}/h > budget USD {budget.usd_per_hour:g}/h"
-        monthly = usd_per_hour * 730.0
-        if budget.usd_per_month is not None and monthly > budget.usd_per_month:
-            return f"costs USD {monthly:,.0f}/month > budget USD {budget.usd_per_month:,.0f}"
-        if budget.max_gpus is not None and gpus > budget.max_gpus:
-            return f"uses {gpus} GPUs > budget of {budget.max_gpus}"
+        """Why the cost alone breaks the SLO file's budget ('' if it does not), by the same
+        rule ``slo.evaluate`` applies after a simulation (``slo.check_budget``)."""
+        for limit in check_budget({"usd_per_hour": usd_per_hour, "gpus": gpus}, self.spec):
+            if limit.violation <= 0:
+                continue
+            if limit.name == "budget.usd_per_hour":
+                return f"costs USD {usd_per_hour:.2f}/h > budget USD {limit.limit:g}/h"
+            if limit.name == "budget.usd_per_month":
+                return f"costs USD {limit.measured:,.0f}/month > budget USD {limit.limit:,.0f}"
+            return f"uses {gpus} GPUs > budget of {limit.limit:g}"
         return ""
 
     def _infeasible(self, reason: str, *, usd_per_hour: float, gpus: float) -> Evaluation:

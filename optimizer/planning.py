@@ -29,6 +29,7 @@ from optimizer.report_sections import Planning
 from optimizer.results import StudyResult
 from simulator.capacity import capacity_search
 from slo.inputfile import InputError
+from slo.units import HOURS_PER_MONTH
 
 __all__ = ["MAX_EXTRA_INSTANCES", "plan"]
 
@@ -154,7 +155,7 @@ def _baseline(
         cost = pick.trial.metrics.get("usd_per_hour")
         if base_cost is None or cost is None or base_cost != base_cost:  # noqa: PLR0124  (NaN)
             continue
-        saving = (base_cost - cost) * 730.0
+        saving = (base_cost - cost) * HOURS_PER_MONTH
         text = (
             f"saves USD {saving:,.0f}/month"
             if saving >= 0

@@ -25,7 +25,6 @@ from optimizer.picks import ObjectiveInfo
 from optimizer.report_html import PLOT_MARKER, md_escape, to_html
 from optimizer.report_plot import front_figure_html
 from optimizer.report_sections import (
-    HOURS_PER_MONTH,
     Planning,
     latency_section,
     md_table,
@@ -36,6 +35,7 @@ from optimizer.report_sections import (
 from optimizer.results import StudyResult, TrialRecord, settings_text
 from optimizer.workload_profile import WorkloadProfile
 from slo import SloSpec
+from slo.units import HOURS_PER_MONTH
 
 __all__ = ["Planning", "ReportContext", "grouped_picks", "render_markdown", "write_report"]
 

@@ -40,8 +40,6 @@ LATENCY_ERRORS: dict[str, tuple[float, float]] = {
     "calibrated": (37.7, 7.5),
 }
 
-HOURS_PER_MONTH = 730.0
-
 
 @dataclass(frozen=True, slots=True)
 class Planning:

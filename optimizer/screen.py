@@ -34,7 +34,7 @@ from simulator.build import Infeasible, build_pool
 from simulator.cluster.overlong import tokens_of
 from simulator.config import ServingConfig
 from simulator.core import Kernel
-from simulator.metrics import Recorder
+from simulator.records import Recorder
 from slo import SloSpec
 
 __all__ = ["MARGIN", "Shapes", "screen", "workload_shapes"]

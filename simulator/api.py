@@ -44,15 +44,13 @@ from simulator.metrics import (
     LATENCY_METRICS,
     SUMMARY_STATS,
     Cost,
-    QueueSamples,
-    Recorder,
-    RequestRecord,
     Summary,
     metrics_for_slo,
     per_request_ms,
     summarize,
 )
 from simulator.presets import load_preset
+from simulator.records import QueueSamples, Recorder, RequestRecord
 from simulator.workload.no_reuse import NoPrefixReuse
 from simulator.workload.source import RequestSource
 

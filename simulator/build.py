@@ -75,8 +75,9 @@ from simulator.latency import (
     storage_link,
     transfer_seconds,
 )
-from simulator.metrics import Cost, Recorder
+from simulator.metrics import Cost
 from simulator.presets import BackendPreset, load_preset
+from simulator.records import Recorder
 from slo.inputfile import InputError
 
 __all__ = ["Infeasible", "Pool", "build_pool", "deployment_cost"]

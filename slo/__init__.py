@@ -12,7 +12,13 @@ mapping of flat metric names (``ttft_ms.p90``, ``usd_per_hour``…) to floats::
 from __future__ import annotations
 
 from slo._attainment import attainment, slo_met_mask
-from slo._evaluate import ConstraintResult, SloReport, evaluate, objective_values
+from slo._evaluate import (
+    ConstraintResult,
+    SloReport,
+    check_budget,
+    evaluate,
+    objective_values,
+)
 from slo._metrics import HOURS_PER_MONTH, MissingMetricError, metric_value
 from slo._spec import (
     COST_METRICS,
@@ -47,6 +53,7 @@ __all__ = [
     "SloSpec",
     "attainment",
     "canonical_stat",
+    "check_budget",
     "evaluate",
     "load_slo",
     "metric_value",

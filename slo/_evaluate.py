@@ -25,7 +25,7 @@ from typing import Literal
 from slo._metrics import metric_value
 from slo._spec import SloSpec
 
-__all__ = ["ConstraintResult", "SloReport", "evaluate", "objective_values"]
+__all__ = ["ConstraintResult", "SloReport", "check_budget", "evaluate", "objective_values"]
 
 ConstraintKind = Literal["target", "attainment", "budget"]
 
@@ -148,11 +148,18 @@ def evaluate(metrics: Mapping[str, float], spec: SloSpec) -> SloReport:
             kind="attainment",
             limit=spec.attainment,
         )
-    budget = tuple(
-        _check(frozen, spec, f"budget.{key}", metric=_BUDGET_METRIC[key], kind="budget", limit=lim)
+    budget = check_budget(frozen, spec)
+    return SloReport(spec=spec, targets=targets, attainment=floor, budget=budget, metrics=frozen)
+
+
+def check_budget(metrics: Mapping[str, float], spec: SloSpec) -> tuple[ConstraintResult, ...]:
+    """The budget limits of ``spec`` that are set, checked against ``metrics`` (``usd_per_hour``
+    and ``gpus`` suffice: ``usd_per_month`` is derived). The one budget rule: ``evaluate`` and
+    the optimizer's no-simulation budget screen both use it."""
+    return tuple(
+        _check(metrics, spec, f"budget.{key}", metric=_BUDGET_METRIC[key], kind="budget", limit=lim)
         for key, lim in spec.budget.limits().items()
     )
-    return SloReport(spec=spec, targets=targets, attainment=floor, budget=budget, metrics=frozen)
 
 
 def _check(

@@ -26,11 +26,9 @@ import math
 from collections.abc import Callable, Mapping
 
 from slo._spec import SloSpec
+from slo.units import HOURS_PER_MONTH
 
 __all__ = ["HOURS_PER_MONTH", "MissingMetricError", "metric_value"]
-
-#: Hours in an average month (8760 / 12); the same convention as the hardware catalog's prices.
-HOURS_PER_MONTH = 730.0
 
 
 class MissingMetricError(KeyError):

@@ -23,6 +23,7 @@ from optimizer.cli._output import clean_json, console
 from optimizer.report import Planning, ReportContext, grouped_picks, write_report
 from optimizer.results import StudyResult, TrialRecord
 from optimizer.schema import ResultsFile
+from slo.units import HOURS_PER_MONTH
 
 __all__ = ["REPORT_ATTR", "Output", "emit", "load_report_attr", "result_json", "store_report"]
 
@@ -88,7 +89,7 @@ def _picks_table(result: StudyResult) -> Table:
     table = _table("Recommendations (why: see report.md)", "pick", result)
     table.add_column("USD/\nmonth", justify="right", no_wrap=True)
     for label, r in grouped_picks(result):
-        monthly = float(r.metrics.get("usd_per_hour") or float("nan")) * 730.0
+        monthly = float(r.metrics.get("usd_per_hour") or float("nan")) * HOURS_PER_MONTH
         table.add_row(
             f"{label} (#{r.number})",
             _deployment(r.params),

@@ -18,7 +18,7 @@ from simulator.cluster.router import Router
 from simulator.core import Kernel
 from simulator.engine.instance import EngineInstance
 from simulator.engine.request import EngineRequest
-from simulator.metrics import Recorder
+from simulator.records import Recorder
 from simulator.workload.request import TraceRequest
 from simulator.workload.source import RequestSource
 

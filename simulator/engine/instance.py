@@ -67,7 +67,7 @@ from simulator.engine.scheduler import SCHEDULERS, Batch, StepPlan
 from simulator.engine.stats import InstanceStats, StepTotals
 from simulator.engine.steps import StepTimer, quiescent_decode_steps
 from simulator.engine.transfer import Channel, LoadLink
-from simulator.metrics import Recorder
+from simulator.records import Recorder
 from simulator.workload.request import TraceRequest
 
 __all__ = ["EngineInstance"]

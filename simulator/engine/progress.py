@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 from simulator.engine.kvmanager import KVManager, PrefixMatch
 from simulator.engine.request import EngineRequest
 from simulator.engine.scheduler import Batch
-from simulator.metrics import Recorder, RequestRecord
+from simulator.records import Recorder, RequestRecord
 
 __all__ = ["Progress", "apply_run", "apply_step", "hit_tokens", "record_of"]
 

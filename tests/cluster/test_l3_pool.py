@@ -15,7 +15,7 @@ from simulator.config import ServingConfig
 from simulator.core import Kernel
 from simulator.engine.pool_channel import PoolPort, SharedPoolChannel
 from simulator.engine.transfer import PrefetchChannel, Transfer
-from simulator.metrics import Recorder
+from simulator.records import Recorder
 from simulator.workload.request import TraceRequest
 from simulator.workload.source import OpenLoopSource
 

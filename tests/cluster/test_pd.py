@@ -11,7 +11,7 @@ from hardware.catalog import shipped_catalog
 from simulator.api import SimResult, simulate
 from simulator.config import ServingConfig
 from simulator.latency import gpu_gpu_link
-from simulator.metrics import RequestRecord
+from simulator.records import RequestRecord
 from simulator.workload.request import TraceRequest
 from simulator.workload.source import OpenLoopSource
 from simulator.workload.spec import WorkloadSpec

@@ -8,7 +8,7 @@ import pytest
 
 from simulator.api import simulate
 from simulator.config import ServingConfig
-from simulator.metrics import Recorder
+from simulator.records import Recorder
 from simulator.workload.request import TraceRequest
 from simulator.workload.source import OpenLoopSource
 

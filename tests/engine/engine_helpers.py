@@ -24,7 +24,7 @@ from simulator.engine import (
 )
 from simulator.engine.steps import StepTimer
 from simulator.kvcache.policies import POLICIES
-from simulator.metrics import Recorder, RequestRecord
+from simulator.records import Recorder, RequestRecord
 from simulator.workload.request import TraceRequest
 
 BT = 16  # tokens per block in the hand-made workloads

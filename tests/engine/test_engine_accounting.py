@@ -18,7 +18,7 @@ from simulator.engine import tiers as tiers_module
 from simulator.engine.instance import EngineInstance
 from simulator.engine.request import EngineRequest
 from simulator.kvcache.policies import POLICIES
-from simulator.metrics import RequestRecord
+from simulator.records import RequestRecord
 from simulator.workload.source import OpenLoopSource
 from simulator.workload.spec import WorkloadSpec
 from simulator.workload.synthetic import PoissonArrivals, SessionShape, Uniform, sessions

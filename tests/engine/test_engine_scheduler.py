@@ -10,7 +10,7 @@ from engine_helpers import make_rig, request
 from simulator.engine import SCHEDULERS, LinearLatency
 from simulator.engine.instance import EngineInstance
 from simulator.engine.scheduler import StepPlan
-from simulator.metrics import Recorder
+from simulator.records import Recorder
 
 
 def _record_batches(instance: EngineInstance) -> list[dict[int, int]]:

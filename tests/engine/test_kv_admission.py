@@ -16,7 +16,7 @@ from simulator.engine.admission import (
     MIN_RATIO,
     AdmissionControl,
 )
-from simulator.metrics import RequestRecord
+from simulator.records import RequestRecord
 from simulator.workload.request import TraceRequest
 
 STEP_S = 0.01  # every step takes 10 ms whatever it holds

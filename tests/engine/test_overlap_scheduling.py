@@ -6,7 +6,7 @@ import pytest
 from engine_helpers import built_params, make_rig, request
 
 from simulator.engine import LinearLatency
-from simulator.metrics import RequestRecord
+from simulator.records import RequestRecord
 from simulator.workload.request import TraceRequest
 
 STEP_S = 0.01  # every step takes 10 ms whatever it holds
