@@ -20,6 +20,12 @@ from typing import Any
 __all__ = ["launch_commands"]
 
 
+def _reuse(p: Mapping[str, Any]) -> bool:
+    """Prefix caching on unless ``prefix_caching`` is explicitly false (None = on, every
+    shipped preset's default)."""
+    return p.get("prefix_caching") is not False
+
+
 def _vllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
     args = ["vllm", "serve", str(p["model"]), "--tensor-parallel-size", str(p.get("tp", 1))]
     if p.get("precision") == "fp8":
@@ -35,7 +41,8 @@ def _vllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
         args += ["--max-num-batched-tokens", str(budget)]
     if p.get("max_running_requests"):
         args += ["--max-num-seqs", str(p["max_running_requests"])]
-    args += ["--enable-prefix-caching"]
+    # vLLM V1 caches prefixes by default; say which way explicitly either way.
+    args += ["--enable-prefix-caching" if _reuse(p) else "--no-enable-prefix-caching"]
     if p.get("scheduler") == "chunked":
         args += ["--enable-chunked-prefill"]
     notes: list[str] = []
@@ -64,6 +71,8 @@ def _sglang(p: Mapping[str, Any]) -> tuple[str, list[str]]:
         args += ["--max-running-requests", str(p["max_running_requests"])]
     if p.get("schedule_conservativeness") not in (None, 1, 1.0):
         args += ["--schedule-conservativeness", f"{float(p['schedule_conservativeness']):g}"]
+    if not _reuse(p):
+        args += ["--disable-radix-cache"]
     notes: list[str] = []
     l2 = float(p.get("l2_dram_gib") or 0)
     if l2 > 0:
@@ -84,8 +93,8 @@ _CAPACITY_POLICY = {"on_demand": "MAX_UTILIZATION", "reserve_full": "GUARANTEED_
 
 
 def _trtllm_kv_cache(p: Mapping[str, Any]) -> dict[str, Any]:
-    """TensorRT-LLM ``kv_cache_config``: prefix reuse on, fp8 KV, host (L2) cache in bytes."""
-    kv: dict[str, Any] = {"enable_block_reuse": True}
+    """TensorRT-LLM ``kv_cache_config``: prefix reuse, fp8 KV, host (L2) cache in bytes."""
+    kv: dict[str, Any] = {"enable_block_reuse": _reuse(p)}
     if p.get("kv_precision") == "fp8":
         kv["dtype"] = "fp8"
     l2 = float(p.get("l2_dram_gib") or 0)
@@ -158,8 +167,8 @@ def launch_commands(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
 
     ``params`` uses the optimizer's parameter names (model, backend, tp, precision,
     kv_precision, hbm_utilisation, max_batched_tokens, max_running_requests, scheduler,
-    chunk_tokens, kv_admission, l2_dram_gib, l3, eviction, router); missing ones are left to
-    the engine's defaults.
+    chunk_tokens, kv_admission, l2_dram_gib, l3, eviction, router, prefix_caching); missing
+    ones are left to the engine's defaults (prefix caching: on).
     """
     simulated = str(params.get("backend") or "vllm").lower()
     order = sorted(_BUILDERS, key=lambda engine: engine != simulated)

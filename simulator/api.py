@@ -17,6 +17,10 @@ Requests longer than the model's context are dropped before the run and counted 
 ``drop_overlong_requests=False`` they reach the engine instead. Requests that can never run on
 the configuration (prompt + output beyond the whole L1 cache, or an overlong one that was not
 dropped) are rejected at arrival and counted (``Summary.n_rejected``).
+
+With prefix caching off (``prefix_caching``, else the backend preset's), every request's blocks
+are renamed to ids no other request shares (``simulator.workload.no_reuse``): no hits in any
+tier, the same KV footprint per request.
 """
 
 from __future__ import annotations
@@ -45,7 +49,9 @@ from simulator.metrics import (
     per_request_ms,
     summarize,
 )
+from simulator.presets import load_preset
 from simulator.records import QueueSamples, Recorder, RequestRecord
+from simulator.workload.no_reuse import NoPrefixReuse
 from simulator.workload.source import RequestSource
 
 __all__ = ["SimResult", "WorkloadBuilder", "build_source", "simulate"]
@@ -177,6 +183,8 @@ def simulate(
     tally = None
     if drop_overlong_requests:
         source, tally = drop_overlong(source, catalog.model(config.model).max_context_tokens)
+    if not _prefix_caching(config):
+        source = NoPrefixReuse(source)
     cluster = Cluster(
         kernel, pool.instances, pool.router, source, recorder, sample_interval_s=sample_interval_s
     )
@@ -224,6 +232,13 @@ def simulate(
         recorder.itl_values(),
         _describe_engines(pool.instances),
     )
+
+
+def _prefix_caching(config: ServingConfig) -> bool:
+    """Whether blocks are reused across requests: the config's choice, else the preset's."""
+    if config.prefix_caching is not None:
+        return config.prefix_caching
+    return load_preset(config.backend).prefix_caching
 
 
 def _describe_engines(instances: Sequence[EngineInstance]) -> str:

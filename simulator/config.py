@@ -142,6 +142,12 @@ class ServingConfig(BaseModel):
         "(simulator/cluster/router.py).",
     )
     # ----- KV tiers -----------------------------------------------------------------------------
+    prefix_caching: bool | None = Field(
+        default=None,
+        description="Reuse cached KV blocks across requests that share a prefix (vLLM "
+        "--enable-prefix-caching, SGLang's radix cache); off, every request computes its "
+        "whole prompt and holds its own blocks. None = the backend preset's default.",
+    )
     l1_policy: str = Field(default="lru", description="Eviction policy of the HBM tier (L1).")
     l2_dram_gib: float = Field(
         default=0.0, ge=0, description="Host DRAM KV tier (L2) per instance, GiB; 0 = none."

@@ -5,6 +5,7 @@
     kvplan simulate --config deploy.yaml --l2-gib 256 --l3 nvme_4tib --out runs/a
     kvplan simulate --config deploy.yaml --prefill-instances 2 --decode-instances 6 --json
     kvplan simulate --config deploy.yaml --workload trace.jsonl --capacity --slo chat.yaml
+    kvplan simulate --config deploy.yaml --compare-cache idle,device,host,disk
 
 The configuration is a config file (``--config``; keys are ``ServingConfig`` fields) and/or
 flags; a flag overrides the file (``optimizer/simconfig.py``). The workload is a trace or
@@ -41,6 +42,7 @@ from hardware.catalog import load_catalog
 from optimizer.cli._output import console, err_console, print_json
 from optimizer.cli._overlong import OverlongOpt, overlong_scan
 from optimizer.cli._preflight import check_config_names, check_finite_flags, check_seed
+from optimizer.cli.compare_cache import compare_cache, parse_setups, print_comparison
 from optimizer.cli.profiles_cmd import user_profiles_dir
 from optimizer.cli.simulate_output import (
     format_number,
@@ -185,9 +187,20 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     ] = False,
     slo_file: Annotated[Path | None, typer.Option("--slo", help="SLO file for --capacity.")] = None,
     overlong: OverlongOpt = "drop",
+    compare: Annotated[
+        str | None,
+        typer.Option(
+            "--compare-cache",
+            help="Run the workload once per cache setup, side by side: a subset of "
+            "idle,device,host,disk (prefix caching off; HBM; + DRAM; + SSD).",
+        ),
+    ] = None,
 ) -> None:
     """Simulate one serving configuration on one workload."""
     check_seed(seed)
+    setups = parse_setups(compare) if compare is not None else ()
+    if setups and (capacity or out is not None):
+        raise InputError("--compare-cache: not with --capacity or --out (one run per setup)")
     check_finite_flags({"--l2-gib": l2_gib, "--time-scale": time_scale})
     flags = {
         "model": model, "gpu": gpu, "tp": tp, "instances": instances, "precision": precision,
@@ -216,6 +229,11 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     tally = overlong_scan(builder, serving.model, cat, seed=seed, policy=overlong)
     drop = overlong == "drop"
     status = err_console.status("simulating…") if err_console.is_terminal else nullcontext()
+    if setups:
+        with status:
+            rows = compare_cache(serving, builder, setups, catalog=cat, seed=seed, drop=drop)
+        print_comparison(rows, describe_workload(builder), json_out=json_out)
+        return
     found: Capacity | None = None
     with status:
         if capacity:
