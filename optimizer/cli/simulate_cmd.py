@@ -43,6 +43,7 @@ from optimizer.cli._output import console, err_console, print_json
 from optimizer.cli._overlong import OverlongOpt, overlong_scan
 from optimizer.cli._preflight import check_config_names, check_finite_flags, check_seed
 from optimizer.cli.compare_cache import compare_cache, parse_setups, print_comparison
+from optimizer.cli.compare_plot import check_plot_path, write_comparison_plot
 from optimizer.cli.profiles_cmd import user_profiles_dir
 from optimizer.cli.simulate_output import (
     format_number,
@@ -195,12 +196,14 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
             "idle,device,host,disk (prefix caching off; HBM; + DRAM; + SSD).",
         ),
     ] = None,
+    compare_plot: Annotated[
+        Path | None,
+        typer.Option("--compare-plot", help="With --compare-cache: also draw it into FILE.png."),
+    ] = None,
 ) -> None:
     """Simulate one serving configuration on one workload."""
     check_seed(seed)
-    setups = parse_setups(compare) if compare is not None else ()
-    if setups and (capacity or out is not None):
-        raise InputError("--compare-cache: not with --capacity or --out (one run per setup)")
+    setups = _compare_setups(compare, compare_plot, alone=not capacity and out is None)
     check_finite_flags({"--l2-gib": l2_gib, "--time-scale": time_scale})
     flags = {
         "model": model, "gpu": gpu, "tp": tp, "instances": instances, "precision": precision,
@@ -233,6 +236,9 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         with status:
             rows = compare_cache(serving, builder, setups, catalog=cat, seed=seed, drop=drop)
         print_comparison(rows, describe_workload(builder), json_out=json_out)
+        if compare_plot is not None:
+            written = write_comparison_plot(rows, compare_plot)
+            err_console.print(f"wrote {written}", markup=False, highlight=False)
         return
     found: Capacity | None = None
     with status:
@@ -280,6 +286,19 @@ PD_FLAGS = frozenset(
         "decode_tp",
     )
 )
+
+
+def _compare_setups(compare: str | None, plot: Path | None, *, alone: bool) -> tuple[str, ...]:
+    """The ``--compare-cache`` setups (none without it), its flags checked before simulating:
+    not with --capacity or --out (``alone``), and --compare-plot only with it."""
+    setups = parse_setups(compare) if compare is not None else ()
+    if setups and not alone:
+        raise InputError("--compare-cache: not with --capacity or --out (one run per setup)")
+    if plot is not None:
+        if not setups:
+            raise InputError("--compare-plot: only with --compare-cache")
+        check_plot_path(plot)
+    return setups
 
 
 def _l3_spec(spec: str | None) -> tuple[str | None, float | None]:

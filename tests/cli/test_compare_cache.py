@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -69,3 +70,32 @@ def test_a_bad_list_value_exits_2_with_one_line() -> None:
     assert "unknown setup 'ssd'" in lines[0]
     assert "idle,device,host,disk" in lines[0]
     assert proc.stdout == ""
+
+
+def test_compare_plot_draws_the_setups(tmp_path: Path) -> None:
+    """``--compare-plot FILE.png`` writes a PNG of the comparison; a missing directory or another
+    suffix is one line, exit 2, before anything is simulated."""
+    from PIL import Image  # noqa: PLC0415  (Pillow comes with matplotlib)
+
+    plot = tmp_path / "cache.png"
+    result = CliRunner().invoke(
+        app,
+        [
+            "simulate", "--model", "Qwen/Qwen3-8B", "--gpu", "h100_sxm", "--max-requests", "60",
+            "--compare-cache", "idle,device", "--compare-plot", str(plot), "--json",
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    with Image.open(plot) as image:
+        assert image.format == "PNG"
+        assert image.size[0] > 600
+    for bad in (tmp_path / "missing" / "x.png", tmp_path / "x.svg"):
+        refused = CliRunner().invoke(
+            app,
+            [
+                "simulate", "--model", "Qwen/Qwen3-8B", "--gpu", "h100_sxm",
+                "--compare-cache", "idle", "--compare-plot", str(bad),
+            ],
+        )  # fmt: skip
+        assert isinstance(refused.exception, InputError)  # exit 2, one line, from kvplan's main
+        assert str(refused.exception).startswith("--compare-plot")
