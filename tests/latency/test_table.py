@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from hardware.catalog import shipped_catalog
-from simulator.latency import Deployment, RooflineKernels, make_latency_model
+from simulator.latency import Deployment, LatencyContext, RooflineKernels, make_latency_model
 from simulator.latency.profile_files import resolve_profile_files
 from simulator.latency.profiles import (
     PROFILE_KINDS,
@@ -365,3 +365,23 @@ def test_lookups_are_cheap_once_cached(small_kernels: ProfileKernels) -> None:
     first = [small_kernels.gemm(*a) for a in args]
     assert [small_kernels.gemm(*a) for a in args] == first
     assert np.all(np.diff(first) >= 0)  # this synthetic profile is monotone in m
+
+
+#: Measured fused-MoE layer (SGLang 0.5.14 ``fused_moe_triton``, fp8_block, balanced routing,
+#: DeepSeek shapes: hidden 7168, expert width 2048, top-8 of 256, moe_tp 16, moe_ep 1) on H100,
+#: ms per layer by tokens: ``../shared/data/profiles/h100_sxm/sglang_0.5.14_moe.csv.gz``.
+_FUSED_MOE_TP16_MS = {16: 0.116, 32: 0.190, 128: 0.208, 512: 0.273}
+
+
+@pytest.mark.filterwarnings("ignore::simulator.latency.table.TableFallbackWarning")
+def test_routed_experts_at_expert_tp16_price_like_the_measured_fused_moe() -> None:
+    """The per-GPU expert slices at expert TP 16 (n = 256, k = 128) are one grouped GEMM, not
+    hundreds of narrow ones: pricing each as its own measured GEMM made DeepSeek-R1's routed
+    experts 3.5-4.4× the measured fused-MoE layer (and its disaggregated TP16 TPOT ~2×)."""
+    r1 = shipped_catalog().model("DeepSeek-R1")
+    d = Deployment(r1, H100, tp=16, ep=1, weight_precision="fp8", allow_multi_node=True)
+    model = make_latency_model("table", d, context=LatencyContext.of("sglang"))
+    for tokens, measured_ms in _FUSED_MOE_TP16_MS.items():
+        seconds = model.breakdown([(1000, 1)] * tokens).seconds["moe_experts"]
+        ratio = seconds / (measured_ms * 1e-3 * r1.num_moe_layers)
+        assert 0.7 < ratio < 1.3, (tokens, ratio)
