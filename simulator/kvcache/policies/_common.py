@@ -28,6 +28,7 @@ from simulator.kvcache.policies.base import EvictionPolicy
 
 __all__ = [
     "KeyedHeap",
+    "KeyedHeapPolicy",
     "ResidentKeysPolicy",
     "ResidentSample",
     "first_unpinned",
@@ -246,3 +247,33 @@ class ResidentSample:
         """
         blocks, n = self._blocks, len(self._blocks)
         return [b for b in [blocks[int(u * n)] for u in uniforms] if b not in pinned]
+
+
+class KeyedHeapPolicy(EvictionPolicy):
+    """Base of policies that evict the resident block of lowest priority in a ``KeyedHeap``
+    (``self._heap``); subclasses decide the priority in ``access``. Honours pins."""
+
+    def __init__(self, capacity: int, *, rng: np.random.Generator, **params: Any) -> None:
+        super().__init__(capacity, rng=rng, **params)
+        self._heap = KeyedHeap()
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def find(self, block: int) -> bool:
+        return block in self._heap
+
+    def resident_view(self) -> Container[int]:
+        return self._heap.members
+
+    def evict(self, pinned: Collection[int]) -> list[int]:
+        return self.evict_n(1, pinned)
+
+    def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
+        victims = [block for _, block in self._heap.pop_n(n, pinned)]
+        if not victims and n > 0 and len(self._heap):
+            raise nothing_evictable(self.name)
+        return victims
+
+    def remove(self, block: int) -> None:
+        self._heap.discard(block)

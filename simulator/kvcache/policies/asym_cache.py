@@ -19,18 +19,18 @@ PrefixSim's notes report for FreeInference traces; the clock is ``RequestContext
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Container, Sequence
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 
-from simulator.kvcache.policies._common import KeyedHeap, nothing_evictable
-from simulator.kvcache.policies.base import EvictionPolicy, RequestContext
+from simulator.kvcache.policies._common import KeyedHeapPolicy
+from simulator.kvcache.policies.base import RequestContext
 
 __all__ = ["AsymCache"]
 
 
-class AsymCache(EvictionPolicy):
+class AsymCache(KeyedHeapPolicy):
     """Params: ``half_life`` (seconds, default 180). Honours pins (a pinned block keeps its key)."""
 
     name = "asym_cache"
@@ -43,18 +43,9 @@ class AsymCache(EvictionPolicy):
         if not half_life > 0.0:
             raise ValueError(f"asym_cache: half_life must be > 0 seconds, got {half_life}")
         self.half_life = half_life
-        self._heap = KeyedHeap()  # (log2 cost + t / half_life, access sequence number)
+        # self._heap: (log2 cost + t / half_life, access sequence number)
         self._now = 0.0
         self._seq = 0
-
-    def __len__(self) -> int:
-        return len(self._heap)
-
-    def find(self, block: int) -> bool:
-        return block in self._heap
-
-    def resident_view(self) -> Container[int]:
-        return self._heap.members
 
     def set_request_ctx(self, ctx: RequestContext) -> None:
         self._now = ctx.timestamp_s
@@ -85,15 +76,3 @@ class AsymCache(EvictionPolicy):
             cost = costs[i]
             put(blocks[i], ((log2(cost) if cost > 0 else -math.inf) + stamp, seq))
         self._seq = seq
-
-    def evict(self, pinned: Collection[int]) -> list[int]:
-        return self.evict_n(1, pinned)
-
-    def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
-        victims = [block for _, block in self._heap.pop_n(n, pinned)]
-        if not victims and n > 0 and len(self._heap):
-            raise nothing_evictable(self.name)
-        return victims
-
-    def remove(self, block: int) -> None:
-        self._heap.discard(block)

@@ -16,13 +16,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from simulator.kvcache.policies._common import KeyedHeap, nothing_evictable
+from simulator.kvcache.policies._common import KeyedHeap, KeyedHeapPolicy, nothing_evictable
 from simulator.kvcache.policies.base import NEVER, EvictionPolicy
 
 __all__ = ["Belady", "BeladyCompute", "KeyedHeap"]
 
 
-class Belady(EvictionPolicy):
+class Belady(KeyedHeapPolicy):
     """Belady's MIN: evict the resident block whose next access is furthest in the future.
 
     Optimal miss count for unit-size blocks under demand paging (one block per request); with
@@ -36,35 +36,10 @@ class Belady(EvictionPolicy):
     clock: ClassVar[str] = "future"
     needs_next_access = True
 
-    def __init__(self, capacity: int, *, rng: np.random.Generator, **params: Any) -> None:
-        super().__init__(capacity, rng=rng, **params)
-        # Min-heap on (-next_access, -block): furthest next access, then largest id, first.
-        self._heap = KeyedHeap()
-
-    def __len__(self) -> int:
-        return len(self._heap)
-
-    def find(self, block: int) -> bool:
-        return block in self._heap
-
-    def resident_view(self) -> Container[int]:
-        return self._heap.members
-
     def access(self, block: int, cost: float, next_access: int) -> None:
         del cost  # not used by this policy
+        # Min-heap on (-next_access, -block): furthest next access, then largest id, first.
         self._heap.set(block, (-next_access, -block))
-
-    def evict(self, pinned: Collection[int]) -> list[int]:
-        return self.evict_n(1, pinned)
-
-    def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
-        victims = [item for _, item in self._heap.pop_n(n, pinned)]
-        if not victims and n > 0 and len(self._heap):
-            raise nothing_evictable(self.name)
-        return victims
-
-    def remove(self, block: int) -> None:
-        self._heap.discard(block)
 
 
 class BeladyCompute(EvictionPolicy):
