@@ -21,9 +21,9 @@ from rich.table import Table
 from hardware import BYTES_PER_ELEMENT, load_catalog
 from optimizer.cli._output import console, print_json
 from optimizer.cli.analyze_plot import write_plots
-from optimizer.cli.replay_cmd import _choice
+from optimizer.cli.replay_cmd import BlockIdOpt, CostModelOpt, choice_of
 from simulator.kvcache.analyze import Analysis, analyze, to_json
-from simulator.kvcache.cost import COST_MODEL_NAMES, parse_cost_model
+from simulator.kvcache.cost import parse_cost_model
 from simulator.kvcache.lru_curve import TraceArrays
 from simulator.kvcache.replay import MATCH_MODES, REPLAY_ORDERS
 from simulator.kvcache.trace_stats import Distribution
@@ -143,15 +143,8 @@ def analyze_command(
     kv_precision: Annotated[
         str, typer.Option("--kv-precision", help="KV-cache precision for GiB (bf16, fp8).")
     ] = "bf16",
-    cost_model: Annotated[
-        str,
-        typer.Option(
-            "--cost-model", help=f"Block cost by position: {', '.join(COST_MODEL_NAMES)}."
-        ),
-    ] = "uniform",
-    block_id: Annotated[
-        str, typer.Option("--block-id", help="prefix: intern (parent, id) paths; raw: verbatim.")
-    ] = "prefix",
+    cost_model: CostModelOpt = "uniform",
+    block_id: BlockIdOpt = "prefix",
     match: Annotated[
         str, typer.Option("--match", help="all (hits past gaps) | stop-at-first-miss.")
     ] = "all",
@@ -171,10 +164,10 @@ def analyze_command(
 ) -> None:
     """Exact LRU hit/saving curve for every cache size, plus reuse and sharing statistics."""
     model_cost = parse_cost_model(cost_model)
-    _choice("--match", match, MATCH_MODES)
-    _choice("--replay-order", replay_order, REPLAY_ORDERS)
-    _choice("--block-id", block_id, sorted(BLOCK_ID_MODES))
-    _choice("--kv-precision", kv_precision, sorted(BYTES_PER_ELEMENT))
+    choice_of("--match", match, MATCH_MODES)
+    choice_of("--replay-order", replay_order, REPLAY_ORDERS)
+    choice_of("--block-id", block_id, sorted(BLOCK_ID_MODES))
+    choice_of("--kv-precision", kv_precision, sorted(BYTES_PER_ELEMENT))
     kv_bytes = _kv_bytes(model, kv_precision)
     reader = open_trace(trace, block_id=block_id, skip_bad_lines=skip_bad_lines)
     arrays = TraceArrays.from_requests(reader.requests())

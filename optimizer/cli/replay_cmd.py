@@ -80,6 +80,16 @@ _TICK = 1024  # requests between progress-bar updates
 _FutureRow = tuple[Sequence[int] | NDArray[np.int64], int]
 
 
+#: The trace-reading options ``replay`` and ``analyze`` share.
+CostModelOpt = Annotated[
+    str,
+    typer.Option("--cost-model", help=f"Block cost by position: {', '.join(COST_MODEL_NAMES)}."),
+]
+BlockIdOpt = Annotated[
+    str, typer.Option("--block-id", help="prefix: intern (parent, id) paths; raw: verbatim.")
+]
+
+
 def parse_block_count(text: str) -> int:
     """``"8k"`` -> 8192: a positive integer with an optional k/m/g suffix (×1024 each)."""
     match = _SIZE.fullmatch(text.strip())
@@ -96,7 +106,8 @@ def _split(text: str) -> list[str]:
     return list(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
 
 
-def _choice(option: str, value: str, choices: Sequence[str]) -> str:
+def choice_of(option: str, value: str, choices: Sequence[str]) -> str:
+    """``value`` if it is one of ``choices``, else ``InputError`` naming ``option``."""
     if value not in choices:
         raise InputError(f"{option} {value!r}: expected one of {', '.join(choices)}")
     return value
@@ -378,15 +389,8 @@ def replay_command(
             " --list-policies.",
         ),
     ] = "lru",
-    cost_model: Annotated[
-        str,
-        typer.Option(
-            "--cost-model", help=f"Block cost by position: {', '.join(COST_MODEL_NAMES)}."
-        ),
-    ] = "uniform",
-    block_id: Annotated[
-        str, typer.Option("--block-id", help="prefix: intern (parent, id) paths; raw: verbatim.")
-    ] = "prefix",
+    cost_model: CostModelOpt = "uniform",
+    block_id: BlockIdOpt = "prefix",
     replay_order: Annotated[
         str,
         typer.Option("--replay-order", help="Phase-3 order: deepest-first | prefix-order."),
@@ -432,14 +436,14 @@ def replay_command(
     sizes = [parse_block_count(item) for item in _split(cache_size) or [""]]
     specs = parse_policy_specs(algo)
     parse_cost_model(cost_model)  # fail fast, before the trace is read
-    match_mode = cast(MatchMode, _choice("--match", match, MATCH_MODES))
-    order = cast(ReplayOrder, _choice("--replay-order", replay_order, REPLAY_ORDERS))
+    match_mode = cast(MatchMode, choice_of("--match", match, MATCH_MODES))
+    order = cast(ReplayOrder, choice_of("--replay-order", replay_order, REPLAY_ORDERS))
     runs = [
         _Run(spec, size, cost_model, match_mode, order, pin, verify, seed, holes=None)
         for spec in specs
         for size in sizes
     ]
-    _choice("--block-id", block_id, sorted(BLOCK_ID_MODES))
+    choice_of("--block-id", block_id, sorted(BLOCK_ID_MODES))
     runs = _holes_paths(dump_holes, trace, runs)
     source = _Source(trace, block_id, skip_bad_lines)
     outcomes = _run_all(runs, source, source.open(), jobs)
