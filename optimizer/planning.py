@@ -23,11 +23,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from optimizer.objective import Evaluation, TrialEvaluator, miss_rule
+from optimizer.objective import Evaluation, TrialEvaluator
 from optimizer.plan_runner import InProcess, PlanRunner
 from optimizer.report_sections import Planning
 from optimizer.results import StudyResult
-from simulator.capacity import capacity_search
 from slo.inputfile import InputError
 from slo.units import HOURS_PER_MONTH
 
@@ -119,18 +118,8 @@ def _pick_task(evaluator: TrialEvaluator, task: tuple[str, dict[str, Any]]) -> A
 
 def _headroom(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> dict[str, Any]:
     try:
-        config = evaluator.config_for(params)
-        found = capacity_search(
-            config,
-            evaluator.workload,
-            evaluator.meets_slo,
-            seed=evaluator.seed,
-            catalog=evaluator.catalog,
-            max_time_scale=1.0,
-            drop_overlong_requests=evaluator.drop_overlong,
-            passes_at_max=True,  # a pick met the SLO at the nominal load in its trial
-            give_up=miss_rule(evaluator.spec),  # stop a failing simulation once it is certain
-        )
+        # A pick met the SLO at the nominal load in its trial: the same search as --capacity.
+        found = evaluator.capacity_above_nominal(evaluator.config_for(params))
     except InputError as err:  # e.g. a closed-loop workload has no arrival rate to scale
         return {"load_scale": None, "requests_per_s": None, "note": str(err)}
     return {
