@@ -9,6 +9,7 @@ closed form. They are not models of any real GPU: the roofline, table and calibr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -91,7 +92,7 @@ ANALYTIC_MODELS: dict[str, Callable[[list[float]], ConstantLatency | LinearLaten
 def parse_analytic(spec: str) -> ConstantLatency | LinearLatency | None:
     """The analytic model ``spec`` names, or ``None`` if it names another family.
 
-    Raises ``InputError`` (one line) for a malformed analytic spec.
+    Raises ``InputError`` (one line) for a malformed analytic spec or a non-finite figure.
     """
     name, _, rest = spec.partition(":")
     factory = ANALYTIC_MODELS.get(name.strip().lower())
@@ -99,6 +100,8 @@ def parse_analytic(spec: str) -> ConstantLatency | LinearLatency | None:
         return None
     try:
         args = [float(part) for part in rest.split(",")] if rest.strip() else []
+        if not all(math.isfinite(arg) for arg in args):
+            raise ValueError("figures must be finite")
         return factory(args)
     except ValueError as err:
         raise InputError(f"latency model {spec!r}: {err}") from None
