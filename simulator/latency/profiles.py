@@ -42,6 +42,8 @@ also feed the calibration fit. This is NOT a profiler.
 
 from __future__ import annotations
 
+import gzip
+import io
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -262,9 +264,29 @@ def _empty(kind: str) -> pd.DataFrame:
     return pd.DataFrame({col: pd.Series(dtype=object) for col in (*_SPECS[kind].keys, "seconds")})
 
 
+#: Largest profile CSV read (bytes, after decompression): the largest measured table is 26 MB;
+#: the cap keeps a gzip bomb from filling memory.
+MAX_PROFILE_BYTES = 1 << 30
+
+
+def _contents(path: Path) -> bytes:
+    """The file's bytes, gunzipped where its name ends ``.gz``; at most ``MAX_PROFILE_BYTES``.
+
+    Read here in Python, not by pandas' C reader: a signal (Ctrl-C, a worker's SIGTERM) that
+    lands inside pandas' read callback comes out as a ``ParserError`` ("Calling read(nbytes) on
+    source failed"), which would turn an interrupt into a bad-file error. Parsing from memory
+    leaves no Python code for a signal handler to run in.
+    """
+    with gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb") as stream:
+        data = stream.read(MAX_PROFILE_BYTES + 1)
+    if len(data) > MAX_PROFILE_BYTES:
+        raise InputError(f"{path}: larger than {MAX_PROFILE_BYTES >> 20} MiB; not a profile table")
+    return data
+
+
 def _read(path: Path, kind: str) -> pd.DataFrame:
     try:
-        raw = pd.read_csv(path, keep_default_na=False)
+        raw = pd.read_csv(io.BytesIO(_contents(path)), keep_default_na=False)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, pd.errors.ParserError) as err:
         raise InputError(f"{path}: cannot read CSV: {str(err).splitlines()[0]}") from None
     except pd.errors.EmptyDataError:
