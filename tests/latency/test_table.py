@@ -14,7 +14,13 @@ import pandas as pd
 import pytest
 
 from hardware.catalog import shipped_catalog
-from simulator.latency import Deployment, LatencyContext, RooflineKernels, make_latency_model
+from simulator.latency import (
+    Deployment,
+    LatencyContext,
+    RooflineKernels,
+    make_latency_model,
+    profiles,
+)
 from simulator.latency.profile_files import resolve_profile_files
 from simulator.latency.profiles import (
     PROFILE_KINDS,
@@ -187,6 +193,17 @@ def test_malformed_csv_is_one_line_input_error(tmp_path: Path, content: str, exp
     with pytest.raises(InputError, match=expected) as info:
         load_profiles(tmp_path)
     assert "my_gemm.csv" in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_profile_past_the_size_cap_is_one_line_input_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A gzip bomb is refused by its decompressed size, before pandas sees it."""
+    monkeypatch.setattr(profiles, "MAX_PROFILE_BYTES", 1 << 20)
+    (tmp_path / "gemm.csv.gz").write_bytes(gzip.compress(b"0" * ((1 << 20) + 1)))
+    with pytest.raises(InputError, match=r"gemm\.csv\.gz: larger than 1 MiB") as info:
+        load_profiles(tmp_path)
     assert "\n" not in str(info.value)
 
 
