@@ -30,11 +30,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from optimizer.cli.simulate_output import simulation_summary
-from optimizer.simconfig import closed_loop_workload
 from optimizer.workloads import workload_from_arg
 from simulator.api import simulate
 from simulator.config import ServingConfig
 from simulator.engine.admission import KV_ADMISSIONS
+from simulator.workload.closed_loop import closed_loop_workload
 
 BACKENDS = ("trtllm", "sglang", "vllm")
 

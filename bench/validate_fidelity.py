@@ -5,11 +5,11 @@
         [--limit N] [--start together|spread] [--deployment benchmark|defaults] [--ttft-offset]
         [--json OUT.json]
 
-Runs ``kvplan validate``'s logic (``optimizer/validate.py``: closed loop of N users, fixed
-lengths, no shared prefixes, all users starting together, 20 benchmark rounds extrapolated from
-``--rounds`` simulated ones, engine limits of the benchmark's generated deployment unless
-``--deployment defaults``) on every aggregated row of the selected models, once per latency
-model, and prints:
+Runs ``kvplan validate``'s logic (``simulator/validation/validate.py``: closed loop of N users,
+fixed lengths, no shared prefixes, all users starting together, 20 benchmark rounds extrapolated
+from ``--rounds`` simulated ones, engine limits of the benchmark's generated deployment unless
+``--deployment defaults``) on every aggregated row of the selected models, once per latency model,
+and prints:
 
 - MAPE of mean TTFT and mean TPOT per (model, backend) group and overall (the issue's target:
   TTFT ≤ 20%, TPOT ≤ 15% on the dense models with the shipped calibration);
@@ -39,8 +39,11 @@ from rich.console import Console
 from rich.table import Table
 
 from hardware.catalog import load_catalog
-from optimizer.silicon import SiliconRow
-from optimizer.validate import (
+from simulator.latency import Batch, Deployment, make_latency_model
+from simulator.presets import load_preset
+from simulator.validation.report import ErrorStats, parse_holdout
+from simulator.validation.silicon.rows import SiliconRow
+from simulator.validation.validate import (
     DEFAULT_ROUNDS,
     DEPLOYMENTS,
     START_MODES,
@@ -51,9 +54,6 @@ from optimizer.validate import (
     run_validation,
     select_rows,
 )
-from optimizer.validate_report import ErrorStats, parse_holdout
-from simulator.latency import Batch, Deployment, make_latency_model
-from simulator.presets import load_preset
 
 DEFAULT_SILICON = (
     Path(__file__).resolve().parents[2] / "shared/data/silicon/silicon_h100_calibration.csv"
@@ -247,7 +247,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--ttft-offset",
         action="store_true",
-        help="Add the fitted per-backend TTFT constant (optimizer.validate.FITTED_TTFT_OFFSET_MS).",
+        help=(
+            "Add the fitted per-backend TTFT constant "
+            "(simulator.validation.validate.FITTED_TTFT_OFFSET_MS)."
+        ),
     )
     parser.add_argument("--json", type=Path, default=None, help="Write every report here.")
     parser.add_argument(

@@ -1,15 +1,10 @@
-"""A ``ServingConfig`` from a config file and command-line flags, and closed-loop workloads.
+"""A ``ServingConfig`` from a config file and command-line flags.
 
 ``kvplan simulate`` takes a config file (YAML/TOML/JSON; keys are ``ServingConfig`` field
 names) and/or flags for the common fields; a flag that is given overrides the file's value.
 The flags speak the friendlier names of the search space: ``precision`` is
 ``weight_precision``, ``latency`` is ``latency_model``, ``l2_gib`` is ``l2_dram_gib``, ``l3``
 is ``l3_tier`` (``none`` = no L3) and ``eviction`` sets the policy of every tier.
-
-``closed_loop_workload`` builds the workload of a serving benchmark: N users sending requests
-of fixed input and output lengths back to back, with fresh block ids for every prompt (no
-shared prefixes, as a benchmark's random-token prompts have none). Both ``simulate
---concurrency`` and ``kvplan validate`` use it.
 
 What this module is not: it does not look names up in the catalog (``simulate`` does, so a
 user catalog can add GPUs and models) and it never runs the simulator.
@@ -24,10 +19,9 @@ from typing import Any
 from hardware.checkpoints import kv_precision
 from hardware.schema import Catalog
 from simulator.config import ServingConfig
-from simulator.workload.spec import WorkloadSpec
 from slo.inputfile import InputError, load_mapping, validate
 
-__all__ = ["FLAG_FIELDS", "closed_loop_workload", "merge_config"]
+__all__ = ["FLAG_FIELDS", "merge_config"]
 
 #: Command-line flag (its Python name) → the ``ServingConfig`` fields it sets.
 FLAG_FIELDS: dict[str, tuple[str, ...]] = {
@@ -97,45 +91,3 @@ def _checkpoint_precisions(data: dict[str, Any], catalog: Catalog, source: str) 
         raise InputError(f"{source}: model: {err}") from None
     data.setdefault("weight_precision", recipe.weights)
     data.setdefault("kv_precision", kv_precision(recipe))
-
-
-def closed_loop_workload(
-    *,
-    users: int,
-    requests: int,
-    input_tokens: int,
-    output_tokens: int,
-    block_tokens: int = 16,
-    ramp_s: float = 0.0,
-    turnaround_s: float = 0.0,
-    source: str = "command line",
-) -> WorkloadSpec:
-    """``users`` concurrent users, ``requests`` in all, fixed lengths, no shared prefixes.
-
-    Every request is a one-turn session with no system prompt, so its prompt blocks are fresh
-    ids (a benchmark's random-token prompts share nothing), and a user's next request reaches
-    the engine ``turnaround_s`` after the last one finished (the client's own time; 0 = at
-    once). User k sends its first request at ``k × ramp_s`` (0: all at once, as a benchmark
-    starts). Raises ``InputError`` naming ``source`` for non-positive counts or lengths.
-    """
-    for name, value in (
-        ("concurrency", users),
-        ("requests", requests),
-        ("input_tokens", input_tokens),
-        ("output_tokens", output_tokens),
-    ):
-        if value < 1:
-            raise InputError(f"{source}: {name}: expected a positive integer, got {value}")
-    data = {
-        "kind": "closed_loop",
-        "users": users,
-        "requests": requests,
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        # One-turn sessions: independent back-to-back requests, the turnaround apart.
-        "turns": 1,
-        "think_time_s": turnaround_s,
-        "block_tokens": block_tokens,
-        "ramp_s": ramp_s,
-    }
-    return validate(WorkloadSpec, data, source)

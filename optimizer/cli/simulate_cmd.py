@@ -53,12 +53,13 @@ from optimizer.cli.simulate_output import (
     simulation_summary,
     write_requests,
 )
-from optimizer.simconfig import closed_loop_workload, merge_config
+from optimizer.simconfig import merge_config
 from optimizer.workloads import describe_workload, workload_from_arg
 from simulator.api import SimResult, WorkloadBuilder, simulate
 from simulator.capacity import MAX_TIME_SCALE, Capacity, capacity_search
 from simulator.config import ServingConfig
 from simulator.metrics import SUMMARY_STATS
+from simulator.workload.closed_loop import closed_loop_workload
 from slo import SloSpec, attainment, evaluate, load_slo
 from slo.inputfile import InputError, validate
 

@@ -6,14 +6,13 @@
     kvplan validate --steps examples/steps_h100_from_silicon.csv --latency table
 
 Every aggregated row of the CSV (aiconfigurator's silicon format) is simulated as the closed-loop
-benchmark it was (``optimizer/validate.py`` documents the workload, warm-up and run length) and
-compared with the measured mean TTFT and TPOT. Output per group (``--by``) and overall, for
-TTFT and TPOT: MAPE, median APE, median signed bias and MAPE without the worst 1% of rows
-(``optimizer/validate_report.py``); the skipped rows with their reasons; with ``--rows`` every
-row. ``--holdout KEY=VALUE`` scores only the matching rows, with what is fitted to rows refitted
-on the others. ``--json`` prints ``{"rows", "summary", "groups", "skipped"}`` (fractions).
-``--steps FILE`` checks the latency model alone on measured fixed batches
-(``optimizer/validate_steps.py``).
+benchmark it was (``simulator/validation/validate.py`` documents the workload, warm-up and run
+length) and compared with the measured mean TTFT and TPOT. Output per group (``--by``) and overall,
+for TTFT and TPOT: MAPE, median APE, median signed bias and MAPE without the worst 1% of rows
+(``simulator/validation/report.py``); the skipped rows with their reasons; with ``--rows`` every
+row. ``--holdout KEY=VALUE`` scores only the matching rows, with what is fitted to rows refitted on
+the others. ``--json`` prints ``{"rows", "summary", "groups", "skipped"}`` (fractions). ``--steps
+FILE`` checks the latency model alone on measured fixed batches (``simulator/validation/steps.py``).
 
 ``--limit N`` simulates at most N rows spread evenly over the selection (every group keeps its
 share), which is what a quick check wants; the full run is ``bench/validate_fidelity.py``.
@@ -34,7 +33,11 @@ from rich.table import Table
 from hardware.catalog import load_catalog
 from optimizer.cli._output import console, err_console, print_json
 from optimizer.cli._preflight import check_seed
-from optimizer.validate import (
+from simulator.config import ServingConfig
+from simulator.latency import latency_note
+from simulator.validation.report import GROUP_KEYS, ErrorStats, parse_holdout
+from simulator.validation.steps import read_steps, validate_steps
+from simulator.validation.validate import (
     DEFAULT_ROUNDS,
     DEPLOYMENTS,
     START_MODES,
@@ -43,10 +46,6 @@ from optimizer.validate import (
     run_validation,
     select_rows,
 )
-from optimizer.validate_report import GROUP_KEYS, ErrorStats, parse_holdout
-from optimizer.validate_steps import read_steps, validate_steps
-from simulator.config import ServingConfig
-from simulator.latency import latency_note
 from slo.inputfile import InputError
 
 __all__ = ["register"]

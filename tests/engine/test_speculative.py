@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from engine_helpers import built_params, make_rig, request
 
-from optimizer.simconfig import closed_loop_workload
 from simulator.api import simulate
 from simulator.config import ServingConfig
 from simulator.engine import LinearLatency
 from simulator.engine.speculative import SpeculativeTimer, tokens_per_step
+from simulator.workload.closed_loop import closed_loop_workload
 
 #: 10 ms per step plus 0.1 ms per new token: a verify of k + 1 tokens costs a little more.
 BASE_S, PER_TOKEN_S = 0.010, 0.0001

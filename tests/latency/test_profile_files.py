@@ -17,7 +17,6 @@ from typer.testing import CliRunner
 from hardware.catalog import shipped_catalog
 from optimizer.cli.main import app
 from optimizer.cli.profiles_cmd import config_latency_notes
-from optimizer.simconfig import closed_loop_workload
 from simulator.api import simulate
 from simulator.config import ServingConfig
 from simulator.latency import Deployment, LatencyContext, latency_note, make_latency_model
@@ -29,6 +28,7 @@ from simulator.latency.profile_files import (
 )
 from simulator.latency.profiles import load_profiles
 from simulator.latency.table import table_kernels
+from simulator.workload.closed_loop import closed_loop_workload
 from slo.inputfile import InputError
 
 from .test_table import write_profile_dir

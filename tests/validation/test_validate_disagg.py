@@ -1,5 +1,6 @@
-"""Disaggregated rows of a silicon CSV (``optimizer.silicon_disagg``): parsed into checked rows,
-deployed as PD configs or skipped with the reason, and simulated by ``kvplan validate``."""
+"""Disaggregated rows of a silicon CSV (``simulator.validation.silicon.disagg``): parsed into
+checked rows, deployed as PD configs or skipped with the reason, and simulated by
+``kvplan validate``."""
 
 from __future__ import annotations
 
@@ -12,8 +13,14 @@ from typer.testing import CliRunner
 
 from hardware.catalog import shipped_catalog
 from optimizer.cli.main import app
-from optimizer.silicon_disagg import DisaggRow, PoolLayout, disagg_config
-from optimizer.validate import RowResult, read_silicon, row_config, run_validation, simulate_row
+from simulator.validation.silicon.disagg import DisaggRow, PoolLayout, disagg_config
+from simulator.validation.validate import (
+    RowResult,
+    read_silicon,
+    row_config,
+    run_validation,
+    simulate_row,
+)
 from slo.inputfile import InputError
 
 ROLE = "batch_size,num_workers,tp_size,pp_size,attention_dp_size,moe_tp_size,moe_ep_size"

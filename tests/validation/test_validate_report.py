@@ -6,15 +6,15 @@ import math
 
 import pytest
 
-from optimizer.silicon import SiliconRow
-from optimizer.validate import RowResult
-from optimizer.validate_report import (
+from simulator.validation.report import (
     FidelityReport,
     Holdout,
     error_stats,
     fit_ttft_offsets,
     parse_holdout,
 )
+from simulator.validation.silicon.rows import SiliconRow
+from simulator.validation.validate import RowResult
 from slo.inputfile import InputError
 
 

@@ -1,6 +1,6 @@
 """How each measured benchmark's deployment was configured: ONE table of rules, with sources.
 
-A silicon row (``optimizer/silicon.py``) records the engine, its version, the model and the
+A silicon row (``silicon/rows.py``) records the engine, its version, the model and the
 weight quantisation, but not the engine arguments. Those come from the *harness* that produced
 the row, recognised by its ``silicon_data_source`` (``harness``):
 
@@ -42,8 +42,8 @@ from typing import Any
 from hardware.checkpoints import RECIPES, Recipe, resolve_checkpoint
 from hardware.checkpoints import kv_precision as auto_kv_precision
 from hardware.schema import Catalog
-from optimizer.silicon import MeasuredRow
 from simulator.presets import load_preset
+from simulator.validation.silicon.rows import MeasuredRow
 from slo.inputfile import InputError
 
 __all__ = [

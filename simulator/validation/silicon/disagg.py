@@ -28,7 +28,7 @@ recorded batch size caps the running requests of its workers (a prefill cap of 1
 prefills), a prefill step holds the prompt + 1,500 tokens and a decode step one token per
 running request; a role without a recorded batch size keeps its backend preset's caps.
 
-What this module is not: precision rules live in ``optimizer/validate.py`` (the caller passes
+What this module is not: precision rules live in ``../validate.py`` (the caller passes
 the weight and KV precisions it derives for every row), and it runs no simulation.
 """
 
@@ -41,8 +41,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 from hardware.schema import Catalog
-from optimizer.silicon import ROLE_SUFFIXES, MeasuredRow, identity_fields, parse_number
 from simulator.config import ServingConfig
+from simulator.validation.silicon.rows import (
+    ROLE_SUFFIXES,
+    MeasuredRow,
+    identity_fields,
+    parse_number,
+)
 from slo.inputfile import InputError, validate
 
 __all__ = [

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from hardware import shipped_catalog
-from optimizer.validate_steps import read_steps, validate_steps
 from simulator.latency import Deployment, make_latency_model
 from simulator.presets import load_preset
+from simulator.validation.steps import read_steps, validate_steps
 from slo.inputfile import InputError
 
 HEADER = "id,gpu,engine,model,tp,precision,kv_precision,batch,measured_ms"

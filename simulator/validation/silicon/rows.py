@@ -4,10 +4,10 @@ The format is aiconfigurator's ``silicon_sample.csv``: one row per benchmarked d
 (``backend``, ``model_path``, ``system``, ``mode`` agg/disagg, ``isl``, ``osl``,
 ``batch_size`` = concurrent users, ``tp_size``, optional ``pp_size``, ``attention_dp_size``,
 ``moe_tp_size``, ``moe_ep_size``, ``precision``, ``gemm_quant_mode``) with the measured means
-``silicon_ttft_ms`` and ``silicon_tpot_ms``. ``silicon_read.read_silicon`` returns the
+``silicon_ttft_ms`` and ``silicon_tpot_ms``. ``read.read_silicon`` returns the
 aggregated rows (``SiliconRow``) and the disaggregated ones (``DisaggRow``, parsed by
-``optimizer/silicon_disagg.py`` from the per-role ``prefill_*`` / ``decode_*`` columns), checked,
-and the rest as ``Skipped`` (with the reason); ``optimizer/validate.py`` simulates them.
+``disagg.py`` from the per-role ``prefill_*`` / ``decode_*`` columns), checked,
+and the rest as ``Skipped`` (with the reason); ``../validate.py`` simulates them.
 
 Errors: a missing column, or a value in a row that is not the number its column needs,
 raises ``InputError`` naming the file, the line and the column.
@@ -26,7 +26,7 @@ import numpy as np
 from slo.inputfile import InputError
 
 if TYPE_CHECKING:
-    from optimizer.silicon_disagg import DisaggRow
+    from simulator.validation.silicon.disagg import DisaggRow
 
 __all__ = [
     "KNOWN_COLUMNS",
@@ -116,7 +116,7 @@ class MeasuredRow:
     measured_tpot_ms: float
     source: str = field(default="", kw_only=True)
     """``silicon_data_source`` as written: which harness produced the row
-    (``optimizer/benchmark_rules.py`` reads it)."""
+    (``simulator/validation/rules.py`` reads it)."""
     backend_version: str = field(default="", kw_only=True)
     """``backend_version`` as written (may be empty)."""
 

@@ -29,10 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from hardware.schema import Catalog
-from optimizer.silicon import Skipped, check_header
-from optimizer.validate_report import ErrorStats, error_stats
 from simulator.latency import Deployment, make_latency_model
 from simulator.presets import load_preset
+from simulator.validation.report import ErrorStats, error_stats
+from simulator.validation.silicon.rows import Skipped, check_header
 from slo.inputfile import InputError
 
 __all__ = ["STEP_COLUMNS", "StepReport", "StepRow", "read_steps", "validate_steps"]

@@ -1,5 +1,5 @@
-"""``optimizer.silicon`` and ``optimizer.validate``: CSV parsing, row → deployment, extrapolated
-means, MAPE."""
+"""``simulator.validation.silicon.rows`` and ``simulator.validation.validate``: CSV parsing,
+row → deployment, extrapolated means, MAPE."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from hardware.catalog import shipped_catalog
-from optimizer.silicon import REQUIRED_COLUMNS
-from optimizer.validate import (
+from simulator.validation.silicon.rows import REQUIRED_COLUMNS
+from simulator.validation.validate import (
     BENCHMARK_ROUNDS,
     RowResult,
     SiliconRow,
@@ -112,7 +112,7 @@ def test_row_config_resolves_precision_and_names() -> None:
     assert config.weight_precision == "bf16"
     assert config.kv_precision == "bf16"
     # KV precision follows the checkpoint's recipe: ModelOpt FP8 / NVFP4 carry an FP8 KV
-    # cache, a vendor's block-FP8 checkpoint does not (optimizer/benchmark_rules.py).
+    # cache, a vendor's block-FP8 checkpoint does not (simulator/validation/rules.py).
     for mode, weights, kv in (("fp8", "fp8", "fp8"), ("fp8_block", "fp8", "bf16"),
                               ("nvfp4", "fp4", "fp8")):  # fmt: skip
         quantised = row_config(_row(precision=mode), catalog, latency_model="table")

@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from optimizer.benchmark_rules import harness
-from optimizer.silicon import Row, Skipped
+from simulator.validation.rules import harness
+from simulator.validation.silicon.rows import Row, Skipped
 from slo.inputfile import InputError
 
 if TYPE_CHECKING:
-    from optimizer.validate import RowResult
+    from simulator.validation.validate import RowResult
 
 __all__ = [
     "GROUP_KEYS",

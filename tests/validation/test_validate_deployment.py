@@ -1,12 +1,12 @@
-"""``optimizer.validate``: the engine limits of the benchmark's generated deployment."""
+"""``simulator.validation.validate``: the engine limits of the benchmark's generated deployment."""
 
 from __future__ import annotations
 
 import pytest
 
 from hardware.catalog import shipped_catalog
-from optimizer.benchmark_rules import harness, protocol, version_settings
-from optimizer.validate import (
+from simulator.validation.rules import harness, protocol, version_settings
+from simulator.validation.validate import (
     FITTED_TTFT_OFFSET_MS,
     RowResult,
     SiliconRow,

@@ -1,6 +1,6 @@
 """End-to-end fidelity: measured serving benchmarks → closed-loop simulations → MAPE.
 
-Input: rows of a measured-benchmark CSV (``optimizer/silicon.py`` reads aiconfigurator's
+Input: rows of a measured-benchmark CSV (``silicon/rows.py`` reads aiconfigurator's
 ``silicon_sample.csv`` format: one row = one deployment benchmarked with ``batch_size``
 concurrent users sending requests of exactly ``isl`` input and ``osl`` output tokens;
 ``silicon_ttft_ms`` / ``silicon_tpot_ms`` are the measured means). Every row, aggregated
@@ -8,7 +8,7 @@ concurrent users sending requests of exactly ``isl`` input and ``osl`` output to
 
 - **Workload**: a closed loop of ``batch_size`` users, prompts of fresh blocks (the
   benchmark's random-token prompts share no prefix), every user starting at time 0, with the
-  client protocol of the row's harness (``benchmark_rules.PROTOCOLS``): aiperf sends exactly
+  client protocol of the row's harness (``rules.PROTOCOLS``): aiperf sends exactly
   ``isl`` / ``osl`` tokens, 20 requests per user; InferenceX's client draws each length
   uniformly from [0.8·L, L] and sends 10 per user — its requests finish at different steps,
   which is what desynchronises its users (no parameter is fitted: both are the harnesses'
@@ -32,15 +32,15 @@ concurrent users sending requests of exactly ``isl`` input and ``osl`` output to
   (``bench/validate_fidelity.py`` measures the difference).
 - **Deployment**: ``tp_size`` GPUs of ``system``, the ``backend`` preset, weight and KV-cache
   precision from the checkpoint's quantisation recipe and the engine's ``auto`` rule, MoE
-  experts split ``moe_ep_size`` ways (``optimizer/benchmark_rules.py``: a ModelOpt FP8 or NVFP4
+  experts split ``moe_ep_size`` ways (``simulator/validation/rules.py``: a ModelOpt FP8 or NVFP4
   checkpoint carries an FP8 KV cache, a vendor block-FP8 or bf16 one does not). A
   disaggregated row deploys its prefill and decode workers as a PD deployment
-  (``optimizer/silicon_disagg.py``) with the same precision rules; its concurrency comes from
+  (``silicon/disagg.py``) with the same precision rules; its concurrency comes from
   ``silicon_data_source`` (module doc there). The report groups rows by (model, backend,
-  mode), or by ``gpu`` / ``engine`` / ``model`` / ``concurrency`` (``validate_report.py``).
+  mode), or by ``gpu`` / ``engine`` / ``model`` / ``concurrency`` (``report.py``).
 - **Engine limits** (``deployment="benchmark"``, the default): the engine arguments of the
   harness that produced the row, from ONE table of rules with their sources
-  (``benchmark_rules.RULES``; a generator's override applies only to rows that say they came
+  (``rules.RULES``; a generator's override applies only to rows that say they came
   from it): aiconfigurator's generator sizes TensorRT-LLM, vLLM and SGLang workers to the
   benchmark (running cap N, a step budget of N + isl + 1500, TensorRT-LLM's KV cache 0.80 of
   the free memory, SGLang's running cap); InferenceX's vLLM launch scripts pass
@@ -82,21 +82,21 @@ from numpy.typing import NDArray
 
 from hardware.catalog import load_catalog
 from hardware.schema import Catalog
-from optimizer.benchmark_rules import (
+from simulator.api import SimResult, simulate
+from simulator.config import ServingConfig
+from simulator.presets import BACKEND_PRESETS
+from simulator.validation.report import FidelityReport, mape
+from simulator.validation.rules import (
     benchmark_engine_settings,
     kv_precision,
     protocol,
     version_settings,
     weight_precision,
 )
-from optimizer.silicon import Row, SiliconRow, Skipped, select_rows
-from optimizer.silicon_disagg import DisaggRow, disagg_config
-from optimizer.silicon_read import read_silicon
-from optimizer.simconfig import closed_loop_workload
-from optimizer.validate_report import FidelityReport, mape
-from simulator.api import SimResult, simulate
-from simulator.config import ServingConfig
-from simulator.presets import BACKEND_PRESETS
+from simulator.validation.silicon.disagg import DisaggRow, disagg_config
+from simulator.validation.silicon.read import read_silicon
+from simulator.validation.silicon.rows import Row, SiliconRow, Skipped, select_rows
+from simulator.workload.closed_loop import closed_loop_workload
 from simulator.workload.spec import WorkloadSpec
 from slo.inputfile import InputError, validate
 
@@ -216,7 +216,7 @@ def row_config(
     """The deployment ``row`` measured, or the reason it cannot be expressed (module doc).
 
     A disaggregated row gets per-pool limits from the benchmark rules and its recorded batch
-    sizes with ``deployment="benchmark"`` (``optimizer/silicon_disagg.py``, ``role_limits``).
+    sizes with ``deployment="benchmark"`` (``silicon/disagg.py``, ``role_limits``).
     """
     problem = _unsupported(row, catalog)
     if problem:
@@ -339,7 +339,7 @@ def _run(
     )
     ratio = protocol(row).length_ratio
     if ratio < 1:
-        # The harness draws each length uniformly from [ratio · L, L] (benchmark_rules).
+        # The harness draws each length uniformly from [ratio · L, L] (rules.py).
         data = workload.root.model_dump()
         data["input_tokens"] = {"dist": "uniform", "low": ratio * row.isl, "high": row.isl}
         data["output_tokens"] = {"dist": "uniform", "low": ratio * row.osl, "high": row.osl}

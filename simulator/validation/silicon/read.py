@@ -1,8 +1,8 @@
-"""Reading a silicon benchmark CSV: aggregated rows (``silicon``) and disaggregated ones
-(``silicon_disagg``) in file order, with the rows set aside and why.
+"""Reading a silicon benchmark CSV: aggregated rows (``rows``) and disaggregated ones
+(``disagg``) in file order, with the rows set aside and why.
 
-Its own module so that both row parsers sit below it: ``silicon_disagg`` builds on
-``silicon``'s number parsing, and this reader uses both.
+Its own module so that both row parsers sit below it: ``disagg`` builds on
+``rows``' number parsing, and this reader uses both.
 """
 
 from __future__ import annotations
@@ -10,7 +10,8 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from optimizer.silicon import (
+from simulator.validation.silicon.disagg import parse_disagg_row
+from simulator.validation.silicon.rows import (
     KNOWN_COLUMNS,
     REQUIRED_COLUMNS,
     Row,
@@ -19,7 +20,6 @@ from optimizer.silicon import (
     parse_agg_row,
     skipped_row,
 )
-from optimizer.silicon_disagg import parse_disagg_row
 from slo.inputfile import InputError
 
 __all__ = ["read_silicon"]
