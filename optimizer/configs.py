@@ -26,6 +26,7 @@ import pydantic
 
 from optimizer.space import SearchSpace
 from simulator.config import ServingConfig
+from simulator.pool_config import FLAT_POOL_KEYS, POOLS
 from slo.inputfile import InputError, format_validation_error
 
 __all__ = ["ALIASES", "known_names", "to_config", "validate_space_names"]
@@ -42,7 +43,8 @@ ALIASES: dict[str, tuple[str, ...]] = {
 
 def known_names() -> list[str]:
     """Every name a space file may use as a dimension or fixed setting."""
-    return sorted(set(ServingConfig.model_fields) - {"model"} | set(ALIASES))
+    nested = {"model", *POOLS}  # the PD pools are searched through their flat keys
+    return sorted(set(ServingConfig.model_fields) - nested | set(FLAT_POOL_KEYS) | set(ALIASES))
 
 
 def _fields(model: str, params: Mapping[str, Any]) -> dict[str, Any]:

@@ -146,7 +146,7 @@ def _stat(values: Array, stat: str) -> float:
 
 def screen(config: ServingConfig, catalog: Catalog, shapes: Shapes, spec: SloSpec) -> str:
     """Why ``config`` provably misses ``spec`` without simulating it ('' when it may meet it)."""
-    if config.prefill_instances is not None or config.spec_tokens or not len(shapes.prompt):
+    if config.pd_mode == "disaggregated" or config.spec_tokens or not len(shapes.prompt):
         return ""
     bounds = _bounds_ms(config, catalog, shapes)
     if bounds is None:

@@ -12,13 +12,14 @@ user catalog can add GPUs and models) and it never runs the simulator.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from hardware.checkpoints import kv_precision
 from hardware.schema import Catalog
 from simulator.config import ServingConfig
+from simulator.pool_config import fold_pool_keys
 from slo.inputfile import InputError, load_mapping, validate
 
 __all__ = ["FLAG_FIELDS", "merge_config"]
@@ -44,13 +45,20 @@ _NO_TIER = ("none", "off", "")
 
 
 def merge_config(
-    path: str | Path | None, flags: Mapping[str, Any], catalog: Catalog | None = None
+    path: str | Path | None,
+    flags: Mapping[str, Any],
+    catalog: Catalog | None = None,
+    *,
+    on_note: Callable[[str], None] | None = None,
 ) -> ServingConfig:
     """The validated config: the file's keys (if ``path``), then every flag that is not None.
 
     With ``catalog``, a weight or KV precision that neither the file nor a flag sets follows
     the model's checkpoint (``Catalog.checkpoint``): ``nvidia/Llama-3.1-8B-Instruct-FP8`` runs
     FP8 weights with the FP8 KV cache its recipe carries, a plain name bf16 for both.
+
+    A file that uses the flat PD keys written before ``PoolConfig`` (``prefill_tp``, ...) is
+    read as the nested form; ``on_note`` (if given) receives one line naming those keys.
 
     ``flags`` maps names of ``FLAG_FIELDS`` to values (None = not given). Raises ``InputError``
     (one line naming the file or "command line" and the field) for unknown keys, bad values, or
@@ -60,6 +68,15 @@ def merge_config(
     if unknown:
         raise ValueError(f"merge_config: unknown flag names {unknown}")  # a programming error
     data: dict[str, Any] = load_mapping(path) if path is not None else {}
+    try:
+        data, flat = fold_pool_keys(data)
+    except ValueError as err:
+        raise InputError(f"{path}: {err}") from None
+    if flat and on_note is not None:
+        on_note(
+            f"{path}: {', '.join(flat)}: flat PD keys are deprecated (still read); write "
+            f"them nested, e.g. {flat[0].split('_', 1)[0]}: {{{flat[0].split('_', 1)[1]}: …}}"
+        )
     given = {name: value for name, value in flags.items() if value is not None}
     for name, given_value in given.items():
         value = given_value

@@ -34,6 +34,7 @@ from optimizer.space import Dimension, Scalar, SearchSpace
 from simulator.config import ServingConfig
 from simulator.engine.analytic import ANALYTIC_MODELS, parse_analytic
 from simulator.latency import LATENCY_MODELS
+from simulator.pool_config import FLAT_POOL_KEYS, POOLS, PoolConfig
 from simulator.presets import load_preset
 from slo.inputfile import InputError
 
@@ -102,7 +103,12 @@ def _check_field(name: str, value: Any, where: str) -> None:
         ServingConfig.model_validate(data)
     except pydantic.ValidationError as err:
         for problem in err.errors():
-            if problem["loc"] and problem["loc"][0] in targets:
+            loc = problem["loc"]
+            if not loc:
+                continue
+            # A flat PD key is validated in its nested place: ("prefill", "tp") is prefill_tp.
+            name_at = f"{loc[0]}_{loc[1]}" if loc[0] in POOLS and len(loc) > 1 else str(loc[0])
+            if name_at in targets:
                 message = problem["msg"].removeprefix("Value error, ")
                 raise InputError(f"{where}: {message} (got {value!r})") from None
 
@@ -110,7 +116,10 @@ def _check_field(name: str, value: Any, where: str) -> None:
 def _is_int_field(name: str) -> bool:
     targets = ALIASES.get(name, (name,))
     for target in targets:
-        field = ServingConfig.model_fields.get(target)
+        if target in FLAT_POOL_KEYS:
+            field = PoolConfig.model_fields.get(target.partition("_")[2])
+        else:
+            field = ServingConfig.model_fields.get(target)
         if field is None:
             continue
         annotation = field.annotation

@@ -484,7 +484,7 @@ def _pd_pool(
     prefill_pool, decode_pool = pools
     entry = builder.router(config.router, prefill_pool.instances, engines[0].l1_blocks)
     decode_router = builder.router(
-        config.decode_router or config.router, decode_pool.instances, engines[1].l1_blocks
+        config.decode_router(), decode_pool.instances, engines[1].l1_blocks
     )
     prefill = builder.instances(engines[0], 0, prefill_pool.instances)
     decode = builder.instances(engines[1], prefill_pool.instances, decode_pool.instances)

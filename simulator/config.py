@@ -1,17 +1,18 @@
 """``ServingConfig``: one serving deployment the simulator can run, as a validated model.
 
-Flat on purpose: each field is one knob of the search space (``optimizer/space.py`` maps trial
-parameters onto these names 1:1) and one key of a ``simulate`` config file. ``None`` means
-"the backend preset's default" (``simulator/data/presets``). Names (model, GPU, storage tier)
-are checked against the catalog when the configuration is simulated, because users may bring
-their own catalog; everything else is checked here, with one-line messages.
+Flat on purpose (but for the two PD pools): each field is one knob of the search space
+(``optimizer/space.py`` maps trial parameters onto these names 1:1) and one key of a ``simulate``
+config file. ``None`` means "the backend preset's default" (``simulator/data/presets``). Names
+(model, GPU, storage tier) are checked against the catalog when the configuration is simulated,
+because users may bring their own catalog; everything else is checked here, with one-line messages.
 
 Units: GiB for memory sizes (2**30 bytes), tokens, seconds.
 
-PD disaggregation (``pd_mode: disaggregated``): a prefill pool and a decode pool, each with its
-own GPU type, TP and instance count (``prefill_*`` / ``decode_*``; a ``None`` GPU or TP means
-``gpu`` / ``tp``), serving the one ``model``; ``instances`` is then unused. Engine knobs and KV
-tiers apply to every instance of both pools; the L3 store is shared by both. Semantics (TTFT,
+PD disaggregation (``pd_mode: disaggregated``): a prefill pool and a decode pool, each with its own
+GPU type, TP, instance count and engine limits (``prefill`` / ``decode``, a ``PoolConfig``; a
+``None`` field means the top-level one), serving the one ``model``; ``instances`` is then unused.
+Today's flat twin keys (``prefill_tp``, ...) are still read (``pool_config.py``). Engine knobs and
+KV tiers apply to every instance of both pools; the L3 store is shared by both. Semantics (TTFT,
 TPOT, the KV transfer) are in ``simulator/cluster/pd.py``.
 """
 
@@ -26,6 +27,7 @@ from simulator.cluster.router import ROUTERS, parse_router_spec
 from simulator.engine.admission import KvAdmission
 from simulator.engine.scheduler import SCHEDULERS
 from simulator.kvcache.policies import POLICIES
+from simulator.pool_config import POOLS, PoolConfig, PoolName, fold_pool_keys
 from slo.inputfile import load_input_file
 
 __all__ = ["ServingConfig"]
@@ -196,51 +198,14 @@ class ServingConfig(BaseModel):
         description="aggregated: every instance prefills and decodes; disaggregated: a "
         "prefill pool hands each request's KV to a decode pool after its first token.",
     )
-    prefill_instances: int | None = Field(
-        default=None, ge=0, description="Disaggregated: instances of the prefill pool."
-    )
-    decode_instances: int | None = Field(
-        default=None, ge=0, description="Disaggregated: instances of the decode pool."
-    )
-    prefill_gpu: str | None = Field(
-        default=None, description="Disaggregated: catalog GPU of the prefill pool (None = gpu)."
-    )
-    decode_gpu: str | None = Field(
-        default=None, description="Disaggregated: catalog GPU of the decode pool (None = gpu)."
-    )
-    prefill_tp: int | None = Field(
-        default=None, ge=1, description="Disaggregated: TP of a prefill instance (None = tp)."
-    )
-    decode_tp: int | None = Field(
-        default=None, ge=1, description="Disaggregated: TP of a decode instance (None = tp)."
-    )
-    prefill_max_running_requests: int | None = Field(
+    prefill: PoolConfig | None = Field(
         default=None,
-        ge=1,
-        description="Disaggregated: most requests a prefill instance admits at once "
-        "(None = max_running_requests).",
+        description="Disaggregated: the prefill pool (instances, gpu, tp, limits; "
+        "simulator/pool_config.py).",
     )
-    decode_max_running_requests: int | None = Field(
+    decode: PoolConfig | None = Field(
         default=None,
-        ge=1,
-        description="Disaggregated: most requests a decode instance admits at once "
-        "(None = max_running_requests).",
-    )
-    prefill_max_batched_tokens: int | None = Field(
-        default=None,
-        ge=1,
-        description="Disaggregated: token budget of a prefill step (None = max_batched_tokens).",
-    )
-    decode_max_batched_tokens: int | None = Field(
-        default=None,
-        ge=1,
-        description="Disaggregated: token budget of a decode step (None = max_batched_tokens).",
-    )
-    decode_router: str | None = Field(
-        default=None,
-        description="Disaggregated: router spec that picks the decode instance when a "
-        f"prefill finishes, one of {', '.join(ROUTERS)} with optional parameters "
-        "(None = router).",
+        description="Disaggregated: the decode pool (instances, gpu, tp, limits, router).",
     )
     pd_transfer_overlap: Literal["none", "layerwise"] = Field(
         default="none",
@@ -264,13 +229,6 @@ class ServingConfig(BaseModel):
         parse_router_spec(value)  # one-line ValueError naming the router and parameter
         return value
 
-    @field_validator("decode_router")
-    @classmethod
-    def _known_decode_router(cls, value: str | None) -> str | None:
-        if value is not None:
-            parse_router_spec(value)
-        return value
-
     @model_validator(mode="before")
     @classmethod
     def _one_model(cls, data: Any) -> Any:
@@ -287,6 +245,12 @@ class ServingConfig(BaseModel):
             if any(key in data for key in drop):
                 data = {k: v for k, v in data.items() if k not in drop}
         return data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nested_pools(cls, data: Any) -> Any:
+        # Files written before PoolConfig use flat twin keys (prefill_tp, ...): still accepted.
+        return fold_pool_keys(data)[0] if isinstance(data, dict) else data
 
     @field_validator("l1_policy", "l2_policy", "l3_policy")
     @classmethod
@@ -350,38 +314,33 @@ class ServingConfig(BaseModel):
         return self
 
     def _check_pd(self) -> None:
-        pd_fields = (
-            "prefill_instances",
-            "decode_instances",
-            "prefill_gpu",
-            "decode_gpu",
-            "prefill_tp",
-            "decode_tp",
-            "prefill_max_running_requests",
-            "decode_max_running_requests",
-            "prefill_max_batched_tokens",
-            "decode_max_batched_tokens",
-            "decode_router",
-        )
         if self.pd_mode == "aggregated":
-            given = [name for name in pd_fields if getattr(self, name) is not None]
-            if given:
-                raise ValueError(
-                    f"{given[0]} is set but pd_mode is 'aggregated'; set pd_mode: disaggregated"
-                )
+            for pool in POOLS:
+                settings = getattr(self, pool)
+                given = settings.given() if settings is not None else []
+                if settings is not None:
+                    where = f"{pool}.{given[0]}" if given else pool
+                    raise ValueError(
+                        f"{where} is set but pd_mode is 'aggregated'; set pd_mode: disaggregated"
+                    )
             return
-        for pool in ("prefill", "decode"):
-            count = getattr(self, f"{pool}_instances")
+        if self.prefill is not None and self.prefill.router is not None:
+            raise ValueError(
+                "prefill.router: the prefill instance is picked by 'router'; a pool router "
+                "exists for the decode pool only"
+            )
+        for pool in POOLS:
+            count = self.pool(pool).instances
             if count is None:
-                raise ValueError(f"pd_mode 'disaggregated' needs {pool}_instances")
+                raise ValueError(f"pd_mode 'disaggregated' needs {pool}.instances")
             if count < 1:
                 raise ValueError(
-                    f"{pool}_instances is 0: a disaggregated deployment needs at least one "
+                    f"{pool}.instances is 0: a disaggregated deployment needs at least one "
                     f"{pool} instance"
                 )
-            tp = getattr(self, f"{pool}_tp") or self.tp
+            tp = self.pool_shape(pool)[1]
             if self.ep is not None and tp % self.ep:
-                raise ValueError(f"ep ({self.ep}) must divide {pool}_tp ({tp})")
+                raise ValueError(f"ep ({self.ep}) must divide {pool}.tp ({tp})")
             budget, running = self.pool_limits(pool)
             if budget and running and budget < running:
                 raise ValueError(
@@ -390,25 +349,32 @@ class ServingConfig(BaseModel):
                     "token per step"
                 )
 
-    def pool_limits(
-        self, pool: Literal["prefill", "decode"] | None
-    ) -> tuple[int | None, int | None]:
+    def pool(self, name: PoolName) -> PoolConfig:
+        """The settings of a PD pool as given (all ``None`` when the pool is not given)."""
+        settings: PoolConfig | None = self.prefill if name == "prefill" else self.decode
+        return settings if settings is not None else PoolConfig()
+
+    def pool_limits(self, pool: PoolName | None) -> tuple[int | None, int | None]:
         """(step token budget, most running requests) of a pool's instances (None = the
         preset's); ``pool`` None for an aggregated deployment."""
         budget, running = self.max_batched_tokens, self.max_running_requests
         if pool is None:
             return budget, running
+        settings = self.pool(pool)
         return (
-            getattr(self, f"{pool}_max_batched_tokens") or budget,
-            getattr(self, f"{pool}_max_running_requests") or running,
+            settings.max_batched_tokens or budget,
+            settings.max_running_requests or running,
         )
 
-    def pool_shape(self, pool: Literal["prefill", "decode"]) -> tuple[str, int, int]:
+    def pool_shape(self, pool: PoolName) -> tuple[str, int, int]:
         """(GPU, TP, instances) of a disaggregated pool, defaults filled in."""
-        gpu: str = getattr(self, f"{pool}_gpu") or self.gpu
-        tp: int = getattr(self, f"{pool}_tp") or self.tp
-        count: int = getattr(self, f"{pool}_instances") or 0
-        return gpu, tp, count
+        settings = self.pool(pool)
+        return settings.gpu or self.gpu, settings.tp or self.tp, settings.instances or 0
+
+    def decode_router(self) -> str:
+        """Router spec that picks the decode instance after a prefill (the pool's, else
+        ``router``)."""
+        return self.pool("decode").router or self.router
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> ServingConfig:

@@ -90,10 +90,17 @@ def check_config_names(config: ServingConfig, catalog: Catalog, source: str) -> 
         catalog.model(config.model)
     except InputError as err:
         raise InputError(f"{source}: model: {err}") from None
-    for field in ("gpu", "prefill_gpu", "decode_gpu", "l3_tier", "backend", "latency_model"):
-        value = getattr(config, field)
+    settings = {
+        "gpu": config.gpu,
+        "prefill.gpu": config.pool("prefill").gpu,
+        "decode.gpu": config.pool("decode").gpu,
+        "l3_tier": config.l3_tier,
+        "backend": config.backend,
+        "latency_model": config.latency_model,
+    }
+    for field, value in settings.items():
         if value is not None:
-            check_setting(field, value, catalog, source)
+            check_setting(field.replace(".", "_"), value, catalog, source)
 
 
 def load_baseline(path: Path, space: SearchSpace, catalog: Catalog) -> dict[str, Any]:

@@ -78,7 +78,7 @@ def config_latency_notes(config: ServingConfig) -> list[str]:
     """The one-line latency notes (``simulator.latency.latency_note``) for every GPU of
     ``config``'s pools, in order, without repeats."""
     roots = [config.kernel_profiles_dir] if config.kernel_profiles_dir else []
-    gpus = [config.gpu, config.prefill_gpu, config.decode_gpu]
+    gpus = [config.gpu, config.pool("prefill").gpu, config.pool("decode").gpu]
     notes: list[str] = []
     for gpu in dict.fromkeys(g for g in gpus if g):
         note = latency_note(config.latency_model, gpu, config.backend, roots)

@@ -59,6 +59,7 @@ from simulator.api import SimResult, WorkloadBuilder, simulate
 from simulator.capacity import MAX_TIME_SCALE, Capacity, capacity_search
 from simulator.config import ServingConfig
 from simulator.metrics import SUMMARY_STATS
+from simulator.pool_config import POOLS, fold_pool_keys
 from simulator.workload.closed_loop import closed_loop_workload
 from slo import SloSpec, attainment, evaluate, load_slo
 from slo.inputfile import InputError, validate
@@ -214,7 +215,7 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     flags["l3"], l3_gib = _l3_spec(l3)
     cat = load_catalog(catalog)
     serving = _with_flags(
-        merge_config(config, flags, cat),
+        merge_config(config, flags, cat, on_note=_note),
         {
             "router": router, "prefill_instances": prefill_instances,
             "decode_instances": decode_instances, "prefill_gpu": prefill_gpu,
@@ -302,6 +303,11 @@ def _compare_setups(compare: str | None, plot: Path | None, *, alone: bool) -> t
     return setups
 
 
+def _note(message: str) -> None:
+    """Print a one-line note (a deprecated key, say) on stderr."""
+    err_console.print(f"note: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
 def _l3_spec(spec: str | None) -> tuple[str | None, float | None]:
     """``--l3 TIER[:GIB]`` as (tier, capacity in GiB or None)."""
     if spec is None or ":" not in spec:
@@ -319,9 +325,13 @@ def _with_flags(serving: ServingConfig, updates: dict[str, Any]) -> ServingConfi
     given = {key: value for key, value in updates.items() if value is not None}
     if not given:
         return serving
+    data = serving.model_dump()
     if given.keys() & PD_FLAGS:
         given["pd_mode"] = "disaggregated"
-    return validate(ServingConfig, {**serving.model_dump(), **given}, "command line")
+        given, _ = fold_pool_keys(given)
+        for pool in POOLS:  # a flag overrides the file's value of the same pool field
+            data[pool] = {**(data[pool] or {}), **given.pop(pool, {})}
+    return validate(ServingConfig, {**data, **given}, "command line")
 
 
 def _meets_slo(spec: SloSpec) -> Any:

@@ -69,7 +69,7 @@ def test_pd_flags_select_disaggregation_and_router(files: dict[str, Path]) -> No
     )  # fmt: skip
     config = data["config"]
     assert config["pd_mode"] == "disaggregated"
-    assert (config["prefill_instances"], config["decode_instances"]) == (1, 2)
+    assert (config["prefill"]["instances"], config["decode"]["instances"]) == (1, 2)
     assert config["router"] == "least_load"
     assert data["cost"]["gpus"] == 1 + 2 * 2
     assert data["requests"]["finished"] == 60
@@ -86,7 +86,7 @@ def test_l3_spec_sets_tier_and_capacity(files: dict[str, Path]) -> None:
     ("args", "message"),
     [
         (["--prefill-instances", "2", "--decode-instances", "0"], "at least one decode instance"),
-        (["--decode-tp", "2"], "needs prefill_instances"),
+        (["--decode-tp", "2"], "needs prefill.instances"),
         (["--capacity"], "--capacity needs --slo"),
         (["--l3", "pool_16tib:lots", "--l2-gib", "4"], "is not TIER[:GIB]"),
         (["--router", "nope"], "unknown router"),

@@ -213,12 +213,12 @@ def _invalid(**fields: Any) -> str:
 
 def test_zero_decode_instances_is_a_clear_error() -> None:
     message = _invalid(pd_mode="disaggregated", prefill_instances=2, decode_instances=0)
-    assert "decode_instances is 0" in message
+    assert "decode.instances is 0" in message
     assert "at least one decode instance" in message
 
 
 def test_pd_config_errors_are_one_line() -> None:
-    assert "needs decode_instances" in _invalid(pd_mode="disaggregated", prefill_instances=1)
+    assert "needs decode.instances" in _invalid(pd_mode="disaggregated", prefill_instances=1)
     assert "pd_mode is 'aggregated'" in _invalid(decode_instances=2)
     assert "unknown router" in _invalid(
         pd_mode="disaggregated", prefill_instances=1, decode_instances=1, decode_router="nope"

@@ -31,7 +31,7 @@ def test_each_pool_runs_with_its_own_limits_and_falls_back_to_the_shared_ones() 
 def test_per_pool_limits_are_checked_and_only_mean_something_disaggregated() -> None:
     with pytest.raises(ValueError, match="decode: max_batched_tokens \\(32\\) must be at least"):
         ServingConfig(**PD, decode_max_batched_tokens=32, decode_max_running_requests=64)
-    with pytest.raises(ValueError, match="prefill_max_running_requests is set but pd_mode"):
+    with pytest.raises(ValueError, match=r"prefill.max_running_requests is set but pd_mode"):
         ServingConfig(model="m", gpu="g", prefill_max_running_requests=1)
     config = ServingConfig(**PD, max_batched_tokens=2048, decode_max_running_requests=128)
     assert config.pool_limits("prefill") == (2048, None)

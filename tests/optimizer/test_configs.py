@@ -63,7 +63,7 @@ def test_prefill_share_splits_instances(
             "prefill_share": share,
         },
     )
-    assert (config.prefill_instances, config.decode_instances) == split
+    assert (config.pool("prefill").instances, config.pool("decode").instances) == split
 
 
 def test_single_instance_cannot_be_disaggregated() -> None:

@@ -186,7 +186,7 @@ def test_an_moe_row_gets_the_one_expert_parallelism_of_both_pools() -> None:
         kv_precision="fp8",
     )
     assert not isinstance(config, str)
-    assert (config.ep, config.prefill_tp, config.decode_tp) == (4, 4, 4)
+    assert (config.ep, config.pool("prefill").tp, config.pool("decode").tp) == (4, 4, 4)
 
 
 @pytest.mark.parametrize(
@@ -241,7 +241,7 @@ def test_tensor_parallelism_across_servers_is_modelled_not_refused() -> None:
     )
     assert not isinstance(config, str)
     assert config.allow_multi_node
-    assert (config.prefill_tp, config.decode_tp) == (16, 16)
+    assert (config.pool("prefill").tp, config.pool("decode").tp) == (16, 16)
 
 
 def test_unknown_backend_and_precision_use_the_aggregated_rules() -> None:

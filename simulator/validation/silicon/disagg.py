@@ -264,18 +264,20 @@ def _expert_parallel(row: DisaggRow) -> int | str:
 _PREFILL_HEADROOM = 1500
 
 
-def role_limits(row: DisaggRow) -> dict[str, int]:
-    """Per-pool engine limits of ``row``'s deployment: each role's recorded batch size caps its
-    running requests; a prefill step holds the prompt + 1,500 tokens; a decode step (rule:
-    ``max_num_tokens = max_batch_size``) one token per running request."""
-    limits = {"prefill_max_batched_tokens": row.isl + _PREFILL_HEADROOM}
+def role_limits(row: DisaggRow) -> dict[str, dict[str, int]]:
+    """Per-pool engine limits of ``row``'s deployment (``PoolConfig`` fields by pool): each
+    role's recorded batch size caps its running requests; a prefill step holds the prompt +
+    1,500 tokens; a decode step (rule: ``max_num_tokens = max_batch_size``) one token per
+    running request."""
+    prefill_limits = {"max_batched_tokens": row.isl + _PREFILL_HEADROOM}
+    decode_limits: dict[str, int] = {}
     prefill, decode = row.prefill.batch_size, row.decode.batch_size
     if prefill:
-        limits["prefill_max_running_requests"] = prefill
+        prefill_limits["max_running_requests"] = prefill
     if decode:
-        limits["decode_max_running_requests"] = decode
-        limits["decode_max_batched_tokens"] = decode
-    return limits
+        decode_limits["max_running_requests"] = decode
+        decode_limits["max_batched_tokens"] = decode
+    return {"prefill": prefill_limits, "decode": decode_limits}
 
 
 def disagg_config(
@@ -320,13 +322,12 @@ def disagg_config(
         "backend": row.backend,
         "latency_model": latency_model,
         "pd_mode": "disaggregated",
-        "prefill_instances": row.prefill.workers,
-        "decode_instances": row.decode.workers,
-        "prefill_tp": row.prefill.tp,
-        "decode_tp": row.decode.tp,
         "allow_multi_node": multi_node,
-        **(role_limits(row) if engine_limits else {}),
     }
+    limits = role_limits(row) if engine_limits else {"prefill": {}, "decode": {}}
+    for role in _ROLES:
+        shape = getattr(row, role)
+        fields[role] = {"instances": shape.workers, "tp": shape.tp, **limits[role]}
     try:
         return validate(ServingConfig, fields, f"row {row.id}")
     except InputError as err:
