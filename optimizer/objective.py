@@ -40,10 +40,10 @@ from optimizer.space import SearchSpace
 from optimizer.study import CONSTRAINTS_ATTR
 from optimizer.workloads import describe_workload
 from simulator.api import SimResult, WorkloadBuilder, simulate
-from simulator.build import deployment_cost
 from simulator.capacity import Capacity, capacity_search
 from simulator.cluster.overlong import OverlongPolicy
 from simulator.config import ServingConfig
+from simulator.cost import deployment_cost
 from simulator.give_up import MissRule
 from slo import SloSpec, attainment, check_budget, evaluate, slo_met_mask
 

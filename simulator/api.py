@@ -34,11 +34,12 @@ from numpy.typing import NDArray
 
 from hardware.catalog import shipped_catalog
 from hardware.schema import Catalog
-from simulator.build import Infeasible, build_pool, deployment_cost
+from simulator.build import Infeasible, build_pool
 from simulator.cluster.driver import Cluster
 from simulator.cluster.overlong import drop_overlong
 from simulator.config import ServingConfig
 from simulator.core import Kernel
+from simulator.cost import deployment_cost
 from simulator.engine import EngineInstance
 from simulator.metrics import (
     LATENCY_METRICS,

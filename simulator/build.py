@@ -14,14 +14,7 @@ block (``block_tokens``, 512 for Mooncake). L1 holds ``kv_tokens // block_tokens
 L2→L1 loads move each GPU's shard over its own PCIe link in parallel (per-GPU bytes); L3→L2
 reads move the whole block over the host's path to the tier.
 
-L3 placement: a ``shared`` tier (a remote pool) is one store for the whole deployment, its read
-bandwidth one resource shared fairly by all instances (``engine/pool_channel.py``), paid once.
-Any other tier is a server's local drive: instances are packed onto servers of
-``gpus_per_node`` GPUs (``place_on_nodes``), each server has its own store of the tier's
-capacity, reached by its instances through one first-come-first-served channel at the tier's
-rate, and the tier is paid per server (an instance spanning several servers pays for each).
-Each store has one write queue at the tier's write rate (``engine/store_writer.py``): a copy
-is matchable once it has landed, and dropped when the queue is ``l3_write_backlog_s`` behind.
+L3 placement and what the deployment pays for: ``simulator/cost.py``.
 
 PD disaggregation (``pd_mode: disaggregated``): two pools, each with its own GPU, TP, memory
 fit and latency model, wired by ``cluster/pd.py``; instances are numbered prefill first.
@@ -36,17 +29,17 @@ from typing import Literal
 
 import numpy as np
 
-from hardware.schema import Catalog, GpuSpec, ModelSpec, StorageTierSpec
+from hardware.schema import Catalog
 from simulator.cluster.pd import (
     EntryRouter,
     PDCoordinator,
     PoolSpec,
     TransferTimes,
-    place_on_nodes,
 )
 from simulator.cluster.router import Router, make_router
 from simulator.config import ServingConfig
 from simulator.core import Kernel
+from simulator.cost import Hardware, hardware, l3_stores, pool_specs
 from simulator.engine.analytic import parse_analytic
 from simulator.engine.instance import EngineInstance
 from simulator.engine.kvmanager import KVManager
@@ -75,16 +68,13 @@ from simulator.latency import (
     storage_link,
     transfer_seconds,
 )
-from simulator.metrics import Cost
 from simulator.presets import BackendPreset, load_preset
 from simulator.records import Recorder
 from slo.inputfile import InputError
 
-__all__ = ["Infeasible", "Pool", "build_pool", "deployment_cost"]
+__all__ = ["Infeasible", "Pool", "build_pool"]
 
 _GIB = 2**30
-#: Catalog name of the host-DRAM storage tier (L2).
-DRAM_TIER = "dram"
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,69 +106,6 @@ class Pool:
     """The write queue of every L3 store (one per server for a drive, one for a pool)."""
 
 
-@dataclass(frozen=True, slots=True)
-class _Hardware:
-    model: ModelSpec
-    gpu: GpuSpec
-    dram: StorageTierSpec | None
-    l3: StorageTierSpec | None
-    l3_gib: float
-
-
-def _hardware(config: ServingConfig, catalog: Catalog) -> _Hardware:
-    dram = catalog.storage_tier(DRAM_TIER) if config.l2_dram_gib > 0 else None
-    l3 = catalog.storage_tier(config.l3_tier) if config.l3_tier else None
-    l3_gib = (config.l3_capacity_gib or l3.default_capacity_gib) if l3 else 0.0
-    return _Hardware(catalog.model(config.model), catalog.gpu(config.gpu), dram, l3, l3_gib)
-
-
-def _pools(config: ServingConfig, catalog: Catalog) -> list[PoolSpec]:
-    """The pools of the deployment: one, or prefill then decode."""
-    if config.pd_mode == "aggregated":
-        return [PoolSpec(catalog.gpu(config.gpu), config.tp, config.instances)]
-    shapes = (config.pool_shape("prefill"), config.pool_shape("decode"))
-    return [PoolSpec(catalog.gpu(gpu), tp, count) for gpu, tp, count in shapes]
-
-
-def deployment_cost(config: ServingConfig, catalog: Catalog) -> Cost:
-    """USD per hour of the configuration: GPUs of every pool, L2 DRAM per instance, the L3."""
-    hw = _hardware(config, catalog)
-    pools = _pools(config, catalog)
-    gpus = sum(p.instances * p.tp for p in pools)
-    gpu_usd = sum(p.instances * p.tp * p.gpu.usd_per_gpu_hour for p in pools)
-    n_instances = sum(p.instances for p in pools)
-    dram = hw.dram.usd_per_hour(config.l2_dram_gib) * n_instances if hw.dram else 0.0
-    l3 = hw.l3.usd_per_hour(hw.l3_gib) * l3_stores(pools, hw.l3).servers if hw.l3 else 0.0
-    return Cost(gpus, gpu_usd, dram, l3)
-
-
-@dataclass(frozen=True, slots=True)
-class L3Stores:
-    """Where the L3 content lives (module docstring, "L3 placement")."""
-
-    store_of: tuple[int, ...]
-    """Store of every instance, pools in order (all 0 for a shared tier)."""
-    servers: int
-    """Servers whose copy of the tier is paid for (1 for a shared tier)."""
-
-
-def l3_stores(pools: list[PoolSpec], tier: StorageTierSpec) -> L3Stores:
-    """One store for a shared tier; one per server for a local drive."""
-    n_instances = sum(p.instances for p in pools)
-    if tier.shared:
-        return L3Stores((0,) * n_instances, 1)
-    nodes = place_on_nodes(pools)
-    index: dict[tuple[str, int], int] = {}
-    spans: list[int] = []
-    tps = [p.tp for p in pools for _ in range(p.instances)]
-    gpus_per_node = [p.gpu.gpus_per_node for p in pools for _ in range(p.instances)]
-    for node, tp, per_node in zip(nodes, tps, gpus_per_node, strict=True):
-        if node not in index:
-            index[node] = len(index)
-            spans.append(-(-tp // per_node))  # an instance wider than a server spans several
-    return L3Stores(tuple(index[node] for node in nodes), sum(spans))
-
-
 def _seconds(link: Link) -> TransferTime:
     return lambda nbytes: transfer_seconds(nbytes, link)
 
@@ -197,7 +124,7 @@ class _Engine:
 
 def _engine(
     config: ServingConfig,
-    hw: _Hardware,
+    hw: Hardware,
     pool: PoolSpec,
     preset: BackendPreset,
     block_tokens: int,
@@ -293,7 +220,7 @@ class _Builder:
     def __init__(
         self,
         config: ServingConfig,
-        hw: _Hardware,
+        hw: Hardware,
         *,
         block_tokens: int,
         kernel: Kernel,
@@ -429,9 +356,9 @@ def build_pool(
     check_invariants: bool = False,
 ) -> Pool | Infeasible:
     """Build the instances of ``config`` (see the module docstring); nothing runs yet."""
-    hw = _hardware(config, catalog)
+    hw = hardware(config, catalog)
     preset = load_preset(config.backend)
-    pools = _pools(config, catalog)
+    pools = pool_specs(config, catalog)
     engines = []
     roles: tuple[Literal["prefill", "decode"] | None, ...] = (
         ("prefill", "decode") if len(pools) > 1 else (None,)
@@ -475,7 +402,7 @@ def build_pool(
 
 def _pd_pool(
     config: ServingConfig,
-    hw: _Hardware,
+    hw: Hardware,
     pools: list[PoolSpec],
     engines: list[_Engine],
     builder: _Builder,

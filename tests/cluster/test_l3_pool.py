@@ -10,9 +10,10 @@ import pytest
 
 from hardware.catalog import shipped_catalog
 from simulator.api import SimResult, simulate
-from simulator.build import Pool, build_pool, deployment_cost
+from simulator.build import Pool, build_pool
 from simulator.config import ServingConfig
 from simulator.core import Kernel
+from simulator.cost import deployment_cost
 from simulator.engine.pool_channel import PoolPort, SharedPoolChannel
 from simulator.engine.transfer import PrefetchChannel, Transfer
 from simulator.records import Recorder
