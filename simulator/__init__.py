@@ -19,6 +19,8 @@ The public face, one import away::
 Layers, each importing only those below it (``tests/test_layering.py``): ``config``,
 ``presets``, ``build``, ``api``, ``capacity`` on top of ``cluster`` → ``engine`` → ``latency``,
 ``kvcache`` → ``workload`` → ``core``; all of them on ``hardware`` and ``slo.inputfile``.
+``validation`` (fidelity against measured benchmarks) and ``testing`` (contract kits) sit on
+top of everything and nothing of the simulator imports them.
 Names load on first use (PEP 562), so ``import simulator.workload`` stays cheap for commands
 that never simulate.
 """

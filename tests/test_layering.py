@@ -165,6 +165,21 @@ def test_no_function_local_import_of_our_packages_outside_the_cli() -> None:
     )
 
 
+#: Simulator packages on top of everything: no other simulator module may import them.
+TOP_OF_SIMULATOR = ("simulator.validation", "simulator.testing")
+
+
+def test_nothing_in_the_simulator_imports_its_validation_or_testing_kits() -> None:
+    bad = [
+        _where(imp)
+        for imp, target in _ours()
+        if imp.module.startswith("simulator")
+        and target.startswith(TOP_OF_SIMULATOR)
+        and not imp.module.startswith(TOP_OF_SIMULATOR)
+    ]
+    assert not bad, "\n".join(bad)
+
+
 def _unit(module: str) -> str:
     """The simulator's sub-package (or top-level module) a module belongs to."""
     return ".".join(module.split(".")[:2])
@@ -242,6 +257,11 @@ PLANTED = {
         "simulator/workload/spec.py",
         "import simulator.api",
         test_simulator_units_have_no_import_cycles_beyond_the_listed_debt,
+    ),
+    "kit": (
+        "simulator/engine/scheduler.py",
+        "import simulator.testing.policy",
+        test_nothing_in_the_simulator_imports_its_validation_or_testing_kits,
     ),
     "hidden": (
         "simulator/engine/scheduler.py",

@@ -7,7 +7,8 @@ need real instances go through ``simulate`` (``test_routers_simulate.py``).
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import ClassVar
 
 import numpy as np
 import pytest
@@ -16,19 +17,14 @@ from hypothesis import strategies as st
 
 from simulator.cluster.router import ROUTERS, Router, make_router, parse_router_spec
 from simulator.cluster.routers.balance import LengthBucketRouter
+from simulator.cluster.routers.base import InstanceView
 from simulator.config import ServingConfig
+from simulator.testing import router as router_kit
+from simulator.testing.router import View, drive, routing_workload
 from simulator.workload.request import TraceRequest
 from slo.inputfile import InputError, validate
 
 ALL = sorted(ROUTERS)
-
-
-@dataclass
-class View:
-    """A fake instance: the loads a router reads, set by the test."""
-
-    outstanding_tokens: int = 0
-    n_outstanding: int = 0
 
 
 def req(index: int, input_length: int = 100, blocks: tuple[int, ...] | None = None) -> TraceRequest:
@@ -41,97 +37,31 @@ def build(spec: str, n: int, seed: int = 0) -> Router:
     return make_router(spec, n, np.random.default_rng(seed))
 
 
-def drive(router: Router, loads: list[list[int]], requests: list[TraceRequest]) -> list[int]:
-    """Route ``requests[i]`` with instance ``j`` at ``loads[i][j]`` outstanding tokens (and
-    ``loads[i][j] // 100`` outstanding requests); the choices, in order."""
-    out = []
-    for request, row in zip(requests, loads, strict=True):
-        views = [View(tokens, tokens // 100) for tokens in row]
-        out.append(router.route(request, views))
-    return out
-
-
-def _workload(n: int, n_requests: int, seed: int) -> tuple[list[list[int]], list[TraceRequest]]:
-    rng = np.random.default_rng(seed)
-    loads = rng.integers(0, 20_000, size=(n_requests, n)).tolist()
-    # A few shared prefixes so that cache_aware has something to match.
-    requests = []
-    for i in range(n_requests):
-        root = int(rng.integers(4))
-        depth = int(rng.integers(0, 6))
-        blocks = (*tuple(root * 100 + d for d in range(depth)), 1000000 + i)
-        requests.append(req(i, int(rng.integers(1, 40_000)), blocks))
-    return loads, requests
-
-
-# ----- contract: every router ---------------------------------------------------------------------
+# ----- contract: every router (simulator/testing/router.py) ---------------------------------------
 @pytest.mark.parametrize("name", ALL)
-def test_every_router_is_registered_under_its_name(name: str) -> None:
-    assert ROUTERS[name].name == name
-    cls, params = parse_router_spec(name)
-    assert cls is ROUTERS[name]
-    assert params == cls.params_model()
+@pytest.mark.parametrize("check", sorted(router_kit.CHECKS))
+def test_every_router_passes_the_contract(check: str, name: str) -> None:
+    router_kit.CHECKS[check](name)
 
 
-@pytest.mark.parametrize("name", ALL)
-def test_every_parameter_is_described(name: str) -> None:
-    for field_name, field in ROUTERS[name].params_model.model_fields.items():
-        assert field.description, f"{name}.{field_name} has no description"
+class _BrokenIndex(Router):
+    """A broken router: it answers an index one past the last instance when all are idle."""
+
+    name: ClassVar[str] = "broken_index"
+
+    def route(self, request: TraceRequest, instances: Sequence[InstanceView]) -> int:
+        del request
+        return len(instances) if instances[0].outstanding_tokens == 0 else 0
 
 
-@pytest.mark.parametrize("name", ALL)
-@pytest.mark.parametrize("n", [1, 2, 3, 8])
-def test_every_router_returns_a_valid_index(name: str, n: int) -> None:
-    loads, requests = _workload(n, 300, seed=n)
-    choices = drive(build(name, n), loads, requests)
-    assert all(0 <= c < n for c in choices)
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_one_instance_always_gets_index_0(name: str) -> None:
-    loads, requests = _workload(1, 100, seed=5)
-    assert set(drive(build(name, 1), loads, requests)) == {0}
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_every_router_is_deterministic_for_a_seed(name: str) -> None:
-    loads, requests = _workload(5, 400, seed=11)
-    first = drive(build(name, 5, seed=3), loads, requests)
-    again = drive(build(name, 5, seed=3), loads, requests)
-    assert first == again
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_routing_never_changes_the_views(name: str) -> None:
-    loads, requests = _workload(4, 50, seed=2)
-    router = build(name, 4)
-    for request, row in zip(requests, loads, strict=True):
-        views = [View(t, t // 100) for t in row]
-        router.route(request, views)
-        assert [(v.outstanding_tokens, v.n_outstanding) for v in views] == [
-            (t, t // 100) for t in row
-        ]
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_a_request_without_blocks_is_routed(name: str) -> None:
-    router = build(name, 3)
-    assert 0 <= router.route(req(0, 0, ()), [View(), View(), View()]) < 3
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_every_router_is_a_valid_serving_config_choice(name: str) -> None:
-    assert ServingConfig(model="m", gpu="g", router=name).router == name
-
-
-@pytest.mark.parametrize("name", ALL)
-def test_parameters_are_rejected_by_name(name: str) -> None:
-    with pytest.raises(ValueError, match=rf"router '{name}': unknown parameter 'bogus'"):
-        parse_router_spec(f"{name}:bogus=1")
+def test_the_contract_catches_a_router_that_breaks_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(ROUTERS, _BrokenIndex.name, _BrokenIndex)
+    with pytest.raises(AssertionError, match="broken_index: a request without blocks got index 3"):
+        router_kit.CHECKS["routes_a_request_without_blocks"]("broken_index")
 
 
 def test_a_load_aware_router_never_picks_the_strictly_most_loaded_instance() -> None:
-    loads, requests = _workload(6, 500, seed=9)
+    loads, requests = routing_workload(6, 500, seed=9)
     for name in ("least_load", "power_of_two"):
         choices = drive(build(name, 6), loads, requests)
         for row, choice in zip(loads, choices, strict=True):

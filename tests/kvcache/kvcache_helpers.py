@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
-
+from simulator.testing.traces import random_prefix_trace  # noqa: F401 (the kvcache tests import it from here)
 from simulator.workload.request import TraceRequest
 
 TRACES_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "traces"
@@ -22,48 +21,6 @@ TRACES_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "t
 def as_requests(lists: Sequence[Sequence[int]]) -> list[TraceRequest]:
     """Wrap block-id lists into requests with index i and timestamp i seconds."""
     return [TraceRequest(i, float(i), 0, 0, tuple(blocks)) for i, blocks in enumerate(lists)]
-
-
-def random_prefix_trace(
-    rng: np.random.Generator,
-    n_requests: int,
-    *,
-    max_new: int = 6,
-    reuse: float = 0.8,
-    sessions: int = 0,
-) -> list[TraceRequest]:
-    """A prefix-unique trace: each request extends a random cut of an earlier one (``reuse``)
-    or starts a fresh path; new blocks always get new ids, so ids identify whole paths.
-
-    With ``sessions > 0`` requests carry session ids, turns and types (for session policies).
-    """
-    paths: list[tuple[int, ...]] = []
-    next_id = 1
-    requests = []
-    for i in range(n_requests):
-        if paths and rng.random() < reuse:
-            base = paths[int(rng.integers(len(paths)))]
-            base = base[: int(rng.integers(len(base) + 1))]
-        else:
-            base = ()
-        grow = int(rng.integers(1 if not base else 0, max_new + 1))
-        path = base + tuple(range(next_id, next_id + grow))
-        next_id += grow
-        paths.append(path)
-        session = int(rng.integers(sessions)) if sessions else -1
-        requests.append(
-            TraceRequest(
-                index=i,
-                timestamp_s=float(i),
-                input_length=16 * len(path),
-                output_length=1,
-                block_ids=path,
-                session_id=session,
-                turn=1 + i // max(sessions, 1) if sessions else 0,
-                type_id=session % 3 if sessions else 0,
-            )
-        )
-    return requests
 
 
 @dataclass
