@@ -6,10 +6,12 @@
     path: mooncake_conversation_trace.jsonl
     time_scale: 0.5                  # multiply timestamps (0.5 = twice the rate)
     max_requests: 2000               # optional; also start_s / end_s (original seconds)
+    rate_profile: {pieces: [{until_s: 600, scale: 1}, {until_s: 1200, scale: 3}]}  # optional
 
     kind: open_loop                  # independent requests at a rate
     requests: 1000
     arrival: {process: poisson, rate_per_s: 4}         # or gamma with cv
+    #   + profile: {diurnal: {low: 0.2, high: 1.5}}    # load over the day (rate_profile.py)
     input_tokens: {dist: lognormal, median: 2000, sigma: 0.8, max: 32000}
     output_tokens: 256                                 # a bare number = fixed
     system_prompt: {count: 4, tokens: 1500}            # optional shared prefixes
@@ -59,6 +61,7 @@ from pydantic import (
     model_validator,
 )
 
+from simulator.workload.rate_profile import RateProfile
 from simulator.workload.request import TraceRequest
 from simulator.workload.source import OpenLoopSource, RequestSource
 from simulator.workload.spec_parts import (
@@ -122,6 +125,11 @@ class TraceWorkload(FrozenSpec):
     block_tokens: int | None = Field(
         default=None, ge=1, description="Override the trace's block size (512 Mooncake, 16 Qwen)."
     )
+    rate_profile: RateProfile | None = Field(
+        default=None,
+        description="Rate multiplier over time applied to the (scaled) timestamps "
+        "(rate_profile.py).",
+    )
 
     @model_validator(mode="after")
     def _window(self) -> Self:
@@ -134,6 +142,8 @@ class TraceWorkload(FrozenSpec):
         del rng
         reader = open_trace(base / self.path, block_size_tokens=self.block_tokens)
 
+        warp = self.rate_profile.warp() if self.rate_profile is not None else None
+
         def requests() -> Iterator[TraceRequest]:
             selected = (
                 r
@@ -143,6 +153,8 @@ class TraceWorkload(FrozenSpec):
             )
             for request in itertools.islice(selected, self.max_requests):
                 time_s = (request.timestamp_s - self.start_s) * self.time_scale
+                if warp is not None:
+                    time_s = warp(time_s)
                 yield replace(request, timestamp_s=time_s)
 
         return OpenLoopSource(_Reiterable(requests), reader.info.block_size_tokens)

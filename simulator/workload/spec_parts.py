@@ -12,8 +12,17 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Self
 
 import numpy as np
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
+from simulator.workload.rate_profile import RateProfile
+from simulator.workload.spec_base import (
+    MAX_REQUESTS,
+    MAX_SECONDS,
+    MAX_SESSIONS,
+    MAX_TOKENS,
+    MAX_TURNS,
+    FrozenSpec,
+)
 from simulator.workload.synthetic import (
     Distribution,
     Empirical,
@@ -46,21 +55,6 @@ __all__ = [
     "check_reach",
     "reach",
 ]
-
-#: Most requests a synthetic workload may generate (open loop, closed loop, sessions × turns).
-MAX_REQUESTS = 10_000_000
-#: Most sessions (or closed-loop users) of a synthetic workload.
-MAX_SESSIONS = 1_000_000
-#: Most turns of one session.
-MAX_TURNS = 1_000
-#: Most tokens of one prompt part or answer (ten times the longest context a model ships with).
-MAX_TOKENS = 10_000_000
-#: Longest think time or ramp, seconds (about 116 days).
-MAX_SECONDS = 1e7
-
-
-class FrozenSpec(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 # ----- distributions ---------------------------------------------------------------------------
@@ -172,11 +166,17 @@ class ArrivalSpec(FrozenSpec):
         description="Coefficient of variation of the gaps (gamma only).",
     )
 
+    profile: RateProfile | None = Field(
+        default=None,
+        description="Rate multiplier over time (pieces or a diurnal curve; rate_profile.py).",
+    )
+
     def build(self) -> PoissonArrivals | GammaArrivals:
         """The process."""
+        warp = self.profile.warp() if self.profile is not None else None
         if self.process == "poisson":
-            return PoissonArrivals(self.rate_per_s)
-        return GammaArrivals(self.rate_per_s, self.cv)
+            return PoissonArrivals(self.rate_per_s, warp)
+        return GammaArrivals(self.rate_per_s, self.cv, warp)
 
 
 class SystemPromptSpec(FrozenSpec):

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from simulator.workload.rate_profile import TimeWarp
 from simulator.workload.request import TraceRequest
 
 __all__ = [
@@ -123,9 +124,11 @@ def _tokens(dist: Distribution, rng: np.random.Generator, n: int) -> list[int]:
 # ----- arrivals --------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class PoissonArrivals:
-    """Exponential inter-arrival gaps at ``rate_per_s``."""
+    """Exponential inter-arrival gaps at ``rate_per_s`` (on the process's own clock; ``warp``
+    maps it to real time when the load follows a rate profile, ``rate_profile.py``)."""
 
     rate_per_s: float
+    warp: TimeWarp | None = None
 
     def gaps(self, rng: np.random.Generator, n: int) -> NDArray[np.float64]:
         """``n`` gaps in seconds."""
@@ -139,6 +142,7 @@ class GammaArrivals:
 
     rate_per_s: float
     cv: float
+    warp: TimeWarp | None = None
 
     def gaps(self, rng: np.random.Generator, n: int) -> NDArray[np.float64]:
         """``n`` gaps in seconds."""
@@ -147,6 +151,11 @@ class GammaArrivals:
 
 
 Arrivals = PoissonArrivals | GammaArrivals
+
+
+def arrival_time(arrivals: Arrivals, clock_s: float) -> float:
+    """The real time of an arrival at ``clock_s`` on the process's own clock."""
+    return clock_s if arrivals.warp is None else arrivals.warp(clock_s)
 
 
 # ----- block ids -------------------------------------------------------------------------------
@@ -252,7 +261,8 @@ def open_loop(
         clock += gap  # the float64 running sum one ``np.cumsum`` over all gaps computes
         seq = prompts.pick(rng) if prompts else TokenSequence(block_tokens)
         seq.extend(prompt, ids)
-        yield TraceRequest(index, clock, seq.tokens, output, seq.prompt_blocks(ids))
+        time_s = arrival_time(arrivals, clock)
+        yield TraceRequest(index, time_s, seq.tokens, output, seq.prompt_blocks(ids))
 
 
 #: Draws per chunk of a streamed synthetic workload.
@@ -417,17 +427,19 @@ def iter_sessions(
     heap: list[tuple[float, int, _Conversation]] = []
     pending = n_sessions
     next_start = next(starts, 0.0)  # a running sum, as one cumsum over the gaps
+    start_s = arrival_time(arrivals, next_start)  # real time (the warp is monotone)
     index = 0
     while heap or pending:
         # Open sessions in start order while the next one starts before the next turn due:
         # keys (time, session id) are unique and grow along the starts, so the heap's top is
         # what it would be with every session queued at once.
-        while pending and (not heap or (next_start, openings.n_sessions) < heap[0][:2]):
+        while pending and (not heap or (start_s, openings.n_sessions) < heap[0][:2]):
             conv = openings.new()
-            heapq.heappush(heap, (next_start, conv.session_id, conv))
+            heapq.heappush(heap, (start_s, conv.session_id, conv))
             pending -= 1
             if pending:
                 next_start += next(starts)
+                start_s = arrival_time(arrivals, next_start)
         time_s, sid, conv = heapq.heappop(heap)
         yield factory.turn(conv, index, time_s)
         index += 1
