@@ -35,7 +35,9 @@ from numpy.typing import NDArray
 from hardware.catalog import shipped_catalog
 from hardware.schema import Catalog
 from simulator.build import Infeasible, build_pool
+from simulator.cluster.autoscale import Autoscaler
 from simulator.cluster.driver import Cluster
+from simulator.cluster.fleet import FleetSummary, fleet_summary
 from simulator.cluster.overlong import drop_overlong
 from simulator.config import ServingConfig
 from simulator.core import Kernel
@@ -85,6 +87,10 @@ class SimResult:
     """Every inter-token gap (seconds) and its weight (requests that saw it), pooled."""
     engine: str = ""
     """The resolved engine settings (``EngineParams.describe``; per pool under PD)."""
+    fleet: FleetSummary | None = None
+    """An autoscaled pool's instance counts over time and its bill (None: a fixed pool).
+    ``summary``'s cost figures are then the period's average; ``cost`` stays the price of
+    the largest fleet."""
 
     def metrics_for_slo(self, stats: Iterable[str] = ()) -> dict[str, float]:
         """Flat metrics for ``slo.evaluate`` (``ttft_ms.p90``, ``usd_per_hour``, …).
@@ -136,6 +142,8 @@ class SimResult:
         }
         if self.summary is not None:
             data["summary"] = self.summary.to_dict()
+        if self.fleet is not None:
+            data["fleet"] = self.fleet.to_dict()
         return data
 
 
@@ -189,8 +197,17 @@ def simulate(
     cluster = Cluster(
         kernel, pool.instances, pool.router, source, recorder, sample_interval_s=sample_interval_s
     )
+    autoscaler = None
+    if config.autoscale is not None:
+        startup_s = config.autoscale.startup_s(pool.weight_bytes_per_gpu)
+        autoscaler = Autoscaler(cluster, config.autoscale, startup_s=startup_s)
+        autoscaler.start()
     cluster.run()
     end = max((r.finish_s for r in recorder.records), default=kernel.now)
+    fleet = None
+    if autoscaler is not None:
+        fleet = fleet_summary(autoscaler.log, cost, config.instances, end)
+        cost = fleet.average_cost
     stats = [inst.stats(end) for inst in pool.instances]
     kv_util = float(np.mean([s.kv_utilization for s in stats]))
     diagnostics = {
@@ -232,6 +249,7 @@ def simulate(
         diagnostics,
         recorder.itl_values(),
         _describe_engines(pool.instances),
+        fleet,
     )
 
 

@@ -67,6 +67,7 @@ from simulator.latency import (
     memory_fit,
     storage_link,
     transfer_seconds,
+    weight_bytes_per_gpu,
 )
 from simulator.presets import BackendPreset, load_preset
 from simulator.records import Recorder
@@ -104,6 +105,8 @@ class Pool:
     coordinator: PDCoordinator | None = None
     l3_writers: tuple[StoreWriter, ...] = ()
     """The write queue of every L3 store (one per server for a drive, one for a pool)."""
+    weight_bytes_per_gpu: float = 0.0
+    """Weights each GPU of an (aggregated, or prefill) instance loads at start-up, bytes."""
 
 
 def _seconds(link: Link) -> TransferTime:
@@ -120,6 +123,7 @@ class _Engine:
     memory: str
     load_link: Link | None
     gpu_block_bytes: float
+    weight_bytes_per_gpu: float
 
 
 def _engine(
@@ -211,6 +215,7 @@ def _engine(
         memory,
         link_to_tier(pool.gpu, hw.dram, "read") if hw.dram else None,
         deployment.kv_bytes_per_token_per_gpu() * block_tokens,
+        weight_bytes_per_gpu(deployment),
     )
 
 
@@ -396,6 +401,7 @@ def build_pool(
             builder.l3_blocks,
             engines[0].memory,
             l3_writers=builder.writers,
+            weight_bytes_per_gpu=engines[0].weight_bytes_per_gpu,
         )
     return _pd_pool(config, hw, pools, engines, builder)
 

@@ -23,6 +23,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from simulator.cluster.autoscale import AutoscaleConfig
 from simulator.cluster.router import ROUTERS, parse_router_spec
 from simulator.engine.admission import KvAdmission
 from simulator.engine.scheduler import SCHEDULERS
@@ -207,6 +208,11 @@ class ServingConfig(BaseModel):
         default=None,
         description="Disaggregated: the decode pool (instances, gpu, tp, limits, router).",
     )
+    autoscale: AutoscaleConfig | None = Field(
+        default=None,
+        description="Aggregated pools: start and drain instances as the load moves, up to "
+        "'instances' (simulator/cluster/autoscale.py).",
+    )
     pd_transfer_overlap: Literal["none", "layerwise"] = Field(
         default="none",
         description="Disaggregated: 'none' = the prompt's KV moves after the prefill, the "
@@ -311,6 +317,15 @@ class ServingConfig(BaseModel):
         if self.ep is not None and self.tp % self.ep:
             raise ValueError(f"ep ({self.ep}) must divide tp ({self.tp})")
         self._check_pd()
+        if self.autoscale is not None:
+            if self.pd_mode != "aggregated":
+                raise ValueError("autoscale: only an aggregated pool is autoscaled")
+            lowest = max(self.autoscale.min_instances, self.autoscale.initial_instances or 0)
+            if lowest > self.instances:
+                raise ValueError(
+                    f"autoscale: min/initial instances ({lowest}) exceed instances "
+                    f"({self.instances}), the most the pool may run"
+                )
         return self
 
     def _check_pd(self) -> None:

@@ -188,7 +188,10 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     capacity: Annotated[
         bool, typer.Option("--capacity", help="Search the highest load that meets --slo.")
     ] = False,
-    slo_file: Annotated[Path | None, typer.Option("--slo", help="SLO file for --capacity.")] = None,
+    slo_file: Annotated[
+        Path | None,
+        typer.Option("--slo", help="SLO file for --capacity, or for attainment per window."),
+    ] = None,
     overlong: OverlongOpt = "drop",
     compare: Annotated[
         str | None,
@@ -225,8 +228,7 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     )  # fmt: skip
     if serving.kernel_profiles_dir is None:  # the user's imported profiles (kvplan profiles)
         serving = _with_flags(serving, {"kernel_profiles_dir": user_profiles_dir()})
-    if slo_file is not None and not capacity:
-        raise InputError("--slo: only with --capacity (kvplan slo check evaluates one run)")
+    window_slo = _window_slo(slo_file, serving, capacity=capacity)
     builder = _workload(
         workload, time_scale, max_requests, concurrency, (input_tokens, output_tokens, requests)
     )
@@ -251,7 +253,7 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
             result = simulate(serving, builder, seed=seed, catalog=cat, drop_overlong_requests=drop)
     files = write_requests(result, out) if out is not None and result.feasible else []
     if json_out:
-        data = simulation_summary(result)
+        data = simulation_summary(result, window_slo)
         data["workload"] = describe_workload(builder) | {"overlong": asdict(tally)}
         if found is not None:
             data["capacity"] = _capacity_dict(found)
@@ -263,7 +265,7 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
     if not result.feasible:
         err_console.print(f"infeasible: {result.reason}", markup=False, soft_wrap=True)
         raise typer.Exit(2)
-    print_tables(result, describe_workload(builder))
+    print_tables(result, describe_workload(builder), window_slo)
     if found is not None:
         cap = _capacity_dict(found)
         console.print(
@@ -301,6 +303,19 @@ def _compare_setups(compare: str | None, plot: Path | None, *, alone: bool) -> t
             raise InputError("--compare-plot: only with --compare-cache")
         check_plot_path(plot)
     return setups
+
+
+def _window_slo(slo_file: Path | None, serving: ServingConfig, *, capacity: bool) -> SloSpec | None:
+    """The SLO whose attainment the fleet table shows per window (``--slo`` on an autoscaled
+    config); ``--slo`` otherwise belongs to ``--capacity``."""
+    if slo_file is None or capacity:
+        return None
+    if serving.autoscale is None:
+        raise InputError(
+            "--slo: only with --capacity or an autoscaled config (attainment per window); "
+            "kvplan slo check evaluates one run"
+        )
+    return load_slo(slo_file)
 
 
 def _note(message: str) -> None:

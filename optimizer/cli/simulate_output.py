@@ -9,6 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -16,13 +17,16 @@ from optimizer.cli._output import console
 from optimizer.cli.profiles_cmd import config_latency_notes
 from simulator.api import SimResult
 from simulator.metrics import SUMMARY_STATS
+from slo import SloSpec, slo_met_mask
 from slo.inputfile import InputError
 
 __all__ = [
     "LATENCY_KEYS",
+    "fleet_windows",
     "format_number",
     "note_parquet",
     "print_files",
+    "print_fleet",
     "print_tables",
     "simulation_summary",
     "write_requests",
@@ -32,10 +36,11 @@ __all__ = [
 LATENCY_KEYS = ("ttft_ms", "tpot_ms", "itl_ms", "e2e_ms", "queue_ms")
 
 
-def simulation_summary(result: SimResult) -> dict[str, Any]:
+def simulation_summary(result: SimResult, spec: SloSpec | None = None) -> dict[str, Any]:
     """The ``--json`` object: ``feasible``, ``reason``, latency stats (ms) per metric,
     ``throughput``, ``cache``, ``cost``, ``requests``, ``utilization``, ``load_imbalance``,
-    ``config``, ``diagnostics``.
+    ``config``, ``diagnostics``; ``fleet`` (timeline, bill, windows) for an autoscaled pool,
+    the windows with SLO attainment when ``spec`` is given.
 
     An infeasible result has the same keys: latencies and hit ratios are None, throughput 0,
     cost per million tokens None (nothing was served).
@@ -83,7 +88,76 @@ def simulation_summary(result: SimResult) -> dict[str, Any]:
     data["seed"] = result.seed
     data["config"] = result.config.model_dump()
     data["diagnostics"] = dict(result.diagnostics)
+    if result.fleet is not None:
+        data["fleet"] = result.fleet.to_dict() | {"windows": fleet_windows(result, spec)}
     return data
+
+
+def window_seconds(period_s: float) -> float:
+    """The window of the fleet table: an hour for runs of 4 h or more, 10 minutes from 40
+    minutes, else a minute (about 4 to 24 rows for runs up to a day)."""
+    if period_s >= 4 * 3600:
+        return 3600.0
+    return 600.0 if period_s >= 2400 else 60.0
+
+
+def fleet_windows(result: SimResult, spec: SloSpec | None = None) -> list[dict[str, Any]]:
+    """Per window of an autoscaled run: requests, mean serving / paid instances, TTFT and
+    TPOT p90 (ms), and with ``spec`` the share of the window's requests that met every target
+    (its SLO attainment). Empty for a fixed pool."""
+    fleet = result.fleet
+    if fleet is None:
+        return []
+    windows = fleet.windows(result.records, window_seconds(fleet.period_s))
+    met = None
+    if spec is not None and spec.targets:
+        per_request = result.per_request_ms()
+        n = len(result.records)
+        met = slo_met_mask({k: v[:n] for k, v in per_request.items()}, spec)
+    arrivals = np.array([r.arrival_s for r in result.records])
+    rows = []
+    for window in windows:
+        row: dict[str, Any] = asdict(window)
+        if met is not None:
+            inside = (arrivals >= window.start_s) & (arrivals < window.end_s)
+            row["attainment"] = float(met[inside].mean()) if inside.any() else None
+        rows.append(row)
+    return rows
+
+
+def print_fleet(result: SimResult, spec: SloSpec | None) -> None:
+    """The autoscaled fleet: starts, stops, the bill, and one row per window."""
+    fleet = result.fleet
+    if fleet is None:
+        return
+    log = fleet.log
+    console.print(
+        f"autoscaled: {fleet.mean_instances:.2f} instances on average (start-up "
+        f"{log.startup_s:.0f} s; {log.n_started} started, {log.n_stopped} stopped), "
+        f"USD {fleet.usd_for_period:,.2f} for {fleet.period_s / 3600:.2f} h "
+        f"(USD {fleet.average_cost.usd_per_hour:,.2f}/h on average)",
+        markup=False,
+        highlight=False,
+    )
+    table = Table(title="Fleet over time (p90 latencies in ms)", title_justify="left")
+    columns = ["window", "requests", "serving", "paid", "ttft", "tpot"]
+    if spec is not None and spec.targets:
+        columns.append("attainment")
+    for column in columns:
+        table.add_column(column, justify="left" if column == "window" else "right")
+    for row in fleet_windows(result, spec):
+        cells = [
+            f"{row['start_s'] / 3600:.2f}–{row['end_s'] / 3600:.2f} h",
+            format_number(row["requests"]),
+            f"{row['serving']:.2f}",
+            f"{row['paid']:.2f}",
+            format_number(row["ttft_p90_ms"]),
+            format_number(row["tpot_p90_ms"]),
+        ]
+        if "attainment" in columns:
+            cells.append(format_number(row.get("attainment")))
+        table.add_row(*cells)
+    console.print(table)
 
 
 # ----- per-request files ------------------------------------------------------------------------
@@ -114,8 +188,8 @@ def write_requests(result: SimResult, directory: Path) -> list[Path]:
 
 
 # ----- the command ------------------------------------------------------------------------------
-def print_tables(result: SimResult, workload: dict[str, Any]) -> None:
-    data = simulation_summary(result)
+def print_tables(result: SimResult, workload: dict[str, Any], spec: SloSpec | None = None) -> None:
+    data = simulation_summary(result, spec)
     cfg = result.config
     if cfg.pd_mode == "disaggregated":
         pools = [cfg.pool_shape("prefill"), cfg.pool_shape("decode")]
@@ -163,6 +237,7 @@ def print_tables(result: SimResult, workload: dict[str, Any]) -> None:
     for key, value in rows:
         figures.add_row(key, format_number(value))
     console.print(figures)
+    print_fleet(result, spec)
 
 
 def _describe(workload: dict[str, Any]) -> str:

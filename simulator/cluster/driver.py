@@ -48,6 +48,9 @@ class Cluster:
         self.sample_interval_s = sample_interval_s
         self.n_out_of_order = 0
         """Arrivals whose timestamp was earlier than the previous one (served at that time)."""
+        self.routable = len(self.instances)
+        """The router chooses among the first ``routable`` instances (an autoscaler moves it)."""
+        self._follow_ups_pending = 0
         self._stream: Iterator[TraceRequest] = iter(())
         self._next: TraceRequest | None = None
         for instance in self.instances:
@@ -90,8 +93,17 @@ class Cluster:
             following = next(self._stream, None)
         self._schedule(following)
 
+    def arrivals_done(self) -> bool:
+        """No request will arrive any more: the stream is drained and no follow-up is due."""
+        return self._next is None and self._follow_ups_pending == 0
+
     def _arrive(self, request: TraceRequest) -> None:
-        index = self.router.route(request, self.instances)
+        routable = (
+            self.instances
+            if self.routable == len(self.instances)
+            else self.instances[: self.routable]
+        )
+        index = self.router.route(request, routable)
         before = self.recorder.n_rejected
         self.instances[index].on_arrival(request)
         if self.recorder.n_rejected != before:
@@ -104,7 +116,12 @@ class Cluster:
         follow = self.source.on_finish(request, self.kernel.now)
         if follow is not None:
             when = max(follow.timestamp_s, self.kernel.now)
-            self.kernel.at(when, lambda: self._arrive(follow))
+            self._follow_ups_pending += 1
+            self.kernel.at(when, lambda: self._arrive_follow_up(follow))
+
+    def _arrive_follow_up(self, request: TraceRequest) -> None:
+        self._follow_ups_pending -= 1
+        self._arrive(request)
 
     # ----- sampling -----------------------------------------------------------------------------
     def _sample(self) -> None:

@@ -407,6 +407,14 @@ class EngineInstance:
             self.on_finish(req)
 
     # ----- invariants ---------------------------------------------------------------------------
+    def cold_restart(self) -> None:
+        """Stopped and started again (autoscaling): L1 and L2 start empty; L3 is kept."""
+        if self.n_outstanding:
+            raise RuntimeError(f"instance {self.index}: stopped with requests in flight")
+        self.kv.l1.clear()
+        if self.kv.l2 is not None:
+            self.kv.l2.clear()
+
     def check_invariants(self) -> None:
         """Raise ``AssertionError`` if queues, states or block accounting disagree
         (``invariants.check_instance``; meant for tests)."""

@@ -125,6 +125,15 @@ class CacheTier:
             short = n - self.free()
         return True
 
+    def clear(self) -> None:
+        """Forget every cached block without handing it down (the engine stopped, so its
+        memory is gone). Nothing may be pinned or private: only an idle instance stops."""
+        if self.pins or self.private:
+            raise RuntimeError(f"{self.name}: cleared with blocks in use")
+        policy = self.policy
+        while len(policy):
+            policy.evict_n(len(policy), ())
+
     def touch(self, block: int) -> None:
         """Record an access to cached ``block`` (a parked, pinned block is left alone)."""
         if not (self.park and block in self.pins):

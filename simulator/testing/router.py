@@ -1,11 +1,12 @@
 """The contract every router of ``ROUTERS`` passes (``cluster/routers/base.py``).
 
-Routers are driven with stand-in instance views whose loads the check sets (a router may read
-only ``n_outstanding`` and ``outstanding_tokens``); what needs real instances is tested through
-``simulate``. Checks: registered under its name with described parameters; a valid index for
-1–8 instances under random loads and shared prefixes; index 0 for one instance; deterministic
-for a seed; views left unchanged; a request without blocks is routed; a valid
-``ServingConfig.router``; an unknown parameter refused by name.
+Routers are driven with stand-in instance views whose loads the check sets (a router may read only
+``n_outstanding`` and ``outstanding_tokens``); what needs real instances is tested through
+``simulate``. Checks: registered under its name with described parameters; a valid index for 1–8
+instances under random loads and shared prefixes; index 0 for one instance; only the routable prefix
+of an autoscaled pool, and ``forget`` of a stopped instance; deterministic for a seed; views left
+unchanged; a request without blocks is routed; a valid ``ServingConfig.router``; an unknown
+parameter refused by name.
 
 Each check takes a registry name and raises ``AssertionError`` naming what broke.
 """
@@ -110,6 +111,20 @@ def never_changes_the_views(name: str) -> None:
         fail_unless(after == [(t, t // 100) for t in row], f"{name}: routing changed a view")
 
 
+def routes_within_the_routable_prefix(name: str) -> None:
+    """With 3 of 5 instances routable (an autoscaled pool), every index is below 3; after
+    instances 3 and 4 stop (``forget``) and come back, all 5 are used again."""
+    loads, requests = routing_workload(5, 300, seed=8)
+    router = _build(name, 5)
+    shrunk = [row[:3] for row in loads[:150]]
+    choices = drive(router, shrunk, requests[:150])
+    fail_unless(all(0 <= c < 3 for c in choices), f"{name}: routed outside the routable prefix")
+    router.forget(3)
+    router.forget(4)
+    choices = drive(router, loads[150:], requests[150:])
+    fail_unless(all(0 <= c < 5 for c in choices), f"{name}: an index outside [0, 5) after regrow")
+
+
 def routes_a_request_without_blocks(name: str) -> None:
     """An empty prompt (no blocks) still gets an instance."""
     choice = _build(name, 3).route(_request(0, 0, ()), [View(), View(), View()])
@@ -141,6 +156,7 @@ CHECKS: dict[str, Callable[[str], None]] = {
         returns_a_valid_index,
         deterministic_for_a_seed,
         never_changes_the_views,
+        routes_within_the_routable_prefix,
         routes_a_request_without_blocks,
         is_a_serving_config_choice,
         refuses_unknown_parameters_by_name,

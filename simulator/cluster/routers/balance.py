@@ -36,8 +36,8 @@ class RandomRouter(Router):
     name: ClassVar[str] = "random"
 
     def route(self, request: TraceRequest, instances: Sequence[InstanceView]) -> int:
-        del request, instances
-        return int(self.rng.integers(self.n_instances))
+        del request
+        return int(self.rng.integers(len(instances)))
 
 
 class RoundRobinRouter(Router):
@@ -52,9 +52,9 @@ class RoundRobinRouter(Router):
         self._next = 0
 
     def route(self, request: TraceRequest, instances: Sequence[InstanceView]) -> int:
-        del request, instances
-        index = self._next
-        self._next = (index + 1) % self.n_instances
+        del request
+        index = self._next % len(instances)  # the pool may have shrunk (autoscaling)
+        self._next = (index + 1) % len(instances)
         return index
 
 
@@ -67,7 +67,7 @@ class LeastLoadRouter(Router):
 
     def route(self, request: TraceRequest, instances: Sequence[InstanceView]) -> int:
         del request
-        return least_loaded(instances, range(self.n_instances))
+        return least_loaded(instances, range(len(instances)))
 
 
 class PowerOfTwoRouter(Router):
@@ -79,7 +79,7 @@ class PowerOfTwoRouter(Router):
 
     def route(self, request: TraceRequest, instances: Sequence[InstanceView]) -> int:
         del request
-        n = self.n_instances
+        n = len(instances)
         if n == 1:
             return 0
         first = int(self.rng.integers(n))
@@ -136,16 +136,24 @@ class LengthBucketRouter(Router):
     ) -> None:
         super().__init__(n_instances, rng, params)
         self.boundaries = self.typed_params(LengthBucketParams).boundaries
-        n, buckets = n_instances, len(self.boundaries) + 1
-        self.groups: tuple[range, ...] = tuple(
+        self.groups = self._groups(n_instances)
+        """Instance indices of each bucket, shortest prompts first."""
+        self._groups_of: dict[int, tuple[range, ...]] = {n_instances: self.groups}
+
+    def _groups(self, n: int) -> tuple[range, ...]:
+        buckets = len(self.boundaries) + 1
+        return tuple(
             range(b * n // buckets, max(b * n // buckets + 1, (b + 1) * n // buckets))
             for b in range(buckets)
         )
-        """Instance indices of each bucket, shortest prompts first."""
 
     def bucket(self, input_length: int) -> int:
         """Bucket of a prompt of ``input_length`` tokens (0 = shortest)."""
         return bisect.bisect_right(self.boundaries, input_length)
 
     def route(self, request: TraceRequest, instances: Sequence[InstanceView]) -> int:
-        return least_loaded(instances, self.groups[self.bucket(request.input_length)])
+        n = len(instances)
+        groups = self._groups_of.get(n)
+        if groups is None:  # an autoscaled pool changed size: split what is routable now
+            groups = self._groups_of[n] = self._groups(n)
+        return least_loaded(instances, groups[self.bucket(request.input_length)])

@@ -103,9 +103,16 @@ class Router(ABC):
     def route(self, request: TraceRequest, instances: Sequence[InstanceView]) -> int:
         """Index of the instance that serves ``request`` (called once, at its arrival).
 
-        ``instances`` has ``n_instances`` entries; the router may keep state between calls (it
+        ``instances`` are the routable instances: the first ``len(instances)`` of the pool's
+        ``n_instances`` (all of them unless the pool is autoscaled, ``cluster/autoscale.py``),
+        so the answer is below ``len(instances)``. The router may keep state between calls (it
         is told about every request of its pool), but it never changes the instances.
         """
+
+    def forget(self, index: int) -> None:
+        """Instance ``index`` stopped (autoscaling drained it): drop what the router believes
+        it holds. Routers without per-instance state ignore it."""
+        del index
 
 
 def least_loaded(instances: Sequence[InstanceView], candidates: Iterable[int]) -> int:

@@ -92,6 +92,10 @@ class CacheAwareRouter(Router):
         self.decisions = {"imbalance": 0, "prefix": 0, "fallback": 0}
         """How many requests each rule decided (diagnostics)."""
 
+    def forget(self, index: int) -> None:
+        """A stopped instance's cache is gone: so is the router's belief about it."""
+        self.trees.forget(index)
+
     def imbalanced(self, instances: Sequence[InstanceView]) -> bool:
         """SGLang's test: max − min > balance_abs and max > balance_rel × min (requests)."""
         loads = [view.n_outstanding for view in instances]
@@ -111,7 +115,8 @@ class CacheAwareRouter(Router):
     def _by_prefix(
         self, blocks: Sequence[int], instances: Sequence[InstanceView]
     ) -> tuple[int, str]:
-        lengths = self.trees.match_lengths(self.trees.known_path(blocks))
+        # Only the routable instances compete (an autoscaled pool routes to a prefix).
+        lengths = self.trees.match_lengths(self.trees.known_path(blocks))[: len(instances)]
         longest = max(lengths)
         if blocks and longest / len(blocks) > self.config.cache_threshold:
             holders = [i for i, n in enumerate(lengths) if n == longest]
@@ -121,6 +126,6 @@ class CacheAwareRouter(Router):
             )
             return best, "prefix"
         if self.config.fallback == "smallest_tree":
-            sizes = [self.trees.size(i) for i in range(self.n_instances)]
+            sizes = [self.trees.size(i) for i in range(len(instances))]
             return sizes.index(min(sizes)), "fallback"
-        return least_loaded(instances, range(self.n_instances)), "fallback"
+        return least_loaded(instances, range(len(instances))), "fallback"

@@ -106,6 +106,13 @@ class ApproxPrefixTrees:
             self.n_pruned += 1
             self._release(victim)
 
+    def forget(self, instance: int) -> None:
+        """Empty ``instance``'s tree (its engine stopped, its cache is gone)."""
+        held = self._held[instance]
+        while held:  # least recent first: a leaf each time, so the trie stays consistent
+            victim, _ = held.popitem(last=False)
+            self._release(victim)
+
     def _release(self, node: int) -> None:
         left = self._holders[node] - 1
         if left:

@@ -1,0 +1,248 @@
+"""Autoscaling an aggregated pool: instances started and drained as the load moves.
+
+The policy is target tracking on concurrency, as Knative's pod autoscaler does it (KPA,
+https://knative.dev/docs/serving/autoscaling/): every ``interval_s`` (KPA ``tick-interval``,
+2 s) the requests in the system (queued or running, all instances) are averaged over the last
+``window_s`` (KPA ``stable-window``, 60 s), and the wanted count is ``ceil(average /
+target_concurrency)`` within ``[min_instances, instances]``. Up: at once. Down: only to the
+highest count wanted during the last ``scale_down_delay_s`` (Kubernetes HPA's downscale
+stabilisation window, 300 s by default, https://kubernetes.io/docs/tasks/run-application/
+horizontal-pod-autoscale/#stabilization-window), so a dip does not drop capacity the next
+burst needs.
+
+Instances (all built up front; ``ServingConfig.instances`` is the maximum) are in one of four
+states: off, starting, serving, draining. The router sees the serving ones, which are always
+a prefix ``0 .. k−1`` of the pool (``Router.route`` contract). Scaling up first takes back
+draining instances (lowest first), then starts off ones above them; a start takes
+``startup_s`` = the weights of one GPU over ``load_gb_per_s`` + ``engine_init_s``, during
+which the instance is paid for and serves nothing. Scaling down first cancels starts (newest
+first), then drains the highest serving instance: it takes no new requests, finishes what it
+has, and is stopped at the first tick it is idle — its L1 and L2 contents and the router's
+belief about them are dropped, so a later start begins cold (the L3 store persists: a shared
+pool is a separate service; a local drive is assumed kept).
+
+Cost: every instance that is starting, serving or draining is paid for, from the moment it is
+started to the tick it stops (``FleetLog.instance_seconds``); the log records the counts
+after every change, for the instance-count timeline.
+
+Assumptions, stated: ``load_gb_per_s`` 2 GB/s per GPU (weights read from a local NVMe drive
+or a node cache; network storage is slower, a warm page cache faster) and ``engine_init_s``
+60 s (process start, CUDA context, memory profiling and CUDA-graph capture of an engine like
+vLLM; measured start-up varies from ~20 s to minutes with torch.compile) are defaults to
+override, not measurements.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import deque
+from typing import Literal, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from simulator.cluster.driver import Cluster
+from simulator.cluster.fleet import FleetLog
+
+__all__ = ["AutoscaleConfig", "Autoscaler"]
+
+State = Literal["off", "starting", "serving", "draining"]
+
+
+class AutoscaleConfig(BaseModel):
+    """Target-tracking autoscaling of an aggregated pool (module docstring for semantics)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
+
+    target_concurrency: float = Field(
+        gt=0, le=1e6, description="Requests in the system per serving instance to aim for."
+    )
+    min_instances: int = Field(default=1, ge=1, description="Fewest instances kept running.")
+    initial_instances: int | None = Field(
+        default=None, ge=1, description="Instances serving at time 0 (None = min_instances)."
+    )
+    interval_s: float = Field(
+        default=2.0, gt=0, le=3600, description="Seconds between decisions (KPA tick, 2 s)."
+    )
+    window_s: float = Field(
+        default=60.0, gt=0, le=86_400, description="Averaging window, s (KPA stable window)."
+    )
+    scale_down_delay_s: float = Field(
+        default=300.0,
+        ge=0,
+        le=86_400,
+        description="A lower count must be all that was wanted this long (HPA: 300 s).",
+    )
+    load_gb_per_s: float = Field(
+        default=2.0, gt=0, le=1e4, description="Weight-load bandwidth per GPU, GB/s."
+    )
+    engine_init_s: float = Field(
+        default=60.0, ge=0, le=86_400, description="Engine start-up besides loading weights, s."
+    )
+
+    @model_validator(mode="after")
+    def _initial_at_least_min(self) -> Self:
+        if self.initial_instances is not None and self.initial_instances < self.min_instances:
+            raise ValueError(
+                f"initial_instances ({self.initial_instances}) is below min_instances "
+                f"({self.min_instances})"
+            )
+        return self
+
+    def startup_s(self, weight_bytes_per_gpu: float) -> float:
+        """Seconds from start to serving: the weights of one GPU, then the engine's init."""
+        return weight_bytes_per_gpu / (self.load_gb_per_s * 1e9) + self.engine_init_s
+
+
+class Autoscaler:
+    """Drives the states of a cluster's instances (module docstring) and the serving prefix
+    the cluster routes to (``Cluster.routable``)."""
+
+    def __init__(self, cluster: Cluster, config: AutoscaleConfig, *, startup_s: float) -> None:
+        """Takes over ``cluster.routable``; the ticks stop once no request will arrive any more
+        (``cluster.arrivals_done``) and every instance is idle."""
+        instances = cluster.instances
+        if config.min_instances > len(instances):
+            raise ValueError(
+                f"autoscale.min_instances ({config.min_instances}) exceeds instances "
+                f"({len(instances)}), the most the pool may run"
+            )
+        initial = config.initial_instances or config.min_instances
+        if initial > len(instances):
+            raise ValueError(
+                f"autoscale.initial_instances ({initial}) exceeds instances ({len(instances)})"
+            )
+        self.cluster = cluster
+        self.kernel = cluster.kernel
+        self.instances = instances
+        self.router = cluster.router
+        self.config = config
+        self.startup_s = startup_s
+        serving: list[State] = ["serving"] * initial
+        self.state: list[State] = serving + ["off"] * (len(instances) - initial)
+        cluster.routable = initial
+        self._samples: deque[tuple[float, int]] = deque()
+        self._sum = 0
+        self._wanted: deque[tuple[float, int]] = deque()
+        self._last_tick_s = 0.0
+        self.log = FleetLog(startup_s=startup_s)
+        self._record()
+
+    # ----- the loop -----------------------------------------------------------------------------
+    def start(self) -> None:
+        """Schedule the first decision (at ``interval_s``)."""
+        self.kernel.after(self.config.interval_s, self._tick)
+
+    def _tick(self) -> None:
+        now = self.kernel.now
+        self._bill(now)
+        self._stop_idle_drained()
+        wanted = self._wanted_now(now)
+        paid = self.cluster.routable + self._count("starting")
+        if wanted > paid:
+            self._scale_up(wanted - paid)
+        else:
+            floor = self._stabilised(now, wanted)
+            if floor < paid:
+                self._scale_down(paid - floor)
+        if self.cluster.arrivals_done() and not self._busy():
+            self._stop_idle_drained()  # what this tick chose to drain is idle already
+            return  # nothing will ever arrive again: let the run end
+        self.kernel.after(self.config.interval_s, self._tick)
+
+    def _wanted_now(self, now: float) -> int:
+        load = sum(inst.n_outstanding for inst in self.instances)
+        self._samples.append((now, load))
+        self._sum += load
+        while self._samples[0][0] <= now - self.config.window_s:
+            self._sum -= self._samples.popleft()[1]
+        average = self._sum / len(self._samples)
+        wanted = math.ceil(average / self.config.target_concurrency - 1e-9)
+        return min(len(self.instances), max(self.config.min_instances, wanted))
+
+    def _stabilised(self, now: float, wanted: int) -> int:
+        """The highest count wanted within the scale-down delay (this tick's included)."""
+        window = self._wanted
+        window.append((now, wanted))
+        while window[0][0] < now - self.config.scale_down_delay_s:
+            window.popleft()
+        return max(count for _, count in window)
+
+    # ----- transitions --------------------------------------------------------------------------
+    def _scale_up(self, n: int) -> None:
+        for i in range(len(self.instances)):
+            if n == 0:
+                break
+            if self.state[i] == "draining":  # take it back: it still has its cache
+                self.state[i] = "serving"
+                n -= 1
+        self._settle_routable()
+        for i in range(len(self.instances)):
+            if n == 0:
+                break
+            if self.state[i] == "off":
+                self.state[i] = "starting"
+                self.log.n_started += 1
+                self.kernel.after(self.startup_s, functools.partial(self._ready, i))
+                n -= 1
+        self._record()
+
+    def _scale_down(self, n: int) -> None:
+        for i in reversed(range(len(self.instances))):
+            if n == 0:
+                break
+            if self.state[i] == "starting":
+                self.state[i] = "off"  # cancelled; ``_ready`` will find it off
+                n -= 1
+        for i in reversed(range(self.cluster.routable)):
+            if n == 0:
+                break
+            self.state[i] = "draining"
+            n -= 1
+        self._settle_routable()
+        self._record()
+
+    def _ready(self, index: int) -> None:
+        if self.state[index] != "starting":
+            return  # cancelled while starting
+        self.state[index] = "serving"
+        self._settle_routable()
+        self._record()
+
+    def _stop_idle_drained(self) -> None:
+        stopped = False
+        for i, inst in enumerate(self.instances):
+            if self.state[i] == "draining" and inst.n_outstanding == 0:
+                self.state[i] = "off"
+                inst.cold_restart()
+                self.router.forget(i)
+                self.log.n_stopped += 1
+                stopped = True
+        if stopped:
+            self._record()
+
+    def _settle_routable(self) -> None:
+        """The serving prefix: instances serve in index order (starts complete in order)."""
+        k = 0
+        while k < len(self.state) and self.state[k] == "serving":
+            k += 1
+        self.cluster.routable = k
+
+    # ----- accounting ---------------------------------------------------------------------------
+    def _count(self, state: State) -> int:
+        return sum(1 for s in self.state if s == state)
+
+    def _busy(self) -> bool:
+        return any(inst.n_outstanding for inst in self.instances) or self._count("starting") > 0
+
+    def _bill(self, now: float) -> None:
+        paid = sum(1 for s in self.state if s != "off")
+        self.log.instance_seconds += paid * (now - self._last_tick_s)
+        self._last_tick_s = now
+
+    def _record(self) -> None:
+        log = self.log
+        log.times_s.append(self.kernel.now)
+        log.serving.append(self._count("serving"))
+        log.starting.append(self._count("starting"))
+        log.draining.append(self._count("draining"))
