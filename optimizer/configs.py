@@ -25,6 +25,7 @@ from typing import Any
 import pydantic
 
 from optimizer.space import SearchSpace
+from simulator.cluster.autoscale import FLAT_AUTOSCALE_KEYS
 from simulator.config import ServingConfig
 from simulator.pool_config import FLAT_POOL_KEYS, POOLS
 from slo.inputfile import InputError, format_validation_error
@@ -43,8 +44,10 @@ ALIASES: dict[str, tuple[str, ...]] = {
 
 def known_names() -> list[str]:
     """Every name a space file may use as a dimension or fixed setting."""
-    nested = {"model", *POOLS}  # the PD pools are searched through their flat keys
-    return sorted(set(ServingConfig.model_fields) - nested | set(FLAT_POOL_KEYS) | set(ALIASES))
+    # The PD pools and the autoscaling policy are searched through their flat keys.
+    nested = {"model", "autoscale", *POOLS}
+    flat = {*FLAT_POOL_KEYS, *FLAT_AUTOSCALE_KEYS}
+    return sorted(set(ServingConfig.model_fields) - nested | flat | set(ALIASES))
 
 
 def _fields(model: str, params: Mapping[str, Any]) -> dict[str, Any]:

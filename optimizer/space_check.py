@@ -31,6 +31,7 @@ import pydantic
 from hardware.schema import Catalog
 from optimizer.configs import ALIASES, known_names
 from optimizer.space import Dimension, Scalar, SearchSpace
+from simulator.cluster.autoscale import FLAT_AUTOSCALE_KEYS, AutoscaleConfig
 from simulator.config import ServingConfig
 from simulator.engine.analytic import ANALYTIC_MODELS, parse_analytic
 from simulator.latency import LATENCY_MODELS
@@ -106,8 +107,9 @@ def _check_field(name: str, value: Any, where: str) -> None:
             loc = problem["loc"]
             if not loc:
                 continue
-            # A flat PD key is validated in its nested place: ("prefill", "tp") is prefill_tp.
-            name_at = f"{loc[0]}_{loc[1]}" if loc[0] in POOLS and len(loc) > 1 else str(loc[0])
+            # A flat key is validated in its nested place: ("prefill", "tp") is prefill_tp.
+            nested = loc[0] in (*POOLS, "autoscale") and len(loc) > 1
+            name_at = f"{loc[0]}_{loc[1]}" if nested else str(loc[0])
             if name_at in targets:
                 message = problem["msg"].removeprefix("Value error, ")
                 raise InputError(f"{where}: {message} (got {value!r})") from None
@@ -118,6 +120,8 @@ def _is_int_field(name: str) -> bool:
     for target in targets:
         if target in FLAT_POOL_KEYS:
             field = PoolConfig.model_fields.get(target.partition("_")[2])
+        elif target in FLAT_AUTOSCALE_KEYS:
+            field = AutoscaleConfig.model_fields.get(target.removeprefix("autoscale_"))
         else:
             field = ServingConfig.model_fields.get(target)
         if field is None:

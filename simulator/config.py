@@ -23,7 +23,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from simulator.cluster.autoscale import AutoscaleConfig
+from simulator.cluster.autoscale import AutoscaleConfig, fold_autoscale_keys
 from simulator.cluster.router import ROUTERS, parse_router_spec
 from simulator.engine.admission import KvAdmission
 from simulator.engine.scheduler import SCHEDULERS
@@ -255,8 +255,11 @@ class ServingConfig(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _nested_pools(cls, data: Any) -> Any:
-        # Files written before PoolConfig use flat twin keys (prefill_tp, ...): still accepted.
-        return fold_pool_keys(data)[0] if isinstance(data, dict) else data
+        # Files written before PoolConfig use flat twin keys (prefill_tp, ...): still accepted;
+        # search spaces name the autoscaling fields flat (autoscale_target_concurrency, ...).
+        if not isinstance(data, dict):
+            return data
+        return fold_autoscale_keys(fold_pool_keys(data)[0])
 
     @field_validator("l1_policy", "l2_policy", "l3_policy")
     @classmethod

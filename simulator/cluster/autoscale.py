@@ -37,14 +37,14 @@ from __future__ import annotations
 import functools
 import math
 from collections import deque
-from typing import Literal, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulator.cluster.driver import Cluster
 from simulator.cluster.fleet import FleetLog
 
-__all__ = ["AutoscaleConfig", "Autoscaler"]
+__all__ = ["FLAT_AUTOSCALE_KEYS", "AutoscaleConfig", "Autoscaler", "fold_autoscale_keys"]
 
 State = Literal["off", "starting", "serving", "draining"]
 
@@ -92,6 +92,31 @@ class AutoscaleConfig(BaseModel):
     def startup_s(self, weight_bytes_per_gpu: float) -> float:
         """Seconds from start to serving: the weights of one GPU, then the engine's init."""
         return weight_bytes_per_gpu / (self.load_gb_per_s * 1e9) + self.engine_init_s
+
+
+#: Flat names of the autoscaling fields (``autoscale_target_concurrency``, ...): a search
+#: space's dimensions are flat, so ``optimize`` can search the policy's parameters.
+FLAT_AUTOSCALE_KEYS: tuple[str, ...] = tuple(f"autoscale_{f}" for f in AutoscaleConfig.model_fields)
+
+
+def fold_autoscale_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with its flat ``autoscale_<field>`` keys moved into ``autoscale``; a field
+    given both ways with different values raises ``ValueError`` naming both."""
+    flat = [key for key in data if key in FLAT_AUTOSCALE_KEYS]
+    if not flat:
+        return data
+    out = dict(data)
+    nested = dict(out.get("autoscale") or {})
+    for key in flat:
+        field, value = key.removeprefix("autoscale_"), out.pop(key)
+        if value is None:
+            continue
+        if nested.get(field) not in (None, value):
+            raise ValueError(f"{key} ({value!r}) and autoscale.{field} ({nested[field]!r}) differ")
+        nested[field] = value
+    if nested:
+        out["autoscale"] = nested
+    return out
 
 
 class Autoscaler:

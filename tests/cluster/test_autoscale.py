@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 
 from hardware.catalog import shipped_catalog
+from optimizer.configs import known_names, to_config
+from optimizer.space_check import check_setting
 from simulator.api import SimResult, simulate
 from simulator.build import Pool, build_pool
 from simulator.cluster.autoscale import AutoscaleConfig, Autoscaler
@@ -183,3 +185,21 @@ def test_bad_autoscale_settings_are_one_line_errors(fields: dict[str, Any], mess
 def test_defaults_cite_their_sources() -> None:
     config = AutoscaleConfig(target_concurrency=8)
     assert (config.interval_s, config.window_s, config.scale_down_delay_s) == (2.0, 60.0, 300.0)
+
+
+def test_a_search_space_names_the_policy_fields_flat() -> None:
+    names = known_names()
+    assert {"autoscale_target_concurrency", "autoscale_min_instances"} <= set(names)
+    assert "autoscale" not in names
+    config = to_config(
+        MODEL,
+        {"gpu": "h100_sxm", "instances": 4, "autoscale_target_concurrency": 16,
+         "autoscale_scale_down_delay_s": 120},
+    )  # fmt: skip
+    assert config.autoscale == AutoscaleConfig(target_concurrency=16, scale_down_delay_s=120)
+    catalog = shipped_catalog()
+    check_setting("autoscale_target_concurrency", 16, catalog, "space.yaml")
+    with pytest.raises(InputError, match=r"space.yaml: autoscale_target_concurrency"):
+        check_setting("autoscale_target_concurrency", 0, catalog, "space.yaml")
+    with pytest.raises(InputError, match=r"space.yaml: autoscale_min_instances"):
+        check_setting("autoscale_min_instances", 0, catalog, "space.yaml")
