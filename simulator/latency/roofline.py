@@ -12,7 +12,11 @@ Across nodes the ring also crosses the network: NCCL builds one ring per channel
 GPU and sends each ring's node crossing through another NIC (rail-optimised servers have one
 NIC per GPU), so each NIC carries ``1 / gpus_per_node`` of the crossing traffic and the ring runs
 at the slower of NVLink and the node's NICs together (``gpus_per_node · nic_bw · eff_nic``), plus
-a network latency. On a DGX H100 that is 8 × 50 GB/s = 400 GB/s, what two-node nccl-tests
+a network latency over the intra-node floor: small messages go up and down NCCL's tree (a chain
+inside each node, a tree between nodes), so the fixed cost is one node's ``floor(gpus_per_node)``
+plus ``inter_node_latency_s``, not the ring's per-GPU step over all ``n`` GPUs (which made the
+16-GPU floor 48 µs; DeepSeek-R1 decoding one request on TP16 measures 9.1 ms per token with 122
+all-reduces in it). On a DGX H100 the bandwidth is 8 × 50 GB/s = 400 GB/s, what two-node nccl-tests
 all_reduce measures (400-450 GB/s bus bandwidth on H100 SXM with NDR InfiniBand: Saturn Cloud's
 NCCL cluster-validation guide, "Expected Performance"); one NIC's 50 GB/s, as this model had it,
 made a 16-GPU all-reduce of a 6.6 MB decode batch 432 µs instead of ~100 µs.
@@ -272,7 +276,8 @@ class RooflineKernels:
         if num_gpus <= 1:
             return 0.0
         p = self._params
-        floor = p.all_reduce_floor_base_s + p.all_reduce_floor_per_gpu_s * (num_gpus - 1)
+        within = min(num_gpus, self._gpu.gpus_per_node)  # the tree's chain inside one node
+        floor = p.all_reduce_floor_base_s + p.all_reduce_floor_per_gpu_s * (within - 1)
         wire = all_reduce_work(message_bytes, num_gpus).bytes
         if num_gpus > self._gpu.gpus_per_node:
             return wire / min(self._nic, self._link) + floor + p.inter_node_latency_s
