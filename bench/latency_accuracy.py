@@ -1,7 +1,7 @@
 """Accuracy of the kernel sources against the measured profiles, per GPU, on held-out rows.
 
     python bench/latency_accuracy.py [--gpu h100_sxm ...] [--engine vllm] [--holdout 0.2]
-        [--seed 0] [--shapes catalog|all] [--json]
+        [--seed 0] [--shapes catalog|all] [--moe] [--json]
 
 For every ``--gpu`` (default: every catalog GPU with shipped profiles) and ``--engine``, two
 tables: kernel-time error per class (below), and **step-time error** — decode and prefill steps
@@ -27,6 +27,13 @@ of a catalog model at TP 1, 2, 4 or 8 (experts whole, as under EP), attention he
 (heads/TP, max(1, KV heads/TP), head dim) of the catalog's GQA models, every all-reduce size.
 MLA attention (DeepSeek) has no matching profile rows and is not scored.
 
+``--moe`` scores whole routed-expert layers instead (``moe_table.py``), per GPU with a shipped
+fused-MoE profile of ``--engine``: a ``--holdout`` share of the interior token counts is held out
+of every measured shape; ``table`` interpolates the fitting rows (verbatim) in tokens, and the
+grouped-GEMM composition the latency model falls back to (``compose.routed_expert_calls``: two
+GEMMs and the activation/permutation) is priced by the roofline and by the GPU's full GEMM table
+(``composed: roofline`` / ``composed: table GEMMs``), all on the held-out rows.
+
 MAPE = mean |predicted / measured - 1| in percent; p90 = 90th percentile of that error.
 """
 
@@ -46,13 +53,21 @@ from rich.table import Table
 from hardware.catalog import shipped_catalog
 from simulator.latency import Deployment
 from simulator.latency.calibrated import ScaledKernels
+from simulator.latency.compose import OperatorPlanner
 from simulator.latency.fit import catalog_shape_filter, fit_calibration, grid_holdout_split
 from simulator.latency.kernels import KERNEL_CLASSES, KernelClass, KernelTimer
 from simulator.latency.model import ComposedLatencyModel
-from simulator.latency.profile_files import ENGINES, resolve_profile_files
+from simulator.latency.moe_table import MoeShape, MoeTable, read_moe_profile
+from simulator.latency.profile_files import ENGINES, MOE_KIND, resolve_profile_files
 from simulator.latency.profiles import ProfileSet, shipped_profiles
 from simulator.latency.roofline import RooflineKernels
-from simulator.latency.table import ProfileKernels, ProfileTable, TableFallbackWarning
+from simulator.latency.table import (
+    ProfileKernels,
+    ProfileTable,
+    TableFallbackWarning,
+    table_kernels,
+)
+from slo.inputfile import InputError
 
 _Row = Any  # a pandas itertuples row
 
@@ -191,6 +206,88 @@ def evaluate(
     return results
 
 
+#: Catalog weight precision of a fused-MoE profile dtype (``fp8_block`` is FP8 weights).
+_MOE_PRECISION = {"bf16": "bf16", "fp8": "fp8", "fp8_block": "fp8", "fp4": "fp4", "int4": "int4"}
+
+
+def moe_evaluate(holdout: float, seed: int, gpu_name: str, engine: str) -> dict[str, Any] | None:
+    """Routed-expert layer error per source on held-out token counts (module doc), or None
+    where the GPU has no shipped fused-MoE profile for ``engine``."""
+    located = resolve_profile_files(gpu_name, engine)
+    if located is None or MOE_KIND not in located.files:
+        return None
+    catalog = shipped_catalog()
+    gpu = catalog.gpu(gpu_name)
+    frame = read_moe_profile(located.files[MOE_KIND])
+    counts = sorted(frame["tokens"].unique())[1:-1]
+    rng = np.random.default_rng(seed)
+    held_counts = set(rng.choice(counts, size=round(holdout * len(counts)), replace=False))
+    held_rows = frame["tokens"].isin(held_counts)
+    table = MoeTable(frame[~held_rows], monotone=False)
+    timers: dict[str, KernelTimer] = {
+        "composed: roofline": RooflineKernels(gpu),
+        "composed: table GEMMs": table_kernels(gpu, engine=engine, warn_range=False),
+    }
+    models = {
+        (m.hidden_size, m.expert_ffn_size, m.experts_per_token, m.num_experts): m
+        for m in catalog.models.values()
+        if m.is_moe
+    }
+    errors: dict[str, list[float]] = {"table": [], **{name: [] for name in timers}}  # signed %
+    skipped = 0
+    for row in frame[held_rows].to_dict("records"):
+        sizes = [int(row[c]) for c in ("experts", "top_k", "hidden", "inter", "moe_tp", "moe_ep")]
+        shape = MoeShape(*sizes, dtype=str(row["dtype"]))
+        model = models[(shape.hidden, shape.inter, shape.top_k, shape.num_experts)]
+        try:
+            deployment = Deployment(
+                model,
+                gpu,
+                tp=shape.moe_tp * shape.moe_ep,
+                ep=shape.moe_ep,
+                weight_precision=_MOE_PRECISION[shape.dtype],
+                allow_multi_node=True,
+            )
+        except (InputError, KeyError):  # heads the split does not divide; a dtype not served
+            skipped += 1
+            continue
+        measured = float(row["seconds"])
+        hit = table.lookup(int(row["tokens"]), shape)
+        assert hit is not None
+        errors["table"].append((hit[0] / measured - 1.0) * 100.0)
+        calls = OperatorPlanner(deployment).routed_expert_calls(int(row["tokens"]))
+        for name, timer in timers.items():
+            composed = ComposedLatencyModel(deployment, timer, name=name)
+            layer = sum(c.count * composed.call_seconds(c) for c in calls) / model.num_moe_layers
+            errors[name].append((layer / measured - 1.0) * 100.0)
+    return {
+        "gpu": gpu.name,
+        "engine": engine,
+        "rows": len(errors["table"]),
+        "skipped": skipped,
+        "mape_pct": {n: round(float(np.mean(np.abs(e))), 2) for n, e in errors.items()},
+        "p90_pct": {n: round(float(np.percentile(np.abs(e), 90)), 2) for n, e in errors.items()},
+        "bias_pct": {n: round(float(np.median(e)), 2) for n, e in errors.items()},
+    }
+
+
+def _print_moe(all_results: list[dict[str, Any]]) -> None:
+    names = list(all_results[0]["mape_pct"])
+    table = Table(
+        title="Routed-expert layer error on held-out token counts: MAPE % (p90 %) [median signed %]"
+    )
+    table.add_column("GPU / engine (rows)", no_wrap=True)
+    for name in names:
+        table.add_column(name, justify="right")
+    for r in all_results:
+        cells = [
+            f"{r['mape_pct'][n]:.1f} ({r['p90_pct'][n]:.0f}) [{r['bias_pct'][n]:+.0f}]"
+            for n in names
+        ]
+        table.add_row(f"{r['gpu']} / {r['engine']} ({r['rows']})", *cells)
+    Console().print(table)
+
+
 def _print(results: dict[str, Any]) -> None:
     table = Table(
         title=f"Kernel-time error on held-out {results['gpu']} {results['engine']} profile rows "
@@ -238,8 +335,18 @@ def main() -> None:
     parser.add_argument("--gpu", action="append", help="GPU (repeatable; default: all shipped)")
     parser.add_argument("--engine", choices=ENGINES, default="vllm")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    parser.add_argument("--moe", action="store_true", help="score fused-MoE layers instead")
     args = parser.parse_args()
     shipped = [g for g in shipped_catalog().gpus if resolve_profile_files(g, args.engine)]
+    if args.moe:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", TableFallbackWarning)  # GEMMs outside the grid
+            scored = [
+                moe_evaluate(args.holdout, args.seed, g, args.engine) for g in args.gpu or shipped
+            ]
+        moe = [r for r in scored if r is not None]
+        print(json.dumps(moe, indent=2)) if args.json else _print_moe(moe)
+        return
     results = [
         evaluate(args.holdout, args.seed, args.shapes, gpu, args.engine)
         for gpu in args.gpu or shipped

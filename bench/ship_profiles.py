@@ -13,11 +13,14 @@ cut down to what the catalog's models need, in the same CSV format (columns unch
   sliding-window rows; of several kernels that measured one shape only the one the loader keeps
   (``profiles.source_rank``, bf16 attention math first);
 - NCCL all-reduce rows in 16-bit dtypes;
+- fused-MoE rows (``*_moe.csv.gz``) of the catalog's MoE shapes (hidden, expert width, top-k,
+  expert count) with balanced routing, every dtype, split and token count, of the one kernel
+  per shape the loader keeps (``moe_table.read_moe_profile``);
 - latencies rounded to 4 significant digits (0.05% at most; kernel timings repeat to ~1-3%).
 
 Files are written gzipped with ``mtime=0`` so the bytes are reproducible; the script prints rows
-kept per file and the total size. MoE and MLA kernel files are not shipped (the latency model
-composes MoE from GEMMs and times MLA attention by the roofline).
+kept per file and the total size. MLA kernel files are not shipped (the latency model times MLA
+attention by the roofline).
 """
 
 from __future__ import annotations
@@ -31,8 +34,10 @@ import numpy as np
 import pandas as pd
 
 from hardware.catalog import shipped_catalog
-from simulator.latency.fit import catalog_shape_filter
-from simulator.latency.profile_files import ENGINES, directory_files
+from hardware.schema import ModelSpec
+from simulator.latency.fit import ShapeFilter, catalog_shape_filter
+from simulator.latency.moe_table import MOE_SOURCE_PREFERENCE
+from simulator.latency.profile_files import ENGINES, MOE_KIND, directory_files
 from simulator.latency.profiles import load_profiles, normalise_dtype, source_rank
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -79,6 +84,60 @@ def _preferred(raw: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return kept.sort_index()
 
 
+def _moe_rows(raw: pd.DataFrame, models: list[ModelSpec]) -> pd.DataFrame:
+    """The balanced-routing rows of the catalog's MoE shapes, of each shape's preferred kernel."""
+    shapes = {
+        (m.hidden_size, m.expert_ffn_size, m.experts_per_token, m.num_experts)
+        for m in models
+        if m.is_moe
+    }
+    key = zip(raw["hidden_size"], raw["inter_size"], raw["topk"], raw["num_experts"], strict=True)
+    raw = raw[[tuple(int(v) for v in k) in shapes for k in key]]
+    raw = raw[raw["distribution"].astype(str) == "balanced"]
+    source = raw["kernel_source"].astype(str).str.lower()
+    rank = source.map(
+        lambda name: next(
+            (i for i, w in enumerate(MOE_SOURCE_PREFERENCE) if w in name),
+            len(MOE_SOURCE_PREFERENCE),
+        )
+    )
+    ordered = raw.assign(_r=rank, _n=source).sort_values(["_r", "_n"], kind="stable")
+    cols = ["moe_dtype", "hidden_size", "inter_size", "topk", "num_experts"]
+    cols += ["moe_tp_size", "moe_ep_size"]
+    best = ordered.groupby(cols, sort=False)["_n"].transform("first")
+    return ordered[ordered["_n"] == best].drop(columns=["_r", "_n"]).sort_index()
+
+
+def _cut(
+    kind: str, raw: pd.DataFrame, shapes: ShapeFilter, models: list[ModelSpec]
+) -> pd.DataFrame:
+    """The rows of one profile file that ship (module doc)."""
+    if kind == "gemm":
+        # and the smallest shape: the launch credit of grouped GEMMs (compose.py)
+        smallest = (float(raw["n"].min()), float(raw["k"].min()))
+        keep = shapes.gemm_nk | {smallest}
+        nk = zip(raw["n"].astype(float), raw["k"].astype(float), strict=True)
+        raw = raw[[pair in keep for pair in nk]]
+    elif kind == MOE_KIND:
+        raw = _moe_rows(raw, models)
+    elif kind == "nccl":
+        half = raw["nccl_dtype"].map(normalise_dtype).isin(["fp16", "bf16"])
+        raw = raw[(raw["op_name"] == "all_reduce") & half]
+    else:
+        if "window_size" in raw:
+            raw = raw[raw["window_size"] == 0]
+        if kind == "context_attention" and "step" in raw:
+            raw = raw[raw["step"] == 0]
+        heads = zip(
+            raw["num_heads"].astype(float),
+            raw["num_key_value_heads"].astype(float),
+            raw["head_dim"].astype(float),
+            strict=True,
+        )
+        raw = raw[[cfg in shapes.head_configs for cfg in heads]]
+    return _preferred(raw, SHAPE[kind]) if kind in SHAPE else raw
+
+
 def ship(source: Path, out: Path) -> None:
     """Write the shipped files for every GPU of ``source`` under ``out``."""
     models = list(shipped_catalog().models.values())
@@ -87,35 +146,14 @@ def ship(source: Path, out: Path) -> None:
         target = out / gpu_dir.name
         target.mkdir(parents=True, exist_ok=True)
         for engine in ENGINES:
-            files = directory_files(gpu_dir, engine)
+            files = directory_files(gpu_dir, engine, moe=True)
             if "gemm" not in files:
                 continue
             shapes = catalog_shape_filter(models, load_profiles(gpu_dir, engine=engine))
             for kind, path in files.items():
-                raw = pd.read_csv(path, keep_default_na=False)
-                if kind == "gemm":
-                    # and the smallest shape: the launch credit of grouped GEMMs (compose.py)
-                    smallest = (float(raw["n"].min()), float(raw["k"].min()))
-                    keep = shapes.gemm_nk | {smallest}
-                    nk = zip(raw["n"].astype(float), raw["k"].astype(float), strict=True)
-                    raw = raw[[pair in keep for pair in nk]]
-                elif kind == "nccl":
-                    half = raw["nccl_dtype"].map(normalise_dtype).isin(["fp16", "bf16"])
-                    raw = raw[(raw["op_name"] == "all_reduce") & half]
-                else:
-                    if "window_size" in raw:
-                        raw = raw[raw["window_size"] == 0]
-                    if kind == "context_attention" and "step" in raw:
-                        raw = raw[raw["step"] == 0]
-                    heads = zip(
-                        raw["num_heads"].astype(float),
-                        raw["num_key_value_heads"].astype(float),
-                        raw["head_dim"].astype(float),
-                        strict=True,
-                    )
-                    raw = raw[[cfg in shapes.head_configs for cfg in heads]]
-                if kind in SHAPE:
-                    raw = _preferred(raw, SHAPE[kind])
+                raw = _cut(kind, pd.read_csv(path, keep_default_na=False), shapes, models)
+                if not len(raw):  # a MoE file without the catalog's shapes
+                    continue
                 raw = raw.assign(latency=_round(raw["latency"]))
                 buffer = io.BytesIO()
                 with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0, filename="") as gz:

@@ -159,7 +159,10 @@ def _engine(
         scheduler=config.scheduler or preset.scheduler,
         max_batched_tokens=max_batched,
         max_running=max_running,
-        chunk_tokens=min(config.chunk_tokens or preset.chunked_prefill_tokens, max_batched),
+        chunk_tokens=min(
+            config.chunk_tokens or preset.chunked_prefill_tokens_for(pool.gpu.hbm_bytes, pool.tp),
+            max_batched,
+        ),
         preemption=config.preemption,
         prefetch_policy=config.prefetch_policy,
         prefetch_timeout_base_s=config.prefetch_timeout_base_s,

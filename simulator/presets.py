@@ -24,6 +24,7 @@ from simulator.engine.admission import KvAdmission
 from simulator.engine.scheduler import SCHEDULERS
 from simulator.latency.compose import ComposeParams
 from simulator.latency.memory import MemoryAccounting, MemoryParams
+from simulator.latency.memory_rules import sglang_memory_defaults
 from slo.inputfile import InputError, load_mapping, validate
 
 __all__ = ["BACKEND_PRESETS", "BackendPreset", "load_preset"]
@@ -48,6 +49,13 @@ class BackendPreset(BaseModel):
     )
     chunked_prefill_tokens: int = Field(
         ge=1, description="Largest prefill chunk of one request in one step, in tokens."
+    )
+    chunked_prefill_rule: Literal["fixed", "sglang_gpu_memory"] = Field(
+        default="fixed",
+        description="Where the chunk comes from: fixed = chunked_prefill_tokens; "
+        "sglang_gpu_memory = SGLang's default chunked_prefill_size for the GPU's memory "
+        "(simulator/latency/memory_rules.py SGLANG_BUCKETS: 4096 below 60 GiB, 8192 to "
+        "160 GiB, 16384 above), chunked_prefill_tokens only where the memory is unknown.",
     )
     max_running_requests: int = Field(ge=1, description="Most requests scheduled in one step.")
     scheduler: str = Field(
@@ -119,6 +127,12 @@ class BackendPreset(BaseModel):
     request_overhead_us: float = Field(
         ge=0, description="CPU time per scheduled request per step, µs."
     )
+
+    def chunked_prefill_tokens_for(self, gpu_bytes: float, tp: int) -> int:
+        """The prefill chunk on a GPU of ``gpu_bytes`` at ``tp`` (``chunked_prefill_rule``)."""
+        if self.chunked_prefill_rule == "sglang_gpu_memory" and gpu_bytes > 0:
+            return sglang_memory_defaults(gpu_bytes, tp).chunked_prefill_tokens
+        return self.chunked_prefill_tokens
 
     def hbm_utilization_for(self, tp: int) -> float:
         """The utilisation that applies at tensor parallelism ``tp``."""

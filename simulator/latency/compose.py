@@ -32,7 +32,10 @@ The engines run them as one grouped GEMM (a fused MoE kernel), priced as a singl
 efficiency of a wide GEMM. Pricing each expert as its own narrow GEMM (``n`` = 256, ``k`` = 128
 per GPU for DeepSeek-R1 at expert TP 16) took the measured standalone time of a shape the
 grouped kernel never runs: 3.5-4.4× the measured fused-MoE layer on H100 at 16-512 tokens
-(SGLang ``fused_moe_triton`` profile), against 0.9-1.1× for the single wide GEMM.
+(SGLang ``fused_moe_triton`` profile), against 0.9-1.1× for the single wide GEMM. Those two GEMMs
+and the experts' activation and token permutation (``ROUTED_EXPERT_OPS``) are what a fused-MoE
+kernel does; a kernel source with measured fused-MoE layers prices them as one
+(``moe_shape``, ``model.py``), this composition is the fallback.
 
 **Fused launches.** A ragged attention kernel is one launch over many
 sub-problems, so it pays the fixed per-kernel cost once: the plan prices each sub-problem on its
@@ -49,8 +52,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from simulator.latency.deployment import Deployment
+from simulator.latency.moe_table import MoeShape
 
-__all__ = ["CallKind", "ComposeParams", "KernelCall", "OperatorPlanner"]
+__all__ = ["ROUTED_EXPERT_OPS", "CallKind", "ComposeParams", "KernelCall", "OperatorPlanner"]
+
+#: The ops of one MoE layer's routed experts after the router: what a fused-MoE kernel runs
+#: (grouped gate+up and down GEMMs; activation and token permutation as ``moe_permute``).
+ROUTED_EXPERT_OPS = frozenset({"moe_experts", "moe_permute"})
 
 CallKind = Literal["gemm", "context_attention", "generation_attention", "nccl", "elementwise"]
 
@@ -339,7 +347,26 @@ class OperatorPlanner:
             KernelCall("elementwise", "elementwise", (3.0 * t * ffn * self.act, 1), n_layers),
         ]
 
-    def _moe(self, t: int) -> list[KernelCall]:
+    def moe_shape(self) -> MoeShape | None:
+        """The routed-expert layer each GPU runs (None for a dense model): the key of a
+        measured fused-MoE table (``moe_table.py``)."""
+        d, m = self.deployment, self.deployment.model
+        if not self.moe_layers:
+            return None
+        return MoeShape(
+            num_experts=m.num_experts,
+            top_k=m.experts_per_token,
+            hidden=self.hidden,
+            inter=m.expert_ffn_size,
+            moe_tp=d.expert_tp,
+            moe_ep=d.expert_parallel,
+            dtype=self.wdtype,
+        )
+
+    def routed_expert_calls(self, t: int) -> list[KernelCall]:
+        """The routed experts of every MoE layer for ``t`` tokens, composed (module doc,
+        "Routed experts"): the grouped GEMMs and, as ``moe_permute``, the experts' activation
+        and the token permutation to and from them (ops ``ROUTED_EXPERT_OPS``)."""
         d, m = self.deployment, self.deployment.model
         h, w, a, n_layers = self.hidden, self.wdtype, self.act, self.moe_layers
         experts, top_k = m.num_experts, m.experts_per_token
@@ -351,16 +378,24 @@ class OperatorPlanner:
         # The grouped GEMM over this GPU's experts, priced as one GEMM as wide as all of them
         # (module doc, "Routed experts"): widths in columns, so no rounding of experts.
         width = max(1, round(per_gpu * ffn))
-        calls = [
-            KernelCall("moe_router", "gemm", (t, experts, h, _ROUTER_DTYPE), n_layers),
+        local = assignments / d.expert_parallel
+        moved = 3.0 * local * ffn * a + 4.0 * local * h * a  # activation, permute
+        return [
             KernelCall("moe_experts", "gemm", (tokens_each, 2 * width, h, w), n_layers),
             KernelCall("moe_experts", "gemm", (tokens_each, h, width, w), n_layers),
+            KernelCall("moe_permute", "elementwise", (moved, 3), n_layers),
         ]
-        local = assignments / d.expert_parallel
-        moved = (
-            3.0 * local * ffn * a + 4.0 * local * h * a + 4.0 * t * experts
-        )  # act, permute, topk
-        kernels = 4
+
+    def _moe(self, t: int) -> list[KernelCall]:
+        m = self.deployment.model
+        h, w, a, n_layers = self.hidden, self.wdtype, self.act, self.moe_layers
+        experts = m.num_experts
+        calls = [
+            KernelCall("moe_router", "gemm", (t, experts, h, _ROUTER_DTYPE), n_layers),
+            *self.routed_expert_calls(t),
+        ]
+        moved = 4.0 * t * experts  # router softmax and top-k
+        kernels = 1
         if m.num_shared_experts:
             shared = m.num_shared_experts * m.expert_ffn_size // self.tp
             calls.append(KernelCall("moe_shared", "gemm", (t, 2 * shared, h, w), n_layers))

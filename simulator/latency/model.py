@@ -6,6 +6,11 @@ depend on few integers and caches each part by them:
 
 - everything that depends only on the step's total new tokens ``T`` (projections, MLP/MoE,
   all-reduces, norms): one float per distinct ``T``;
+
+  the routed experts of an MoE layer (``compose.ROUTED_EXPERT_OPS``) come from the kernel
+  source's measured fused-MoE layer where it has one (``moe_table.FusedMoeTimer``: the table
+  model on the profiled GPU, exact shape), outside the measured token range scaled by the
+  composition (``measured(edge) × composed(T) / composed(edge)``), else composed from GEMMs;
 - the LM head, per distinct ``logit_tokens``; MLA's absorption GEMMs, per decode count;
 - prefill attention per distinct ``(count, new_tokens, cache_len)`` group;
 - decode attention per *octave bucket* of KV length ``[2^(e-1), 2^e)``: the bucket's requests are
@@ -29,9 +34,15 @@ import numpy as np
 
 from simulator.latency.base import StepBreakdown
 from simulator.latency.batch import BatchLike, DecodeRun, as_batch
-from simulator.latency.compose import ComposeParams, KernelCall, OperatorPlanner
+from simulator.latency.compose import (
+    ROUTED_EXPERT_OPS,
+    ComposeParams,
+    KernelCall,
+    OperatorPlanner,
+)
 from simulator.latency.deployment import Deployment
 from simulator.latency.kernels import KernelTimer
+from simulator.latency.moe_table import FusedMoeTimer
 from simulator.latency.roofline import RooflineKernels, RooflineParams
 from simulator.latency.transfer import Link, transfer_seconds
 
@@ -67,6 +78,8 @@ class ComposedLatencyModel:
         self._name = name
         self._params = params or ComposeParams()
         self._planner = OperatorPlanner(deployment)
+        self._moe_shape = self._planner.moe_shape()
+        self._fused_moe = timer if isinstance(timer, FusedMoeTimer) else None
         self._elementwise_bw = (
             deployment.gpu.hbm_tb_per_s * 1e12 * self._params.elementwise_memory_efficiency
         )
@@ -142,6 +155,10 @@ class ComposedLatencyModel:
         calls = self._planner.token_calls(b.num_tokens) + self._planner.logit_calls(b.logit_tokens)
         calls += self._planner.prefill_calls(b.prefill_groups)
         calls += self._planner.decode_token_calls(b.num_decode)
+        routed = self._measured_routed(b.num_tokens)
+        if routed is not None:
+            calls = [c for c in calls if c.op not in ROUTED_EXPERT_OPS]
+            out["moe_experts"] = routed
         for call in calls:
             # An attention launch credit (negative count) refunds the fixed part only (see
             # ``_launch_cost``), exactly as ``step_seconds`` does.
@@ -204,10 +221,30 @@ class ComposedLatencyModel:
     def _token_seconds(self, tokens: int) -> float:
         hit = self._token_cache.get(tokens)
         if hit is None:
-            hit = self._store(
-                self._token_cache, tokens, self._sum(self._planner.token_calls(tokens))
-            )
+            calls = self._planner.token_calls(tokens)
+            routed = self._measured_routed(tokens)
+            if routed is None:
+                value = self._sum(calls)
+            else:
+                value = routed + self._sum([c for c in calls if c.op not in ROUTED_EXPERT_OPS])
+            hit = self._store(self._token_cache, tokens, value)
         return hit
+
+    def _measured_routed(self, tokens: int) -> float | None:
+        """Seconds of every MoE layer's routed experts for ``tokens`` from the kernel source's
+        measured fused-MoE layer (module doc), or None where it has none."""
+        if self._fused_moe is None or self._moe_shape is None or tokens <= 0:
+            return None
+        hit = self._fused_moe.fused_moe(tokens, self._moe_shape)
+        if hit is None:
+            return None
+        seconds, anchor = hit
+        planner = self._planner
+        if anchor != tokens:  # beyond the measured tokens: the composition's growth from there
+            edge = self._sum(planner.routed_expert_calls(anchor))
+            if edge > 0:
+                seconds *= self._sum(planner.routed_expert_calls(tokens)) / edge
+        return seconds * planner.moe_layers
 
     def _logit_seconds(self, logit_tokens: int) -> float:
         hit = self._logit_cache.get(logit_tokens)

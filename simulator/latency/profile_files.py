@@ -4,9 +4,11 @@ A *profile directory* holds the measurements of one GPU: gzipped (or plain) CSV 
 ``<engine>_<version>_<class>.csv.gz`` (``vllm_0.24.0_gemm.csv.gz``,
 ``sglang_0.5.14_generation_attention.csv.gz``) or without an engine prefix for kernels every
 engine shares (``nccl_2.27.3.csv.gz``, or a user's ``gemm.csv``). The classes are those of
-``PROFILE_KINDS``; other files (MoE, MLA) are ignored. For an engine and a class the directory's
-file is the one with that engine's prefix, else the engine-neutral one; of several, the newest
-version (the numbers in the name compared as integers: ``nccl_2.29.2`` over ``nccl_2.27.3``).
+``PROFILE_KINDS``, plus the optional fused-MoE layer (``MOE_KIND``: ``*_moe.csv.gz``, read by
+``moe_table.py``, only where asked for with ``moe=True``); other files (MLA) are ignored. For an
+engine and a class the directory's file is the one with that engine's prefix, else the
+engine-neutral one; of several, the newest version (the numbers in the name compared as
+integers: ``nccl_2.29.2`` over ``nccl_2.27.3``).
 
 Two places hold profile directories, one per GPU named by its catalog key:
 
@@ -32,6 +34,7 @@ from slo.inputfile import InputError
 __all__ = [
     "DEFAULT_ENGINE",
     "ENGINES",
+    "MOE_KIND",
     "PROFILE_KINDS",
     "ProfileFiles",
     "directory_files",
@@ -44,6 +47,10 @@ __all__ = [
 
 #: The kernel classes a profile directory can hold, in report order (= ``KERNEL_CLASSES``).
 PROFILE_KINDS: tuple[str, ...] = ("gemm", "context_attention", "generation_attention", "nccl")
+#: The optional class of whole fused-MoE layers (``moe_table.py``); not one of the kernel
+#: primitives, so not in ``PROFILE_KINDS`` (calibration and import iterate those).
+MOE_KIND = "moe"
+_MOE_NAME = re.compile(r"(^|_)moe\.csv(\.gz)?$", re.IGNORECASE)
 #: Engines whose kernels profiles can describe: the shipped backend presets' names.
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
 #: The engine assumed for a preset that names none of ``ENGINES`` (a user preset file).
@@ -71,7 +78,8 @@ def file_engine(name: str) -> str | None:
 
 def _kind(name: str) -> str | None:
     lowered = name.lower()
-    return next((kind for kind in PROFILE_KINDS if kind in lowered), None)
+    found = next((kind for kind in PROFILE_KINDS if kind in lowered), None)
+    return found or (MOE_KIND if _MOE_NAME.search(lowered) else None)
 
 
 def _version(name: str) -> tuple[int, ...]:
@@ -90,17 +98,19 @@ class ProfileFiles:
 
     def key(self) -> tuple[str, ...]:
         """A hashable identity (for caching tables built from these files)."""
-        return (self.gpu, self.engine, *(str(self.files.get(k, "")) for k in PROFILE_KINDS))
+        kinds = (*PROFILE_KINDS, MOE_KIND)
+        return (self.gpu, self.engine, *(str(self.files.get(k, "")) for k in kinds))
 
 
-def directory_files(directory: str | Path, engine: str) -> dict[str, Path]:
-    """Per class, the file of ``directory`` that serves ``engine`` (module doc). ``InputError``
-    for a missing directory or two candidates of the same version."""
+def directory_files(directory: str | Path, engine: str, *, moe: bool = False) -> dict[str, Path]:
+    """Per class, the file of ``directory`` that serves ``engine`` (module doc); with ``moe``
+    also its fused-MoE file under ``MOE_KIND``. ``InputError`` for a missing directory or two
+    candidates of the same version."""
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(f"{directory}: no such profile directory")
     chosen: dict[str, Path] = {}
-    for kind in PROFILE_KINDS:
+    for kind in (*PROFILE_KINDS, MOE_KIND) if moe else PROFILE_KINDS:
         files = [p for p in directory.iterdir() if _CSV.search(p.name) and _kind(p.name) == kind]
         own = [p for p in files if file_engine(p.name) == engine]
         candidates = own or [p for p in files if file_engine(p.name) is None]
@@ -138,9 +148,10 @@ def shipped_profiles_dir(gpu: str = "h100_sxm") -> Path:
 def resolve_profile_files(
     gpu: str, engine: str, roots: Sequence[str | Path] = ()
 ) -> ProfileFiles | None:
-    """The files that time ``gpu`` under ``engine``: per class, from the first of ``roots``
-    (user roots, each holding ``<gpu>/`` directories) that has one, else the shipped one.
-    None when no root and nothing shipped has any file for this GPU and engine."""
+    """The files that time ``gpu`` under ``engine``: per class (``MOE_KIND`` included), from
+    the first of ``roots`` (user roots, each holding ``<gpu>/`` directories) that has one, else
+    the shipped one. None when no root and nothing shipped has any file for this GPU and
+    engine."""
     gpu = gpu.lower()
     files: dict[str, Path] = {}
     sources: list[str] = []
@@ -148,7 +159,7 @@ def resolve_profile_files(
         directory = root / gpu
         if not directory.is_dir():
             continue
-        found = directory_files(directory, engine)
+        found = directory_files(directory, engine, moe=True)
         new = {kind: path for kind, path in found.items() if kind not in files}
         if new:
             files.update(new)

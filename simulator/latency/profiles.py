@@ -70,6 +70,7 @@ __all__ = [
     "load_profile_files",
     "load_profiles",
     "normalise_dtype",
+    "profile_csv",
     "shipped_profiles",
     "shipped_profiles_dir",
     "source_rank",
@@ -284,13 +285,19 @@ def _contents(path: Path) -> bytes:
     return data
 
 
-def _read(path: Path, kind: str) -> pd.DataFrame:
+def profile_csv(path: Path) -> pd.DataFrame:
+    """A profile file's rows as read (strings kept, nothing validated); ``InputError`` for a
+    file that is not a readable, non-empty CSV (gzipped where its name ends ``.gz``)."""
     try:
-        raw = pd.read_csv(io.BytesIO(_contents(path)), keep_default_na=False)
+        return pd.read_csv(io.BytesIO(_contents(path)), keep_default_na=False)
     except (OSError, EOFError, zlib.error, UnicodeDecodeError, pd.errors.ParserError) as err:
         raise InputError(f"{path}: cannot read CSV: {str(err).splitlines()[0]}") from None
     except pd.errors.EmptyDataError:
         raise InputError(f"{path}: empty file; expected a header row") from None
+
+
+def _read(path: Path, kind: str) -> pd.DataFrame:
+    raw = profile_csv(path)
     spec = _SPECS[kind]
     wanted = {**spec.columns, "seconds": "latency"}
     missing = [col for col in wanted.values() if col not in raw.columns]

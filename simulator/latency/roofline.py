@@ -8,6 +8,19 @@ and an all-reduce over ``n`` GPUs is a ring::
 
     2(n-1)/n · message_bytes / (link_bw · eff_link) + floor(n),   floor(n) = a + b·(n-1)
 
+Across nodes the ring also crosses the network: NCCL builds one ring per channel through every
+GPU and sends each ring's node crossing through another NIC (rail-optimised servers have one
+NIC per GPU), so each NIC carries ``1 / gpus_per_node`` of the crossing traffic and the ring runs
+at the slower of NVLink and the node's NICs together (``gpus_per_node · nic_bw · eff_nic``), plus
+a network latency over the intra-node floor: small messages go up and down NCCL's tree (a chain
+inside each node, a tree between nodes), so the fixed cost is one node's ``floor(gpus_per_node)``
+plus ``inter_node_latency_s``, not the ring's per-GPU step over all ``n`` GPUs (which made the
+16-GPU floor 48 µs; DeepSeek-R1 decoding one request on TP16 measures 9.1 ms per token with 122
+all-reduces in it). On a DGX H100 the bandwidth is 8 × 50 GB/s = 400 GB/s, what two-node nccl-tests
+all_reduce measures (400-450 GB/s bus bandwidth on H100 SXM with NDR InfiniBand: Saturn Cloud's
+NCCL cluster-validation guide, "Expected Performance"); one NIC's 50 GB/s, as this model had it,
+made a 16-GPU all-reduce of a 6.6 MB decode batch 432 µs instead of ~100 µs.
+
 FLOP and byte counts are exposed (``gemm_work`` and friends) so tests and reports can check them
 by hand. Bytes are the compulsory traffic — each operand read once, the result written once — so
 the memory term is a lower bound (FlashAttention re-reading KV per query tile is not counted).
@@ -168,7 +181,8 @@ class RooflineKernels:
 
     Precision names are the catalog's ('bf16', 'fp8', ...). A GEMM precision the chip has no peak
     for (weight-only int4) computes at the bf16 peak. Inter-node all-reduces (``num_gpus`` beyond
-    ``gpu.gpus_per_node``) run at the NIC's bandwidth plus ``inter_node_latency_s``.
+    ``gpu.gpus_per_node``) run at the slower of NVLink and the node's NICs together, plus
+    ``inter_node_latency_s`` (module doc).
     """
 
     __slots__ = ("_bf16_flops", "_gpu", "_hbm", "_link", "_nic", "_params", "_peak")
@@ -190,7 +204,8 @@ class RooflineKernels:
             self._peak[dtype] = tflops * 1e12 * eff
         self._hbm = gpu.hbm_tb_per_s * 1e12
         self._link = gpu.gpu_link_gb_per_s * 1e9 * p.link_efficiency
-        self._nic = gpu.nic_gb_per_s * 1e9 * p.nic_efficiency
+        # Every GPU's NIC carries its share of the ring's node crossings (module doc).
+        self._nic = gpu.nic_gb_per_s * 1e9 * p.nic_efficiency * gpu.gpus_per_node
 
     @property
     def gpu(self) -> GpuSpec:
@@ -261,8 +276,9 @@ class RooflineKernels:
         if num_gpus <= 1:
             return 0.0
         p = self._params
-        floor = p.all_reduce_floor_base_s + p.all_reduce_floor_per_gpu_s * (num_gpus - 1)
+        within = min(num_gpus, self._gpu.gpus_per_node)  # the tree's chain inside one node
+        floor = p.all_reduce_floor_base_s + p.all_reduce_floor_per_gpu_s * (within - 1)
         wire = all_reduce_work(message_bytes, num_gpus).bytes
         if num_gpus > self._gpu.gpus_per_node:
-            return wire / self._nic + floor + p.inter_node_latency_s
+            return wire / min(self._nic, self._link) + floor + p.inter_node_latency_s
         return wire / self._link + floor

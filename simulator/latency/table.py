@@ -30,6 +30,11 @@ cheaper than a 1-token decode step).
 
 Grids are monotone in the sizes a batch grows in (``profiles.Grid``).
 
+Where the profile directory has a fused-MoE file, ``ProfileKernels.fused_moe`` also answers whole
+routed-expert layers from it (``moe_table.py``: exact shape, interpolated in tokens); only for
+the profiled GPU itself — a carried GPU, or a shape the file lacks, gets ``None`` and the
+latency model composes the layer from (carried) GEMMs.
+
 Not a profiler and not a fitted model (``calibrated.py``); sizes are per GPU, times in seconds.
 """
 
@@ -48,8 +53,10 @@ from hardware.catalog import shipped_catalog
 from hardware.schema import GpuSpec
 from simulator.latency._cached import CachedKernels, Heads, float_heads
 from simulator.latency.kernels import KernelTimer
+from simulator.latency.moe_table import MoeShape, MoeTable, load_moe_table
 from simulator.latency.profile_files import (
     DEFAULT_ENGINE,
+    MOE_KIND,
     ProfileFiles,
     directory_files,
     resolve_profile_files,
@@ -120,9 +127,16 @@ class ProfileTable:
     """
 
     def __init__(
-        self, profiles: ProfileSet, roofline: KernelTimer, *, monotone: bool = True
+        self,
+        profiles: ProfileSet,
+        roofline: KernelTimer,
+        *,
+        monotone: bool = True,
+        moe: MoeTable | None = None,
     ) -> None:
         self.gpu = profiles.gpu
+        #: Measured fused-MoE layers of the same GPU and engine, if the directory had them.
+        self.moe = moe
         self.source = profiles.source
         self.monotone = monotone
         # Axes a batch grows along, made non-decreasing: GEMM m, attention batch and length,
@@ -355,6 +369,14 @@ class ProfileKernels(CachedKernels):
         at_anchor = self._fallback.generation_attention(int(ab), int(al), *heads)
         return self._beyond(seconds, at_query, at_anchor)
 
+    def fused_moe(self, tokens: int, shape: MoeShape) -> tuple[float, int] | None:
+        """``(seconds, anchor tokens)`` of one routed-expert layer from the measured fused-MoE
+        table (``MoeTable.lookup``), or None: no table, a shape it lacks, or another GPU than
+        the profiled one (module doc)."""
+        if self.table.moe is None or not self._same_gpu:
+            return None
+        return self.table.moe.lookup(tokens, shape)
+
     def _all_reduce_uncached(self, message_bytes: float, num_gpus: int) -> float:
         if num_gpus <= 1 or message_bytes <= 0:
             return 0.0
@@ -416,7 +438,7 @@ def table_kernels(
     """
     profiled = gpu
     if profiles_dir is not None:
-        files = directory_files(profiles_dir, engine)
+        files = directory_files(profiles_dir, engine, moe=True)
         if not files:
             raise InputError(f"{profiles_dir}: no kernel profile CSV for engine '{engine}'")
         located: ProfileFiles | None = ProfileFiles(gpu.name, engine, files, str(profiles_dir))
@@ -458,4 +480,7 @@ def _shared_table(
     """One ``ProfileTable`` per process per set of files, GPU and mode (read-only once built)."""
     profiled = GpuSpec.model_validate_json(profiled_gpu_json)
     located = ProfileFiles(profiled.name.lower(), engine, {k: Path(p) for k, p in files}, source)
-    return ProfileTable(load_profile_files(located), RooflineKernels(profiled), monotone=monotone)
+    moe = load_moe_table(located.files.get(MOE_KIND), monotone=monotone)
+    return ProfileTable(
+        load_profile_files(located), RooflineKernels(profiled), monotone=monotone, moe=moe
+    )

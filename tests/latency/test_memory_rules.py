@@ -5,12 +5,18 @@ from __future__ import annotations
 import dataclasses
 import math
 
+import numpy as np
 import pytest
 
+from hardware.catalog import shipped_catalog
+from simulator.build import Pool, build_pool
+from simulator.config import ServingConfig
+from simulator.core import Kernel
 from simulator.latency import Deployment, memory_fit
 from simulator.latency.memory import GIB, activation_bytes_per_gpu
 from simulator.latency.memory_rules import sglang_memory_defaults
 from simulator.presets import load_preset
+from simulator.records import Recorder
 
 from .specs import B200, H100, LLAMA_8B
 
@@ -73,3 +79,31 @@ def test_an_explicit_fraction_overrides_the_rule() -> None:
     )
     assert "static fraction" in fixed.reason
     assert "SGLang mem_fraction_static" not in fixed.reason
+
+
+@pytest.mark.parametrize(
+    ("gpu", "chunk"), [("l40s", 4096), ("a100_sxm", 8192), ("h100_sxm", 8192), ("b200_sxm", 16384)]
+)
+def test_sglang_prefill_chunk_follows_the_gpu_memory(gpu: str, chunk: int) -> None:
+    """SGLang's chunked_prefill_size default comes from the GPU's memory (4096 below 60 GiB,
+    8192 below 160 GiB, 16384 above); the other engines keep their fixed chunk."""
+    spec = shipped_catalog().gpu(gpu)
+    assert load_preset("sglang").chunked_prefill_tokens_for(spec.hbm_bytes, 1) == chunk
+    assert load_preset("vllm").chunked_prefill_tokens_for(spec.hbm_bytes, 1) == (
+        load_preset("vllm").chunked_prefill_tokens
+    )
+
+
+@pytest.mark.parametrize(("gpu", "chunk"), [("b200_sxm", 16384), ("h100_sxm", 8192)])
+def test_the_engine_built_for_sglang_prefills_the_gpus_chunk(gpu: str, chunk: int) -> None:
+    config = ServingConfig(model="Qwen/Qwen3-8B", gpu=gpu, backend="sglang")
+    pool = build_pool(
+        config,
+        shipped_catalog(),
+        block_tokens=16,
+        kernel=Kernel(),
+        recorder=Recorder(),
+        seed=np.random.SeedSequence(0),
+    )
+    assert isinstance(pool, Pool)
+    assert pool.params.chunk_tokens == chunk

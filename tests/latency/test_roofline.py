@@ -96,9 +96,24 @@ def test_all_reduce_ring_and_measured_floor() -> None:
     assert all_reduce_work(big, 8).bytes == 2 * 7 / 8 * big
 
 
-def test_all_reduce_across_nodes_uses_the_nic() -> None:
+def test_all_reduce_across_nodes_uses_every_nic_of_the_node() -> None:
+    """Across two nodes the ring pays the network latency, and its bandwidth is the slower of
+    NVLink and the node's NICs together (one per GPU; NCCL routes each channel's crossing
+    through another): 8 × 50 GB/s × 0.8 = 320 GB/s on an H100 node, above NVLink's 288, so the
+    wire time is NVLink's; with a tenth of the NIC bandwidth the NICs set it (wire / 32 GB/s).
+    The fixed cost is one node's floor plus the network latency (NCCL's tree for small
+    messages), so a tiny message costs the same on 16 GPUs as on 32."""
+    p = RooflineParams()
+    big = 64 * 2**20
+    wire = 2 * 15 / 16 * big
+    # One node's floor (the tree's chain over its 8 GPUs) plus the network latency.
+    floor = p.all_reduce_floor_base_s + 7 * p.all_reduce_floor_per_gpu_s + p.inter_node_latency_s
     k = RooflineKernels(H100)
-    assert k.all_reduce(64 * 2**20, 16) > 5 * k.all_reduce(64 * 2**20, 8)
+    assert k.all_reduce(big, 16) == pytest.approx(wire / (450e9 * 0.64) + floor, rel=1e-9)
+    assert k.all_reduce(big, 16) > k.all_reduce(big, 8)
+    assert k.all_reduce(8, 16) == pytest.approx(k.all_reduce(8, 32), rel=1e-6)
+    slow_nic = RooflineKernels(H100.model_copy(update={"nic_gb_per_s": 5.0}))
+    assert slow_nic.all_reduce(big, 16) == pytest.approx(wire / (8 * 5e9 * 0.8) + floor, rel=1e-9)
 
 
 def test_params_validated() -> None:

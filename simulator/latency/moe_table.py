@@ -1,0 +1,231 @@
+"""Measured fused-MoE layers: the routed experts of one MoE layer priced from a profile table.
+
+A ``*_moe.csv.gz`` profile (aiconfigurator-core's performance database format, README of
+``shared/data/profiles``) times an engine's fused MoE kernel — everything of one layer's routed
+experts after the router GEMM: token permutation, the grouped gate+up GEMM, the activation, the
+grouped down GEMM and the weighted sum of each token's ``top_k`` results — on one GPU of a
+``moe_tp × moe_ep`` split, for ``num_tokens`` tokens entering the layer (every GPU of the split
+sees all of them). Columns: ``moe_dtype``, ``num_tokens``, ``hidden_size``, ``inter_size``
+(one expert's full FFN width), ``topk``, ``num_experts``, ``moe_tp_size``, ``moe_ep_size``,
+``latency`` (ms); optional ``distribution`` and ``kernel_source``.
+
+**Which rows.** Only ``distribution == balanced`` rows are read (all rows if the column is
+absent): uniform routing, the assumption the grouped-GEMM composition (``compose.py``) makes too,
+so the two answers differ by the kernel only. Measured skewed routing (``power_law_*``) is slower
+under expert parallelism (the busiest GPU sets the pace); it is not used. Of several kernels that
+timed one shape, the engine's default fused-MoE path is kept (``MOE_SOURCE_PREFERENCE``: the
+Triton fused-MoE kernel that vLLM and SGLang dispatch to unless a FlashInfer/CUTLASS MoE backend
+is requested — vLLM ``VLLM_USE_FLASHINFER_MOE_FP8``, SGLang ``--moe-runner-backend``), then the
+median of repeats.
+
+**The lookup rule** (``MoeTable.lookup``): a layer is priced from the table only where the table
+measured its exact shape — ``(dtype, hidden, inter, top_k, num_experts, moe_tp, moe_ep)`` — and
+is interpolated in ``num_tokens`` only (log time over log tokens between the measured counts,
+the grid made non-decreasing in tokens as ``profile_grid.Grid`` does). Another hidden size,
+expert width, expert count, top-k or split is *not* interpolated: the fused kernel's tiling and
+the experts each GPU holds change with them in steps, so a neighbouring shape is no measurement
+of this one. The weight dtype ``fp8`` reads the table's per-tensor ``fp8`` rows where present,
+else its block-scaled ``fp8_block`` rows (SGLang measures only block FP8 on Hopper; the
+deployment does not say which FP8 recipe the checkpoint has). Outside the measured token range
+the caller scales the edge's time by its own composition (``model.py``). A shape the table does
+not hold returns ``None`` and the caller composes the layer from GEMMs (``compose.py``, "Routed
+experts").
+
+Times are seconds per layer per GPU. Not a profiler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import pandas as pd
+
+from simulator.latency.profile_grid import Grid
+from simulator.latency.profiles import KNOWN_DTYPES, normalise_dtype, profile_csv
+from slo.inputfile import InputError
+
+__all__ = [
+    "MOE_SOURCE_PREFERENCE",
+    "FusedMoeTimer",
+    "MoeShape",
+    "MoeTable",
+    "load_moe_table",
+    "read_moe_profile",
+]
+
+#: Kernel sources in order of preference where several timed one shape (module doc); a source
+#: whose name contains none of these ranks after them, alphabetically.
+MOE_SOURCE_PREFERENCE: tuple[str, ...] = ("triton", "cutlass", "flashinfer")
+
+#: MoE-only quantisation schemes of the profiles (gpt-oss MXFP4): valid in a file, never asked
+#: for by a deployment (no catalog precision names them).
+_MOE_ONLY_DTYPES: dict[str, str] = {
+    "w4a16_mxfp4": "mxfp4",
+    "w4a8_mxfp4_mxfp8": "mxfp4",
+    "mxfp4": "mxfp4",
+}
+
+_COLUMNS: dict[str, str] = {  # canonical -> CSV column
+    "dtype": "moe_dtype",
+    "tokens": "num_tokens",
+    "hidden": "hidden_size",
+    "inter": "inter_size",
+    "top_k": "topk",
+    "experts": "num_experts",
+    "moe_tp": "moe_tp_size",
+    "moe_ep": "moe_ep_size",
+    "seconds": "latency",
+}
+_SHAPE = ("dtype", "hidden", "inter", "top_k", "experts", "moe_tp", "moe_ep")
+
+
+@dataclass(frozen=True, slots=True)
+class MoeShape:
+    """One MoE layer's routed experts on one GPU of a ``moe_tp × moe_ep`` split.
+
+    ``inter`` is one expert's full FFN width (before the ``moe_tp`` split); ``dtype`` the weight
+    precision in the catalog's names ('bf16', 'fp8', 'fp4', 'int4').
+    """
+
+    num_experts: int
+    top_k: int
+    hidden: int
+    inter: int
+    moe_tp: int
+    moe_ep: int
+    dtype: str
+
+    def key(self, dtype: str) -> tuple[Hashable, ...]:
+        """The table key of this shape at table dtype ``dtype``."""
+        return (
+            dtype,
+            float(self.hidden),
+            float(self.inter),
+            float(self.top_k),
+            float(self.num_experts),
+            float(self.moe_tp),
+            float(self.moe_ep),
+        )
+
+
+@runtime_checkable
+class FusedMoeTimer(Protocol):
+    """A kernel source that can time whole routed-expert layers (``table.ProfileKernels``)."""
+
+    def fused_moe(self, tokens: int, shape: MoeShape) -> tuple[float, int] | None:
+        """``(seconds per layer, anchor tokens)`` measured for ``shape`` at ``tokens`` clamped
+        onto the measured range, or None where there is no measurement of ``shape``."""
+        ...
+
+
+def _moe_dtype(name: str) -> str:
+    key = str(name).strip().lower()
+    return _MOE_ONLY_DTYPES.get(key, normalise_dtype(key))
+
+
+def _source_rank(name: str) -> tuple[int, str]:
+    lowered = str(name).strip().lower()
+    rank = next(
+        (i for i, word in enumerate(MOE_SOURCE_PREFERENCE) if word in lowered),
+        len(MOE_SOURCE_PREFERENCE),
+    )
+    return rank, lowered
+
+
+def read_moe_profile(path: Path) -> pd.DataFrame:
+    """The balanced-routing rows of a fused-MoE profile, one per shape and token count, with
+    canonical columns (``_SHAPE``, ``tokens``, ``seconds``). ``InputError`` naming the file,
+    line and column for a missing column, a non-positive number or an unknown dtype."""
+    raw = profile_csv(path)
+    missing = [col for col in _COLUMNS.values() if col not in raw.columns]
+    if missing:
+        raise InputError(
+            f"{path}: line 1: missing column '{missing[0]}' (a moe profile needs "
+            f"{', '.join(_COLUMNS.values())})"
+        )
+    if "distribution" in raw.columns:
+        raw = raw[raw["distribution"].astype(str).str.strip().str.lower() == "balanced"]
+    out = pd.DataFrame(index=raw.index)
+    for canonical, column in _COLUMNS.items():
+        if canonical == "dtype":
+            continue
+        values = pd.to_numeric(raw[column], errors="coerce")
+        bad = values.isna() | (values <= 0)
+        if bad.any():
+            position = int(np.argmax(bad.to_numpy()))
+            raise InputError(
+                f"{path}: line {int(raw.index[position]) + 2}: column '{column}': expected a "
+                f"positive number, got '{raw[column].iloc[position]}'"
+            )
+        out[canonical] = values.astype(float)
+    names = raw["moe_dtype"].astype(str)
+    out["dtype"] = names.map(_moe_dtype)
+    unknown = ~out["dtype"].isin(KNOWN_DTYPES | frozenset(_MOE_ONLY_DTYPES.values()))
+    if unknown.any():
+        position = int(np.argmax(unknown.to_numpy()))
+        raise InputError(
+            f"{path}: line {int(raw.index[position]) + 2}: column 'moe_dtype': unknown dtype "
+            f"'{names.iloc[position]}'"
+        )
+    out["seconds"] = out["seconds"] / 1e3  # the CSVs give milliseconds
+    sources = raw["kernel_source"] if "kernel_source" in raw.columns else pd.Series("", raw.index)
+    ranks = sources.astype(str).map(_source_rank)
+    out["_rank"] = ranks.map(lambda r: r[0])
+    out["_name"] = ranks.map(lambda r: r[1])
+    out = out.sort_values(["_rank", "_name"], kind="stable")
+    best = out.groupby(list(_SHAPE), sort=False)["_name"].transform("first")
+    chosen = out[out["_name"] == best]
+    result = chosen.groupby([*_SHAPE, "tokens"], as_index=False).agg(seconds=("seconds", "median"))
+    return result.sort_values([*_SHAPE, "tokens"], ignore_index=True)
+
+
+class MoeTable:
+    """Fused-MoE layer times per measured shape, interpolated in tokens (module doc).
+
+    Args:
+        frame: ``read_moe_profile``'s rows (seconds).
+        source: where they came from, in words.
+        monotone: make each shape's times non-decreasing in tokens (isotonic, as the other
+            grids); False keeps them verbatim (the accuracy bench).
+    """
+
+    def __init__(self, frame: pd.DataFrame, source: str = "", *, monotone: bool = True) -> None:
+        self.source = source
+        self._grids: dict[tuple[Hashable, ...], Grid] = {}
+        for key, rows in frame.groupby(list(_SHAPE), sort=True):
+            grid = Grid.measure(rows, ("tokens",), lambda _: 1.0, monotone=(0,) if monotone else ())
+            self._grids[tuple(key)] = grid
+
+    def __len__(self) -> int:
+        return len(self._grids)
+
+    def _grid(self, shape: MoeShape) -> Grid | None:
+        dtypes = ("fp8", "fp8_block") if shape.dtype == "fp8" else (shape.dtype,)
+        return next(
+            (self._grids[k] for k in (shape.key(d) for d in dtypes) if k in self._grids), None
+        )
+
+    def covers(self, shape: MoeShape) -> bool:
+        """Whether the table measured ``shape`` (at some token counts)."""
+        return self._grid(shape) is not None
+
+    def lookup(self, tokens: int, shape: MoeShape) -> tuple[float, int] | None:
+        """``(seconds, anchor tokens)`` for one layer: interpolated at ``tokens`` clamped onto
+        the measured range (``anchor == tokens`` inside it), or None where the table has no
+        rows of ``shape``."""
+        grid = self._grid(shape)
+        if grid is None or tokens <= 0:
+            return None
+        seconds, (anchor,), _, _ = grid.lookup((float(tokens),))
+        return seconds, int(anchor)
+
+
+def load_moe_table(path: Path | None, *, monotone: bool = True) -> MoeTable | None:
+    """The ``MoeTable`` of the profile at ``path`` (None for no file)."""
+    if path is None:
+        return None
+    return MoeTable(read_moe_profile(path), str(path), monotone=monotone)

@@ -1,0 +1,184 @@
+"""Routed experts priced from measured fused-MoE layers (``moe_table.py``), else composed."""
+
+from __future__ import annotations
+
+import gzip
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hardware.catalog import shipped_catalog
+from simulator.latency.deployment import Deployment
+from simulator.latency.moe_table import MoeShape, MoeTable, read_moe_profile
+from simulator.latency.profile_files import MOE_KIND, resolve_profile_files
+from simulator.latency.registry import LatencyContext, make_latency_model
+from slo.inputfile import InputError
+
+from .specs import H100
+
+pytestmark = pytest.mark.filterwarnings("ignore::simulator.latency.table.TableFallbackWarning")
+
+_R1_TP16 = MoeShape(256, 8, 7168, 2048, moe_tp=16, moe_ep=1, dtype="fp8")
+
+
+def _shipped_moe(engine: str) -> Path:
+    located = resolve_profile_files("h100_sxm", engine)
+    assert located is not None
+    return located.files[MOE_KIND]
+
+
+def _r1_model(engine: str = "sglang", tp: int = 16, ep: int = 1):  # type: ignore[no-untyped-def]
+    r1 = shipped_catalog().model("DeepSeek-R1")
+    d = Deployment(r1, H100, tp=tp, ep=ep, weight_precision="fp8", allow_multi_node=True)
+    return make_latency_model("table", d, context=LatencyContext.of(engine)), r1
+
+
+def test_measured_shape_is_priced_from_the_fused_moe_table() -> None:
+    """DeepSeek-R1 at expert TP 16 under SGLang: the H100 table measured this exact layer, so
+    the routed experts cost the measured time × MoE layers, and no composed permutation."""
+    model, r1 = _r1_model()
+    table = MoeTable(read_moe_profile(_shipped_moe("sglang")))
+    for tokens in (1, 16, 100, 512, 4096):
+        hit = table.lookup(tokens, _R1_TP16)
+        assert hit is not None
+        assert hit[1] == tokens
+        seconds = model.breakdown([(1000, 1)] * tokens).seconds
+        assert seconds["moe_experts"] == pytest.approx(hit[0] * r1.num_moe_layers, rel=1e-12)
+        assert "moe_permute" not in seconds
+        step = model.step_seconds([(1000, 1)] * tokens)
+        assert sum(seconds.values()) == pytest.approx(step, rel=1e-9)
+
+
+def test_measured_grid_points_are_returned_verbatim() -> None:
+    frame = read_moe_profile(_shipped_moe("sglang"))
+    rows = frame[
+        (frame["hidden"] == 7168)
+        & (frame["moe_tp"] == 16)
+        & (frame["moe_ep"] == 1)
+        & (frame["dtype"] == "fp8_block")
+    ]
+    table = MoeTable(frame, monotone=False)
+    for tokens, seconds in zip(rows["tokens"], rows["seconds"], strict=True):
+        assert table.lookup(int(tokens), _R1_TP16) == (seconds, int(tokens))
+
+
+def test_held_out_token_counts_interpolate_within_ten_percent() -> None:
+    """Every other interior token count held out of every measured shape of the H100 SGLang
+    table: log-log interpolation between the neighbours predicts them (measured: 3-4% MAPE)."""
+    frame = read_moe_profile(_shipped_moe("sglang"))
+    counts = sorted(frame["tokens"].unique())
+    held = set(counts[1:-1:2])
+    table = MoeTable(frame[~frame["tokens"].isin(held)], monotone=False)
+    errors = []
+    for row in frame[frame["tokens"].isin(held)].to_dict("records"):
+        sizes = (int(row[c]) for c in ("experts", "top_k", "hidden", "inter", "moe_tp", "moe_ep"))
+        shape = MoeShape(*sizes, dtype=str(row["dtype"]))
+        hit = table.lookup(int(row["tokens"]), shape)
+        assert hit is not None
+        errors.append(abs(hit[0] / float(row["seconds"]) - 1))
+    assert len(errors) > 500
+    assert sum(errors) / len(errors) < 0.10
+
+
+def test_shape_the_table_lacks_is_composed_from_gemms() -> None:
+    """TensorRT-LLM's H100 MoE profile holds no DeepSeek shape (only 512-expert top-22 ones), so
+    its routed experts stay the grouped-GEMM composition; SGLang at an unmeasured split too."""
+    located = resolve_profile_files("h100_sxm", "trtllm")
+    assert located is not None
+    assert MOE_KIND not in located.files
+    model, _ = _r1_model("trtllm", tp=16, ep=16)
+    seconds = model.breakdown([(1000, 1)] * 64).seconds
+    assert seconds["moe_experts"] > 0
+    assert seconds["moe_permute"] > 0
+    table = MoeTable(read_moe_profile(_shipped_moe("sglang")))
+    assert table.lookup(64, MoeShape(256, 8, 7168, 2048, 3, 1, "fp8")) is None
+    assert table.lookup(64, MoeShape(256, 8, 7000, 2048, 16, 1, "fp8")) is None
+
+
+def test_beyond_the_measured_tokens_the_composition_carries_the_edge() -> None:
+    model, r1 = _r1_model()
+    table = MoeTable(read_moe_profile(_shipped_moe("sglang")))
+    edge = 16384
+    at_edge = table.lookup(edge, _R1_TP16)
+    beyond = table.lookup(3 * edge, _R1_TP16)
+    assert at_edge is not None
+    assert beyond == (at_edge[0], edge)
+    priced = model.breakdown([(0, 3 * edge)]).seconds["moe_experts"]
+    measured_edge = model.breakdown([(0, edge)]).seconds["moe_experts"]
+    assert measured_edge == pytest.approx(at_edge[0] * r1.num_moe_layers, rel=1e-12)
+    assert 2.0 < priced / measured_edge < 3.5  # grows with the composition, ~linearly in tokens
+    step = [model.step_seconds([(0, t)]) for t in (edge - 1, edge, edge + 1)]
+    assert step[0] <= step[1] <= step[2] < step[1] * 1.001  # continuous at the edge
+
+
+def test_fp8_weights_read_block_fp8_rows_where_no_per_tensor_rows() -> None:
+    table = MoeTable(read_moe_profile(_shipped_moe("sglang")))
+    block = MoeShape(256, 8, 7168, 2048, 16, 1, "fp8_block")
+    assert table.lookup(64, _R1_TP16) == table.lookup(64, block)
+
+
+def _write(path: Path, rows: list[dict[str, object]]) -> Path:
+    with gzip.open(path, "wt") as stream:
+        pd.DataFrame(rows).to_csv(stream, index=False)
+    return path
+
+
+def _row(**over: object) -> dict[str, object]:
+    row: dict[str, object] = {
+        "kernel_source": "x_fused_moe_triton",
+        "moe_dtype": "bfloat16",
+        "num_tokens": 8,
+        "hidden_size": 2048,
+        "inter_size": 768,
+        "topk": 8,
+        "num_experts": 128,
+        "moe_tp_size": 1,
+        "moe_ep_size": 1,
+        "distribution": "balanced",
+        "latency": 0.1,
+    }
+    row.update(over)
+    return row
+
+
+def test_one_kernel_per_shape_and_balanced_routing_only(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path / "vllm_moe.csv.gz",
+        [
+            _row(kernel_source="vllm_flashinfer_cutlass_experts", latency=0.05),
+            _row(latency=0.1),
+            _row(latency=0.3),
+            _row(distribution="power_law_1.2", latency=9.0),
+        ],
+    )
+    frame = read_moe_profile(path)
+    assert len(frame) == 1
+    assert math.isclose(float(frame["seconds"].iloc[0]), 0.2e-3)  # median of the Triton rows
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"latency": 0}, "line 2: column 'latency': expected a positive number"),
+        ({"num_tokens": "many"}, "line 2: column 'num_tokens'"),
+        ({"moe_dtype": "fp7"}, "line 2: column 'moe_dtype': unknown dtype 'fp7'"),
+    ],
+)
+def test_bad_moe_profile_is_one_line_naming_file_line_and_column(
+    tmp_path: Path, change: dict[str, object], message: str
+) -> None:
+    path = _write(tmp_path / "sglang_moe.csv.gz", [_row(**change), _row(num_tokens=16)])
+    with pytest.raises(InputError, match=message) as err:
+        read_moe_profile(path)
+    assert str(path) in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_column_is_named(tmp_path: Path) -> None:
+    row = _row()
+    del row["topk"]
+    path = _write(tmp_path / "sglang_moe.csv.gz", [row])
+    with pytest.raises(InputError, match="line 1: missing column 'topk'"):
+        read_moe_profile(path)
