@@ -94,7 +94,7 @@ def _slot(parent: int, raw: int, mask: int) -> int:
     h ^= h >> np.uint64(27)
     h *= np.uint64(0x94D049BB133111EB)
     h ^= h >> np.uint64(31)
-    return np.int64(h & np.uint64(mask))  # type: ignore[no-any-return]
+    return int(np.int64(h & np.uint64(mask)))
 
 
 @njit(cache=True)

@@ -27,7 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 import numpy as np
@@ -72,7 +72,7 @@ class _Qwen(_Mooncake):
     type: str | None = None
 
 
-_DECODERS = {
+_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
     "mooncake": msgspec.json.Decoder(_Mooncake),
     "qwen": msgspec.json.Decoder(_Qwen),
 }
@@ -178,7 +178,7 @@ def _decode_fast(text: bytes, lines: list[bytes], schema: TraceSchema) -> _Piece
     arrival = [round(r.timestamp * us_per_unit) for r in records]
     if arrival and max(arrival) > MAX_ARRIVAL_US:
         return None
-    types = [r.type for r in records] if schema == "qwen" else ()  # type: ignore[attr-defined]
+    types = [r.type for r in records] if schema == "qwen" else ()
     return _Piece(out[: offsets[-1]], offsets, np.array(arrival, dtype=np.int64), types)
 
 
