@@ -71,7 +71,7 @@ def iter_lcp_chunks(
                 offsets,
                 arrival,
             )
-            if status == _BAD or (status == _NEED_MORE and not data):
+            if status == _BAD or (not data and not n_done):
                 _raise_reference(path, header)  # corrupt or truncated: the reference says how
             carry = bytes(buffer[used:])
             if n_done:
