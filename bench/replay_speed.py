@@ -24,10 +24,11 @@ compiled row fills it, and its extra CPU over that row's median is reported as t
 shaped like multi-turn chat traffic (``_chat_trace.py``): requests share one of ``--prompts``
 system prompts (Zipf popularity) and then the growing history of their conversation, so
 prefixes are reused at many depths. It is generated once, before any timing; oracle
-annotations (for ``needs_next_access`` policies) are built once too and are not timed. One block access = one block of one request (probed in
-phase 1 and replayed in phase 3). Policies with a compiled path are timed on it too, from
-chunks packed before timing (its compilation is warmed up on a tiny trace first, reported
-apart). Single-threaded; run on an otherwise idle core for stable numbers.
+annotations (for ``needs_next_access`` policies) are built once too and are not timed. One
+block access = one block of one request (probed in phase 1 and replayed in phase 3).
+Policies with a compiled path are timed on it too, from chunks packed before timing (its
+compilation is warmed up on a tiny trace first and reported apart). Single-threaded; run on
+an otherwise idle core for stable numbers.
 """
 
 from __future__ import annotations
