@@ -34,6 +34,7 @@ SPECS: list[tuple[str, dict[str, int]]] = [
     ("clock", {}),
     ("clock", {"bits": 2}),
     ("sieve", {}),
+    ("lfu", {}),
 ]
 COST_MODELS = ["uniform", "linear:1,2", "position"]
 

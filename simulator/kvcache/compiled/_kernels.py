@@ -1,5 +1,5 @@
 """The compiled serve loop (numba, ``cache=True``): phases 0-3 of ``simulator.kvcache.replay``
-over arrays, for the queue-shaped policies LRU, FIFO, CLOCK and SIEVE.
+over arrays, for LRU, FIFO, CLOCK, SIEVE and (with ``_lfu``) LFU.
 
 Everything is indexed by *slot* = block id + 1; slot 0 is the sentinel of one circular doubly
 linked list (``nxt``/``prv``), front = ``nxt[0]`` (oldest), back = ``prv[0]`` (newest). Per slot:
@@ -27,7 +27,7 @@ U8 = NDArray[np.uint8]
 F64 = NDArray[np.float64]
 
 # Policy kinds.
-K_LRU, K_FIFO, K_CLOCK, K_SIEVE = 0, 1, 2, 3
+K_LRU, K_FIFO, K_CLOCK, K_SIEVE, K_LFU = 0, 1, 2, 3, 4
 
 # Indices into the int64 state vector ``st``.
 S_SIZE = 0  # resident blocks
@@ -157,12 +157,138 @@ def _evict_sieve(
     return got, inside
 
 
+# LFU (``policies.lfu.LFU``): a block enters with count 1, a hit adds 1, eviction walks the
+# counts upward, oldest first within a count, passing pinned blocks over. Each distinct count
+# is a *node* in a list sorted by count (``UP`` = next higher); a node holds its blocks in a
+# member list through the slots' ``nxt``/``prv`` (0 = none), so a hit moves its block to the
+# next node up (or a new one put there): O(1), as in Python. ``nodes`` has shape
+# (6, capacity + 2): rows ``COUNT``, ``HEAD``, ``TAIL``, ``UP``, ``DOWN`` per node id
+# (1 … capacity + 1; 0 = none) and ``FREE``, a stack of unused ids. At most one node per
+# resident block exists, plus one for a moment during an access. All kernels live in this one
+# module on purpose: numba's on-disk cache is invalidated per source file, so a kernel calling
+# into another file could run that file's stale code after an upgrade.
+COUNT, HEAD, TAIL, UP, DOWN, FREE = 0, 1, 2, 3, 4, 5
+# Scalars in the row ``FREE``'s column 0 and the row ``COUNT``'s column 0 (node 0 is never used):
+# nodes[FREE, 0] = free ids on the stack, nodes[COUNT, 0] = the lowest node (0 = none).
+
+
+@njit(cache=True)
+def _append(nodes: I64, node: int, x: int, nxt: I64, prv: I64) -> None:
+    tail = nodes[TAIL, node]
+    prv[x] = tail
+    nxt[x] = 0
+    if tail:
+        nxt[tail] = x
+    else:
+        nodes[HEAD, node] = x
+    nodes[TAIL, node] = x
+
+
+@njit(cache=True)
+def _detach(nodes: I64, node: int, x: int, nxt: I64, prv: I64) -> None:
+    before = prv[x]
+    after = nxt[x]
+    if before:
+        nxt[before] = after
+    else:
+        nodes[HEAD, node] = after
+    if after:
+        prv[after] = before
+    else:
+        nodes[TAIL, node] = before
+
+
+@njit(cache=True)
+def _new_after(nodes: I64, below: int, count: int) -> int:
+    """A fresh node of ``count`` just above ``below`` (0: at the bottom)."""
+    top = nodes[FREE, 0]
+    node = nodes[FREE, top]
+    nodes[FREE, 0] = top - 1
+    nodes[COUNT, node] = count
+    nodes[HEAD, node] = 0
+    nodes[TAIL, node] = 0
+    above = nodes[COUNT, 0] if below == 0 else nodes[UP, below]
+    if below == 0:
+        nodes[COUNT, 0] = node
+    else:
+        nodes[UP, below] = node
+    nodes[DOWN, node] = below
+    nodes[UP, node] = above
+    if above:
+        nodes[DOWN, above] = node
+    return node  # type: ignore[no-any-return]
+
+
+@njit(cache=True)
+def _drop_if_empty(nodes: I64, node: int) -> None:
+    if nodes[HEAD, node]:
+        return
+    below = nodes[DOWN, node]
+    above = nodes[UP, node]
+    if below:
+        nodes[UP, below] = above
+    else:
+        nodes[COUNT, 0] = above
+    if above:
+        nodes[DOWN, above] = below
+    top = nodes[FREE, 0] + 1
+    nodes[FREE, top] = node
+    nodes[FREE, 0] = top
+
+
+@njit(cache=True)
+def lfu_access(x: int, res: U8, nxt: I64, prv: I64, cls: I64, nodes: I64) -> int:
+    """``LFU.access`` for slot ``x``; returns 1 if it was inserted."""
+    if res[x]:
+        node = cls[x]
+        count = nodes[COUNT, node] + 1
+        above = nodes[UP, node]
+        target = above if above and nodes[COUNT, above] == count else _new_after(nodes, node, count)
+        _detach(nodes, node, x, nxt, prv)
+        _drop_if_empty(nodes, node)
+        _append(nodes, target, x, nxt, prv)
+        cls[x] = target
+        return 0
+    low = nodes[COUNT, 0]
+    target = low if low and nodes[COUNT, low] == 1 else _new_after(nodes, 0, 1)
+    _append(nodes, target, x, nxt, prv)
+    cls[x] = target
+    res[x] = 1
+    return 1
+
+
+@njit(cache=True)
+def lfu_evict(
+    k: int, pin: bool, cur: int, res: U8, nxt: I64, prv: I64, nodes: I64, stamp: I64
+) -> tuple[int, int]:
+    """``LFU.evict_n``: up to ``k`` unpinned blocks, lowest count first, oldest first within a
+    count. Returns (freed, of which in α)."""
+    got = inside = 0
+    node = nodes[COUNT, 0]
+    while got < k and node:
+        above = nodes[UP, node]
+        x = nodes[HEAD, node]
+        while got < k and x:
+            after = nxt[x]
+            in_alpha = stamp[x] == cur
+            if not (pin and in_alpha):
+                _detach(nodes, node, x, nxt, prv)
+                res[x] = 0
+                got += 1
+                inside += in_alpha
+            x = after
+        _drop_if_empty(nodes, node)
+        node = above
+    return got, inside
+
+
 @njit(cache=True)
 def _access(
-    kind: int, top: int, x: int, nxt: I64, prv: I64, res: U8,
-    aux: U8,
-) -> int:  # fmt: skip
+    kind: int, top: int, x: int, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64, nodes: I64
+) -> int:
     """Phase 3 for one block (each policy's ``_replay`` body); returns 1 if it was inserted."""
+    if kind == K_LFU:
+        return lfu_access(x, res, nxt, prv, cls, nodes)
     if res[x]:
         if kind == K_LRU:  # move_to_end
             _unlink(nxt, prv, x)
@@ -208,19 +334,9 @@ def _probe(
 
 @njit(cache=True)
 def _allocate(
-    kind: int,
-    needed: int,
-    pin: bool,
-    cur: int,
-    size: int,
-    nxt: I64,
-    prv: I64,
-    res: U8,
-    aux: U8,
-    stamp: I64,
-    scratch: I64,
-    st: I64,
-) -> tuple[int, int, int]:
+    kind: int, needed: int, pin: bool, cur: int, size: int, nxt: I64, prv: I64, res: U8, aux: U8,
+    stamp: I64, scratch: I64, nodes: I64, st: I64,
+) -> tuple[int, int, int]:  # fmt: skip
     """Phase 2 (``replay._ServeLoop._allocate``): evict until ``needed`` victims outside α are
     gone. Returns (error code, resident blocks after, self-evictions)."""
     self_evicted = progress = 0
@@ -230,6 +346,8 @@ def _allocate(
             freed, inside = _evict_clock(want, pin, cur, nxt, prv, res, aux, stamp, scratch)
         elif kind == K_SIEVE:
             freed, inside = _evict_sieve(want, pin, cur, size, nxt, prv, res, aux, stamp, st)
+        elif kind == K_LFU:
+            freed, inside = lfu_evict(want, pin, cur, res, nxt, prv, nodes, stamp)
         else:
             freed, inside = _evict_oldest(want, pin, cur, nxt, prv, res, stamp)
         if freed <= 0:
@@ -245,16 +363,9 @@ def _allocate(
 
 @njit(cache=True)
 def _count(
-    n: int,
-    counted: int,
-    saved: float,
-    uniform: bool,
-    stop_at_miss: bool,
-    costs: F64,
-    cumulative: F64,
-    st: I64,
-    fs: F64,
-) -> None:
+    n: int, counted: int, saved: float, uniform: bool, stop_at_miss: bool, costs: F64,
+    cumulative: F64, st: I64, fs: F64,
+) -> None:  # fmt: skip
     """Add one served request's phase-1 figures; ``counted`` = hits the match mode counts."""
     st[S_REQ] += 1
     st[S_BLOCKS] += n
@@ -272,31 +383,19 @@ def _count(
 
 @njit(cache=True)
 def _replay_request(
-    kind: int,
-    top: int,
-    capacity: int,
-    blocks: I64,
-    lo: int,
-    hi: int,
-    deepest_first: bool,
-    verify: bool,
-    size: int,
-    inserts: int,
-    nxt: I64,
-    prv: I64,
-    res: U8,
-    aux: U8,
-    st: I64,
-) -> tuple[int, int]:
+    kind: int, top: int, capacity: int, blocks: I64, lo: int, hi: int, deepest_first: bool,
+    verify: bool, size: int, inserts: int, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64,
+    nodes: I64, st: I64,
+) -> tuple[int, int]:  # fmt: skip
     """Phase 3 (``replay._ServeLoop._access``): replay α; ``inserts`` = its distinct blocks not
     resident before. Returns (error code, resident blocks after)."""
     before = size
     if deepest_first:
         for j in range(hi - 1, lo - 1, -1):
-            size += _access(kind, top, blocks[j] + 1, nxt, prv, res, aux)
+            size += _access(kind, top, blocks[j] + 1, nxt, prv, res, aux, cls, nodes)
     else:
         for j in range(lo, hi):
-            size += _access(kind, top, blocks[j] + 1, nxt, prv, res, aux)
+            size += _access(kind, top, blocks[j] + 1, nxt, prv, res, aux, cls, nodes)
     if size > capacity:
         st[S_ERR_A] = size
         return E_OVER_CAPACITY, size
@@ -312,28 +411,11 @@ def _replay_request(
 
 @njit(cache=True)
 def serve(
-    kind: int,
-    top: int,
-    capacity: int,
-    blocks: I64,
-    offsets: I64,
-    first_index: int,
-    uniform: bool,
-    costs: F64,
-    cumulative: F64,
-    stop_at_miss: bool,
-    deepest_first: bool,
-    pin: bool,
-    verify: bool,
-    nxt: I64,
-    prv: I64,
-    res: U8,
-    aux: U8,
-    stamp: I64,
-    scratch: I64,
-    st: I64,
-    fs: F64,
-) -> int:
+    kind: int, top: int, capacity: int, blocks: I64, offsets: I64, first_index: int,
+    uniform: bool, costs: F64, cumulative: F64, stop_at_miss: bool, deepest_first: bool,
+    pin: bool, verify: bool, nxt: I64, prv: I64, res: U8, aux: U8, stamp: I64, scratch: I64,
+    cls: I64, nodes: I64, st: I64, fs: F64,
+) -> int:  # fmt: skip
     """Serve requests ``offsets[r]:offsets[r+1]`` of ``blocks`` (ids in prefix order) in order.
 
     ``first_index`` is the workload index of the first one; ``top`` is CLOCK's counter
@@ -358,52 +440,16 @@ def serve(
                 st[S_SKIP_INDEX] = first_index + r
                 st[S_SKIP_DISTINCT] = distinct
             continue
-        _count(
-            n,
-            first_miss if stop_at_miss else hits,
-            saved,
-            uniform,
-            stop_at_miss,
-            costs,
-            cumulative,
-            st,
-            fs,
-        )
+        _count(n, first_miss if stop_at_miss else hits, saved, uniform, stop_at_miss, costs,
+            cumulative, st, fs)  # fmt: skip
         missing = distinct - resident
-        code, size, self_evicted = _allocate(
-            kind,
-            missing - (capacity - size),
-            pin,
-            cur,
-            size,
-            nxt,
-            prv,
-            res,
-            aux,
-            stamp,
-            scratch,
-            st,
-        )
+        code, size, self_evicted = _allocate(kind, missing - (capacity - size), pin, cur, size,
+            nxt, prv, res, aux, stamp, scratch, nodes, st)  # fmt: skip
         if code != E_OK:
             return code
         st[S_SELF] += self_evicted
-        code, size = _replay_request(
-            kind,
-            top,
-            capacity,
-            blocks,
-            lo,
-            hi,
-            deepest_first,
-            verify,
-            size,
-            missing + self_evicted,
-            nxt,
-            prv,
-            res,
-            aux,
-            st,
-        )
+        code, size = _replay_request(kind, top, capacity, blocks, lo, hi, deepest_first, verify,
+            size, missing + self_evicted, nxt, prv, res, aux, cls, nodes, st)  # fmt: skip
         if code != E_OK:
             return code
     st[S_SIZE] = size

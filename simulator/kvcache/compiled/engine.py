@@ -45,12 +45,12 @@ COMPILED: dict[str, int] = {
     "fifo": k.K_FIFO,
     "clock": k.K_CLOCK,
     "sieve": k.K_SIEVE,
+    "lfu": k.K_LFU,
 }
 
 _NOT_YET = "not ported yet; its Python path is the reference and stays the only path"
 #: Every other registered policy, with why it stays on the Python path.
 PYTHON_ONLY: dict[str, str] = {
-    "lfu": f"frequency classes need a compiled ordered bucket list; {_NOT_YET}",
     "slru": f"two segments with promotion; {_NOT_YET}",
     "arc": f"ghost lists and an adaptive target; {_NOT_YET}",
     "twoq": f"ghost queue; {_NOT_YET}",
@@ -139,6 +139,8 @@ class CompiledReplay:
         self._cumulative = np.zeros(1, dtype=np.float64)
         self._nxt = self._prv = self._stamp = np.zeros(0, dtype=np.int64)
         self._res = self._aux = np.zeros(0, dtype=np.uint8)
+        self._cls = np.zeros(0, dtype=np.int64)  # LFU: each slot's frequency node
+        self._nodes = new_nodes(capacity) if self._kind == k.K_LFU else np.zeros((6, 1), np.int64)
         self._grow(0)
 
     def feed(self, chunk: BlockChunk) -> None:
@@ -168,6 +170,8 @@ class CompiledReplay:
             self._aux,
             self._stamp,
             self._scratch,
+            self._cls,
+            self._nodes,
             self._state,
             self._sums,
         )
@@ -242,6 +246,8 @@ class CompiledReplay:
         self._stamp = _extended(self._stamp, size)
         self._res = _extended(self._res, size)
         self._aux = _extended(self._aux, size)
+        if self._kind == k.K_LFU:
+            self._cls = _extended(self._cls, size)
 
     def _cost_tables(self, longest: int) -> None:
         """Cost per position and per request length, from the model's own memoised tables
@@ -258,3 +264,12 @@ def _extended(array: NDArray[Any], size: int) -> NDArray[Any]:
     out = np.zeros(size, dtype=array.dtype)
     out[: len(array)] = array
     return out
+
+
+def new_nodes(capacity: int) -> NDArray[np.int64]:
+    """LFU's node table of an empty cache (``_kernels``, LFU section): every node id
+    1 … capacity + 1 free, no lowest node."""
+    nodes = np.zeros((6, capacity + 2), dtype=np.int64)
+    nodes[k.FREE, 1:] = np.arange(capacity + 1, 0, -1)
+    nodes[k.FREE, 0] = capacity + 1
+    return nodes
