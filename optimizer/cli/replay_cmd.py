@@ -9,8 +9,10 @@ against the policy's constructor, one-line error and exit 2 otherwise); results 
 with the spec as given. ``--list-policies`` prints ``simulator.kvcache.policy_table``.
 
 One run per (policy, size) pair, each from an empty cache with its own generator seeded by
-``--seed`` (so results do not depend on ``--jobs``). Every run streams the trace afresh from
-the file (through zstd for ``.zst``), one request at a time; with ``--jobs N`` each worker
+``--seed`` (so results do not depend on ``--jobs``). Runs whose policy has a compiled path
+(``simulator.kvcache.compiled``; ``--engine python`` turns it off) are served by the compiled
+core, all of them from one chunked pass over the file; every other run streams the trace afresh
+from the file (through zstd for ``.zst``), one request at a time. With ``--jobs N`` each worker
 process opens the file itself. So the trace never has to fit in memory, with one exception:
 oracle policies (``needs_next_access``) on a file that does not store next accesses (JSONL, or
 lcp written without them) need the trace's future, computed once by a full pass and held for
