@@ -9,8 +9,10 @@ against the policy's constructor, one-line error and exit 2 otherwise); results 
 with the spec as given. ``--list-policies`` prints ``simulator.kvcache.policy_table``.
 
 One run per (policy, size) pair, each from an empty cache with its own generator seeded by
-``--seed`` (so results do not depend on ``--jobs``). Every run streams the trace afresh from
-the file (through zstd for ``.zst``), one request at a time; with ``--jobs N`` each worker
+``--seed`` (so results do not depend on ``--jobs``). Runs whose policy has a compiled path
+(``simulator.kvcache.compiled``; ``--engine python`` turns it off) are served by the compiled
+core, all of them from one chunked pass over the file; every other run streams the trace afresh
+from the file (through zstd for ``.zst``), one request at a time. With ``--jobs N`` each worker
 process opens the file itself. So the trace never has to fit in memory, with one exception:
 oracle policies (``needs_next_access``) on a file that does not store next accesses (JSONL, or
 lcp written without them) need the trace's future, computed once by a full pass and held for
@@ -32,18 +34,24 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from functools import partial
-from itertools import tee
 from pathlib import Path
 from typing import Annotated, Any, cast
 
 import numpy as np
 import typer
-from numpy.typing import NDArray
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from optimizer.cli._output import console, err_console, print_json
 from optimizer.cli._preflight import check_seed
-from optimizer.cli.replay_tables import show_holes, show_policies, show_results
+from optimizer.cli.replay_tables import (
+    describe_pass,
+    show_holes,
+    show_policies,
+    show_results,
+    warn,
+)
+from simulator.kvcache.compiled import CompiledReplay, compiled_reason
+from simulator.kvcache.compiled.passes import replay_pass
 from simulator.kvcache.cost import COST_MODEL_NAMES, parse_cost_model
 from simulator.kvcache.holes import HoleStats, HoleWriter, dataset_name, holes_path
 from simulator.kvcache.params import PolicySpec, parse_policy_specs
@@ -56,10 +64,9 @@ from simulator.kvcache.replay import (
     ReplayResult,
     replay,
 )
-from simulator.kvcache.served_future import without_skipped
+from simulator.kvcache.served_future import SharedFuture, replay_streams, stores_future
 from simulator.workload import (
     BLOCK_ID_MODES,
-    FutureTable,
     ReadStats,
     TraceInfo,
     TraceReader,
@@ -67,6 +74,7 @@ from simulator.workload import (
     build_future,
     open_trace,
 )
+from simulator.workload.chunk_reader import chunk_reason
 from simulator.workload.trace import LcpTrace
 from slo.inputfile import InputError
 
@@ -75,9 +83,6 @@ __all__ = ["parse_block_count", "register"]
 _MULTIPLIERS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
 _SIZE = re.compile(r"(\d+)([kmg]?)", re.IGNORECASE)
 _TICK = 1024  # requests between progress-bar updates
-
-#: Per request: next access of each block, index of the session's next request.
-_FutureRow = tuple[Sequence[int] | NDArray[np.int64], int]
 
 
 #: The trace-reading options ``replay`` and ``analyze`` share.
@@ -126,6 +131,8 @@ class _Run:
     verify: bool
     seed: int
     holes: Path | None
+    compiled: bool = False
+    """Served by the compiled core (``simulator.kvcache.compiled``), not ``replay``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,47 +159,16 @@ class _Outcome:
     """Hole statistics of the run (``--dump-holes`` only)."""
 
 
-def _stored_future(reader: TraceReader) -> bool:
-    """Whether the file itself stores next accesses (an lcp file from ``kvplan convert``)."""
-    return isinstance(reader, LcpTrace) and reader.header.has_next_access
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class _SharedFuture:
-    """The whole trace's future and each request's distinct block count (the skip rule)."""
-
-    table: FutureTable
-    distinct: NDArray[np.int64]
-
-    def rows(self, capacity: int) -> Iterator[_FutureRow]:
-        """The future as a replay at ``capacity`` sees it: skipped requests' accesses removed."""
-        return without_skipped(self.table, self.distinct <= capacity).rows()
-
-
-def _streams(
-    reader: TraceReader, future: _SharedFuture | None, oracle: bool, capacity: int
-) -> tuple[Iterable[TraceRequest], Iterable[_FutureRow] | None]:
-    """A new pass over the trace: the requests and, for an oracle, their future."""
-    if not oracle:
-        return reader.requests(), None
-    if future is not None:
-        return reader.requests(), future.rows(capacity)
-    # The file stores the future: one annotated pass, split in two. ``replay`` zips the halves
-    # in lockstep, so ``tee`` buffers at most one request.
-    first, second = tee(reader.annotated())
-    return (a.request for a in first), ((a.next_access, a.session_next_index) for a in second)
-
-
 def _execute(
     run: _Run,
     reader: TraceReader,
-    future: _SharedFuture | None,
+    future: SharedFuture | None,
     tick: Callable[[int], None] | None = None,
 ) -> _Outcome:
     """Replay one run over a new pass of ``reader`` (the cost model is re-parsed: closures do
     not pickle). ``future`` is the shared future when the file does not store one."""
     policy = make_policy(run.spec.name, run.cache_size, seed=run.seed, **run.spec.kwargs())
-    requests, rows = _streams(reader, future, policy.needs_next_access, run.cache_size)
+    requests, rows = replay_streams(reader, future, policy.needs_next_access, run.cache_size)
     if tick is not None:
         requests = _ticking(requests, tick)
     options: dict[str, Any] = {
@@ -235,14 +211,55 @@ def _ticking(
 _WORKER: dict[str, Any] = {}
 
 
-def _init_worker(source: _Source, future: _SharedFuture | None) -> None:
+def _init_worker(source: _Source, future: SharedFuture | None) -> None:
     _WORKER["source"] = source
     _WORKER["future"] = future
 
 
 def _execute_in_worker(run: _Run) -> _Outcome:
     # Each run opens its own reader, so no pass is shared between runs of one worker.
-    return _execute(run, _WORKER["source"].open(), _WORKER["future"])
+    source: _Source = _WORKER["source"]
+    if run.compiled:
+        return _execute_compiled([run], source.open(), source.skip_bad_lines)[0]
+    return _execute(run, source.open(), _WORKER["future"])
+
+
+def _with_engine(runs: list[_Run], reader: TraceReader, engine: str) -> list[_Run]:
+    """Mark the runs the compiled core serves: ``--engine auto``, a policy with a compiled
+    path (``compiled.COMPILED``), no hole dump, and a trace that reads as chunks."""
+    if engine == "python" or chunk_reason(reader) is not None:
+        return runs
+    return [
+        replace(run, compiled=compiled_reason(run.spec.name, holes=run.holes is not None) is None)
+        for run in runs
+    ]
+
+
+def _execute_compiled(
+    runs: Sequence[_Run],
+    reader: TraceReader,
+    skip_bad_lines: bool,
+    tick: Callable[[int], None] | None = None,
+) -> list[_Outcome]:
+    """Every run in ``runs`` over one pass of the trace (``compiled.passes.replay_pass``)."""
+    replays = [
+        CompiledReplay(
+            r.spec.name,
+            r.cache_size,
+            params=r.spec.kwargs(),
+            cost_model=parse_cost_model(r.cost_model),
+            match=r.match,
+            replay_order=r.replay_order,
+            pin=r.pin,
+            verify=r.verify,
+        )
+        for r in runs
+    ]
+    results, stats, info = replay_pass(reader, replays, skip_bad_lines=skip_bad_lines, tick=tick)
+    return [
+        _Outcome(replace(result, algo=run.spec.label), stats, info)
+        for run, result in zip(runs, results, strict=True)
+    ]
 
 
 def _progress() -> Progress:
@@ -257,7 +274,7 @@ def _progress() -> Progress:
     )
 
 
-def _shared_future(reader: TraceReader, runs: list[_Run]) -> _SharedFuture | None:
+def _shared_future(reader: TraceReader, runs: list[_Run]) -> SharedFuture | None:
     """The future for oracle runs, unless the file stores one that no run needs to change.
 
     The one mode whose memory is proportional to the trace: a full pass builds the future of
@@ -269,7 +286,7 @@ def _shared_future(reader: TraceReader, runs: list[_Run]) -> _SharedFuture | Non
     oracle_sizes = [r.cache_size for r in runs if POLICIES[r.spec.name].needs_next_access]
     if not oracle_sizes:
         return None
-    if _stored_future(reader):
+    if stores_future(reader):
         assert isinstance(reader, LcpTrace)
         if reader.header.max_blocks_per_request <= min(oracle_sizes):
             return None
@@ -284,7 +301,7 @@ def _shared_future(reader: TraceReader, runs: list[_Run]) -> _SharedFuture | Non
         task = progress.add_task("trace future", total=_known_count(reader))
         ticking = _ticking(counted(reader.requests()), partial(progress.advance, task))
         table = build_future(ticking)
-    return _SharedFuture(table, np.array(distinct, dtype=np.int64))
+    return SharedFuture(table, np.array(distinct, dtype=np.int64))
 
 
 def _known_count(reader: TraceReader) -> int | None:
@@ -299,14 +316,24 @@ def _run_all(runs: list[_Run], source: _Source, reader: TraceReader, jobs: int) 
     """Every run, in the order given; ``jobs > 1`` spreads them over a process pool."""
     future = _shared_future(reader, runs)
     if jobs <= 1 or len(runs) == 1:
-        outcomes: list[_Outcome] = []
+        done: dict[int, _Outcome] = {}
         with _progress() as progress:
-            for run in runs:
+            compiled = [i for i, run in enumerate(runs) if run.compiled]
+            if compiled:
+                task = progress.add_task("compiled replays", total=_known_count(reader))
+                group = [runs[i] for i in compiled]
+                tick = partial(progress.advance, task)
+                outcomes = _execute_compiled(group, reader, source.skip_bad_lines, tick)
+                done.update(zip(compiled, outcomes, strict=True))
+                progress.remove_task(task)
+            for i, run in enumerate(runs):
+                if i in done:
+                    continue
                 total = _known_count(reader)
                 task = progress.add_task(f"{run.spec.label} @ {run.cache_size}", total=total)
-                outcomes.append(_execute(run, reader, future, partial(progress.advance, task)))
+                done[i] = _execute(run, reader, future, partial(progress.advance, task))
                 progress.remove_task(task)
-        return outcomes
+        return [done[i] for i in range(len(runs))]
     with ProcessPoolExecutor(
         max_workers=min(jobs, len(runs)), initializer=_init_worker, initargs=(source, future)
     ) as pool:
@@ -319,28 +346,6 @@ def _run_all(runs: list[_Run], source: _Source, reader: TraceReader, jobs: int) 
                 outcomes.append(job.result())
                 progress.advance(task)
     return outcomes
-
-
-def _describe(outcome: _Outcome, trace: Path) -> str:
-    """Warn about what the pass saw (bad lines, raw ids); return a one-line description."""
-    stats, info = outcome.stats, outcome.info
-    if stats.n_bad_lines:
-        _warn(f"{trace}: skipped {stats.n_bad_lines} bad line(s)")
-    raw = stats.raw_ids
-    if raw is not None and not raw.prefix_unique:
-        _warn(
-            f"{trace}: raw block ids are not prefix-unique ({raw.n_multi_predecessor:,} ids"
-            f" under more than one predecessor, {raw.n_multi_position:,} at more than one"
-            " position); reuse is over-counted"
-        )
-    return (
-        f"trace {trace}: {stats.n_requests:,} requests, {stats.n_block_accesses:,} block"
-        f" accesses, format {info.schema} {info.container}, block-id {info.block_id}"
-    )
-
-
-def _warn(message: str) -> None:
-    err_console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _holes_paths(directory: Path | None, trace: Path, runs: list[_Run]) -> list[_Run]:
@@ -425,6 +430,10 @@ def replay_command(
         bool,
         typer.Option("--verify/--no-verify", help="Check blocks are resident after access."),
     ] = True,
+    engine: Annotated[
+        str,
+        typer.Option("--engine", help="auto: compiled core where a policy has one; python."),
+    ] = "auto",
 ) -> None:
     """Replay a trace through eviction policies at several cache sizes (PrefixSim semantics)."""
     if list_policies:
@@ -445,13 +454,17 @@ def replay_command(
     ]
     choice_of("--block-id", block_id, sorted(BLOCK_ID_MODES))
     runs = _holes_paths(dump_holes, trace, runs)
+    choice_of("--engine", engine, ("auto", "python"))
     source = _Source(trace, block_id, skip_bad_lines)
-    outcomes = _run_all(runs, source, source.open(), jobs)
-    described = _describe(outcomes[0], trace)  # every run read the same trace
+    reader = source.open()
+    outcomes = _run_all(_with_engine(runs, reader, engine), source, reader, jobs)
+    described = describe_pass(
+        outcomes[0].stats, outcomes[0].info, trace
+    )  # every run read the same trace
     results = [outcome.result for outcome in outcomes]
     for result in results:
         for message in result.warnings:
-            _warn(f"{result.algo} @ {result.cache_size}: {message}")
+            warn(f"{result.algo} @ {result.cache_size}: {message}")
     if json_out:
         print_json([result.summary() for result in results])
         return

@@ -7,12 +7,13 @@ from pathlib import Path
 
 from rich.table import Table
 
-from optimizer.cli._output import console, print_json
+from optimizer.cli._output import console, err_console, print_json
 from simulator.kvcache.holes import HoleStats
 from simulator.kvcache.policy_table import policy_table
 from simulator.kvcache.replay import RESULT_KEYS, ReplayResult
+from simulator.workload.traceinfo import ReadStats, TraceInfo
 
-__all__ = ["show_holes", "show_policies", "show_results"]
+__all__ = ["describe_pass", "show_holes", "show_policies", "show_results", "warn"]
 
 
 def show_results(results: list[ReplayResult], trace: Path, cost_model: str, block_id: str) -> None:
@@ -97,3 +98,25 @@ def show_holes(runs: list[tuple[ReplayResult, HoleStats | None]]) -> None:
     console.print(table)
     for line in lines:
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def describe_pass(stats: ReadStats, info: TraceInfo, trace: Path) -> str:
+    """Warn about what the pass saw (bad lines, raw ids); return a one-line description."""
+    if stats.n_bad_lines:
+        warn(f"{trace}: skipped {stats.n_bad_lines} bad line(s)")
+    raw = stats.raw_ids
+    if raw is not None and not raw.prefix_unique:
+        warn(
+            f"{trace}: raw block ids are not prefix-unique ({raw.n_multi_predecessor:,} ids"
+            f" under more than one predecessor, {raw.n_multi_position:,} at more than one"
+            " position); reuse is over-counted"
+        )
+    return (
+        f"trace {trace}: {stats.n_requests:,} requests, {stats.n_block_accesses:,} block"
+        f" accesses, format {info.schema} {info.container}, block-id {info.block_id}"
+    )
+
+
+def warn(message: str) -> None:
+    """One ``warning: ...`` line on stderr."""
+    err_console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)

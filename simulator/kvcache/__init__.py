@@ -3,6 +3,9 @@
 - ``simulator.kvcache.policies``: the ``EvictionPolicy`` protocol and the ``POLICIES`` registry.
 - ``simulator.kvcache.replay``: ``replay(requests, policy, ...) -> ReplayResult``, the exact
   PrefixSim serve loop (skip, match, allocate, access).
+- ``simulator.kvcache.compiled``: the same serve loop compiled with numba over arrays
+  (``CompiledReplay`` over ``BlockChunk``s) for lru, fifo, clock, sieve and lfu; ``replay``
+  stays the reference, and the path of every other policy.
 - ``simulator.kvcache.cost``: cost models (``parse_cost_model``) for the compute-saving ratio.
 - ``simulator.kvcache.holes``: runs of missed blocks and PrefixSim's ``--dump-holes`` files.
 - ``simulator.kvcache.params``: ``name:key=value`` policy specs, validated per policy;

@@ -14,13 +14,29 @@ order of served accesses is unchanged. Example (belady, 64 blocks, Mooncake conv
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import tee
+
 import numpy as np
 from numpy.typing import NDArray
 
 from simulator.kvcache.policies.base import NEVER
 from simulator.workload.future import FutureTable
+from simulator.workload.request import TraceRequest
+from simulator.workload.trace import LcpTrace, TraceReader
 
-__all__ = ["distinct_counts", "without_skipped"]
+__all__ = [
+    "FutureRow",
+    "SharedFuture",
+    "distinct_counts",
+    "replay_streams",
+    "stores_future",
+    "without_skipped",
+]
+
+#: Per request: next access of each block, index of the session's next request.
+FutureRow = tuple[Sequence[int] | NDArray[np.int64], int]
 
 
 def distinct_counts(block_lists: list[tuple[int, ...]]) -> NDArray[np.int64]:
@@ -68,3 +84,35 @@ def without_skipped(table: FutureTable, served: NDArray[np.bool_]) -> FutureTabl
     for arr in (next_access, session_next):
         arr.flags.writeable = False
     return FutureTable(next_access, table.offsets, session_next)
+
+
+def stores_future(reader: TraceReader) -> bool:
+    """Whether the file itself stores next accesses (an lcp file from ``kvplan convert``)."""
+    return isinstance(reader, LcpTrace) and reader.header.has_next_access
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SharedFuture:
+    """The whole trace's future and each request's distinct block count (the skip rule)."""
+
+    table: FutureTable
+    distinct: NDArray[np.int64]
+
+    def rows(self, capacity: int) -> Iterator[FutureRow]:
+        """The future as a replay at ``capacity`` sees it: skipped requests' accesses removed."""
+        return without_skipped(self.table, self.distinct <= capacity).rows()
+
+
+def replay_streams(
+    reader: TraceReader, future: SharedFuture | None, oracle: bool, capacity: int
+) -> tuple[Iterable[TraceRequest], Iterable[FutureRow] | None]:
+    """A new pass over the trace: the requests and, for an oracle, their future (``future``
+    when the file does not store one, else the file's own in the same pass)."""
+    if not oracle:
+        return reader.requests(), None
+    if future is not None:
+        return reader.requests(), future.rows(capacity)
+    # The file stores the future: one annotated pass, split in two. ``replay`` zips the halves
+    # in lockstep, so ``tee`` buffers at most one request.
+    first, second = tee(reader.annotated())
+    return (a.request for a in first), ((a.next_access, a.session_next_index) for a in second)

@@ -28,20 +28,30 @@ from simulator.workload.request import TraceRequest
 from simulator.workload.traceinfo import ReadStats, TraceSchema
 from slo.inputfile import InputError
 
-__all__ = ["iter_jsonl", "sniff_schema"]
+__all__ = [
+    "MAX_ARRIVAL_US",
+    "US_PER_TIME_UNIT",
+    "BadLineError",
+    "Record",
+    "iter_jsonl",
+    "parse_line",
+    "sniff_schema",
+]
 
-_US_PER_TIME_UNIT: dict[str, int] = {"mooncake": 1_000, "qwen": 1_000_000}
+US_PER_TIME_UNIT: dict[str, int] = {"mooncake": 1_000, "qwen": 1_000_000}
 _MAX_ID = 2**63 - 1  # ids must fit the signed 64-bit arrays of the future annotation
 #: Latest arrival, microseconds: lcp records store it as a signed 64-bit integer (2^62 leaves
 #: room for time scaling; it is about 146,000 years).
-_MAX_ARRIVAL_US = 2**62
+MAX_ARRIVAL_US = 2**62
 
 
-class _BadLineError(Exception):
+class BadLineError(Exception):
     """One line is unusable; the message says what was expected (no file or line number)."""
 
 
-class _Record(NamedTuple):
+class Record(NamedTuple):
+    """One validated line; ``arrival_us`` in whole microseconds."""
+
     arrival_us: int
     input_length: int
     output_length: int
@@ -64,7 +74,7 @@ def sniff_schema(path: Path, *, skip_bad_lines: bool) -> TraceSchema:
                 continue
             try:
                 record = _load_object(line)
-            except _BadLineError as bad:
+            except BadLineError as bad:
                 if skip_bad_lines:
                     continue
                 raise InputError(f"{path}:{lineno}: {bad}") from None
@@ -88,15 +98,15 @@ def iter_jsonl(
     ``InputError("file:line: what")`` or, with ``skip_bad_lines``, is counted in
     ``stats.n_bad_lines`` and consumes no request index.
     """
-    us_per_unit = _US_PER_TIME_UNIT[schema]
+    us_per_unit = US_PER_TIME_UNIT[schema]
     sessions: dict[int, int] = {}  # chat_id -> root chat_id of its chain (Qwen)
     with open_stream(path) as (stream, _):
         for lineno, line in enumerate(stream, 1):
             if not line.strip():
                 continue
             try:
-                rec = _parse(line, schema, us_per_unit)
-            except _BadLineError as bad:
+                rec = parse_line(line, schema, us_per_unit)
+            except BadLineError as bad:
                 if not skip_bad_lines:
                     raise InputError(f"{path}:{lineno}: {bad}") from None
                 stats.n_bad_lines += 1
@@ -134,32 +144,34 @@ def _load_object(line: bytes) -> dict[str, Any]:
     try:
         record = json.loads(line)
     except UnicodeDecodeError:
-        raise _BadLineError("not UTF-8 text") from None
+        raise BadLineError("not UTF-8 text") from None
     except json.JSONDecodeError as err:
-        raise _BadLineError(f"malformed JSON ({err.msg} at column {err.colno})") from None
+        raise BadLineError(f"malformed JSON ({err.msg} at column {err.colno})") from None
     if not isinstance(record, dict):
-        raise _BadLineError(f"expected a JSON object, got {type(record).__name__}")
+        raise BadLineError(f"expected a JSON object, got {type(record).__name__}")
     return record
 
 
-def _parse(line: bytes, schema: TraceSchema, us_per_unit: int) -> _Record:
+def parse_line(line: bytes, schema: TraceSchema, us_per_unit: int) -> Record:
+    """Decode and validate one non-blank line (the reference both JSONL readers apply);
+    ``BadLineError`` says what is wrong, without file or line."""
     record = _load_object(line)
     timestamp = _field(record, "timestamp")
     if type(timestamp) not in (int, float) or not math.isfinite(timestamp) or timestamp < 0:
-        raise _BadLineError(f"timestamp must be a non-negative number, got {timestamp!r}")
-    if timestamp * us_per_unit > _MAX_ARRIVAL_US:
+        raise BadLineError(f"timestamp must be a non-negative number, got {timestamp!r}")
+    if timestamp * us_per_unit > MAX_ARRIVAL_US:
         unit = "ms" if us_per_unit == 1_000 else "s"
-        limit = _MAX_ARRIVAL_US / us_per_unit
-        raise _BadLineError(f"timestamp {timestamp!r} {unit} is beyond the supported {limit:.3g}")
+        limit = MAX_ARRIVAL_US / us_per_unit
+        raise BadLineError(f"timestamp {timestamp!r} {unit} is beyond the supported {limit:.3g}")
     hash_ids = _field(record, "hash_ids")
     if type(hash_ids) is not list:
-        raise _BadLineError(f"hash_ids must be a list of non-negative integers, got {hash_ids!r}")
+        raise BadLineError(f"hash_ids must be a list of non-negative integers, got {hash_ids!r}")
     # C-level checks first; the slow scan runs only to name the culprit
     if hash_ids and (
         not set(map(type, hash_ids)) <= {int} or min(hash_ids) < 0 or max(hash_ids) > _MAX_ID
     ):
         pos, bad = next((i, h) for i, h in enumerate(hash_ids) if not _is_id(h))
-        raise _BadLineError(f"hash_ids[{pos}] must be an integer in [0, 2^63), got {bad!r}")
+        raise BadLineError(f"hash_ids[{pos}] must be an integer in [0, 2^63), got {bad!r}")
     chat_id = parent_chat_id = -1
     turn = 0
     type_name: str | None = None
@@ -169,8 +181,8 @@ def _parse(line: bytes, schema: TraceSchema, us_per_unit: int) -> _Record:
         turn = _int(record, "turn", minimum=0) if "turn" in record else 0
         type_name = record.get("type")
         if type_name is not None and type(type_name) is not str:
-            raise _BadLineError(f"type must be a string, got {type_name!r}")
-    return _Record(
+            raise BadLineError(f"type must be a string, got {type_name!r}")
+    return Record(
         round(timestamp * us_per_unit),
         _int(record, "input_length", minimum=0),
         _int(record, "output_length", minimum=0),
@@ -190,11 +202,11 @@ def _field(record: dict[str, Any], key: str) -> Any:
     try:
         return record[key]
     except KeyError:
-        raise _BadLineError(f"missing field {key!r}") from None
+        raise BadLineError(f"missing field {key!r}") from None
 
 
 def _int(record: dict[str, Any], key: str, *, minimum: int) -> int:
     value = _field(record, key)
     if type(value) is not int or value < minimum:
-        raise _BadLineError(f"{key} must be an integer ≥ {minimum}, got {value!r}")
+        raise BadLineError(f"{key} must be an integer ≥ {minimum}, got {value!r}")
     return value

@@ -55,7 +55,9 @@ __all__ = [
     "encode_next_access",
     "iter_lcp",
     "pack_header",
+    "promised_totals",
     "read_header",
+    "read_totals",
 ]
 
 _RECORD = struct.Struct("<qqqqqqIIIIB3x")  # _Record's fields, then 3 reserved bytes
@@ -76,7 +78,7 @@ class _Record(NamedTuple):
     type_id: int
 
 
-def _totals(stats: ReadStats, max_id: int) -> tuple[int, ...]:
+def read_totals(stats: ReadStats, max_id: int) -> tuple[int, ...]:
     """What the header's counts must equal, from what was written or read."""
     return (
         stats.n_requests,
@@ -88,7 +90,8 @@ def _totals(stats: ReadStats, max_id: int) -> tuple[int, ...]:
     )
 
 
-def _promised(header: LcpHeader) -> tuple[int, ...]:
+def promised_totals(header: LcpHeader) -> tuple[int, ...]:
+    """The header's counts, in ``read_totals`` order."""
     return (
         header.n_requests,
         header.n_block_accesses,
@@ -236,7 +239,7 @@ class LcpWriter:
     def close(self) -> None:
         """Finish the file and move it into place; ``ValueError`` if the header's counts differ
         from what was written (the partial file is then removed)."""
-        written, promised = _totals(self._seen, self._max_id), _promised(self.header)
+        written, promised = read_totals(self._seen, self._max_id), promised_totals(self.header)
         if written != promised:
             self.abort()
             raise ValueError(f"{self.path}: header promised {promised}, wrote {written}")
@@ -312,12 +315,9 @@ def iter_lcp(
         )
     if read_exact(stream, 1):
         raise corrupt(path, offset, f"data after the last of {header.n_requests} requests")
-    if _totals(stats, max_id) != _promised(header):
-        raise corrupt(
-            path,
-            40,
-            f"header totals {_promised(header)} do not match the records {_totals(stats, max_id)}",
-        )
+    totals, promised = read_totals(stats, max_id), promised_totals(header)
+    if totals != promised:
+        raise corrupt(path, 40, f"header totals {promised} do not match the records {totals}")
     stats.n_unique_blocks = max_id
     stats.complete = True
 

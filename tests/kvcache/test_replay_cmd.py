@@ -19,6 +19,7 @@ from typer.testing import CliRunner
 from optimizer.cli import replay_cmd
 from optimizer.cli.main import app
 from optimizer.cli.replay_cmd import parse_block_count
+from simulator.kvcache.compiled.passes import replay_pass
 from simulator.kvcache.policies import make_policy
 from simulator.kvcache.replay import RESULT_KEYS, replay
 from simulator.workload import (
@@ -324,11 +325,36 @@ def test_every_run_streams_and_the_future_is_built_at_most_once(
 
     monkeypatch.setattr(replay_cmd, "replay", spy_replay)
     monkeypatch.setattr(replay_cmd, "build_future", spy_future)
-    _cli_rows(chat[kind])
+    _cli_rows(chat[kind], "--engine", "python")  # every run on the Python loop
     assert len(seen) == 6
     assert not any(isinstance(requests, Sequence) for requests in seen)  # never a list
     assert len({id(requests) for requests in seen}) == 6  # a new pass per run
     assert len(built) == futures_built
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "lcp.zst", "lcp-no-future"])
+def test_compiled_runs_share_one_pass_and_match_the_python_loop(
+    chat: dict[str, Path], kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python_rows = _cli_rows(chat[kind], "--engine", "python")
+    passes: list[list[str]] = []
+    loops: list[str] = []
+
+    def spy_pass(reader: Any, replays: Any, **kwargs: Any) -> Any:
+        passes.append([f"{one.name}@{one.capacity}" for one in replays])
+        return replay_pass(reader, replays, **kwargs)
+
+    def spy_replay(requests: Iterable[TraceRequest], policy: Any, **kwargs: Any) -> Any:
+        loops.append(policy.name)
+        return replay(requests, policy, **kwargs)
+
+    monkeypatch.setattr(replay_cmd, "replay_pass", spy_pass)
+    monkeypatch.setattr(replay_cmd, "replay", spy_replay)
+    assert _cli_rows(chat[kind]) == python_rows
+    # lru and sieve at both sizes from one read of the file; belady on the Python loop.
+    assert passes == [["lru@16", "lru@64", "sieve@16", "sieve@64"]]
+    assert loops == ["belady", "belady"]
+    assert _cli_rows(chat[kind], "--jobs", "2") == python_rows  # one pass per worker run
 
 
 def test_replay_consumes_requests_one_at_a_time() -> None:

@@ -1,0 +1,275 @@
+"""``CompiledReplay``: the serve loop of ``simulator.kvcache.replay`` over ``BlockChunk`` arrays.
+
+    run = CompiledReplay("lru", 16384)              # or make(spec name, size, **params)
+    for chunk in chunks:                            # simulator.workload.chunks.BlockChunk
+        run.feed(chunk)
+    result = run.result()                           # a ReplayResult, as replay() returns
+
+Same semantics, counters and warnings as ``replay(requests, make_policy(name, capacity))``
+with the same options (``tests/kvcache/test_compiled_differential.py`` holds the two equal);
+``replay`` stays the readable reference and the path of every other policy and option. What is
+compiled, and why the rest is not, is ``COMPILED`` and ``PYTHON_ONLY`` below (also
+``bench/README.md``, "Replay speed").
+
+Block ids must be dense non-negative integers (prefix-interned or lcp ids): the policy state is
+arrays indexed by id, about 28 bytes per id up to the largest one seen, grown as chunks arrive.
+The kernels are compiled on first use and cached on disk by numba (``cache=True``), so only the
+first run on a machine pays for compilation (seconds; ``bench/replay_speed.py`` reports it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from simulator.kvcache.compiled import _kernels as k
+from simulator.kvcache.cost import UNIFORM, CostModel
+from simulator.kvcache.policies import make_policy
+from simulator.kvcache.replay import (
+    MATCH_MODES,
+    REPLAY_ORDERS,
+    MatchMode,
+    ReplayOrder,
+    ReplayResult,
+)
+from simulator.workload.chunks import BlockChunk
+
+__all__ = ["COMPILED", "PYTHON_ONLY", "CompiledReplay", "compiled_reason"]
+
+#: Policies with a compiled path: name -> kernel kind.
+COMPILED: dict[str, int] = {
+    "lru": k.K_LRU,
+    "fifo": k.K_FIFO,
+    "clock": k.K_CLOCK,
+    "sieve": k.K_SIEVE,
+    "lfu": k.K_LFU,
+}
+
+_NOT_YET = "not ported yet; its Python path is the reference and stays the only path"
+#: Every other registered policy, with why it stays on the Python path.
+PYTHON_ONLY: dict[str, str] = {
+    "slru": f"two segments with promotion; {_NOT_YET}",
+    "arc": f"ghost lists and an adaptive target; {_NOT_YET}",
+    "twoq": f"ghost queue; {_NOT_YET}",
+    "lirs": f"LIR/HIR stacks with pruning; {_NOT_YET}",
+    "s3fifo": f"three queues with ghosts; {_NOT_YET}",
+    "s3fifod": f"three queues with ghosts; {_NOT_YET}",
+    "wtinylfu": f"count-min sketch and windows; {_NOT_YET}",
+    "gdsf": f"priority heap with inflation (float keys); {_NOT_YET}",
+    "gdsf_compute": f"priority heap with inflation (float keys); {_NOT_YET}",
+    "lhd": f"hit-density statistics and sampling; {_NOT_YET}",
+    "lhd_compute": f"hit-density statistics and sampling; {_NOT_YET}",
+    "belady": f"oracle: needs the per-block future and a keyed heap; {_NOT_YET}",
+    "belady_compute": f"oracle: needs the per-block future and a keyed heap; {_NOT_YET}",
+    "random_compute": "draws from numpy's Generator, whose exact stream a kernel cannot share",
+    "random_compute_small_queue": "draws from numpy's Generator (as random_compute)",
+    "partial_node_random_compute": "draws from numpy's Generator (as random_compute)",
+    "partial_node_random_freq": "draws from numpy's Generator (as random_compute)",
+    "asym_cache": f"reads request timestamps (wall seconds); {_NOT_YET}",
+    "session_lru": f"reads the request context (sessions); {_NOT_YET}",
+    "session_belady": f"oracle with the request context; {_NOT_YET}",
+    "session_random_compute": "request context and numpy's Generator (as random_compute)",
+    "session_s3fifo": f"reads the request context (sessions); {_NOT_YET}",
+    "session_arc": f"reads the request context (sessions); {_NOT_YET}",
+    "workload_aware": f"reads the request context (categories); {_NOT_YET}",
+}
+
+_GROWTH = 1.5  # arrays grow geometrically, so a growing trace costs O(ids) copies in total
+
+
+def compiled_reason(name: str, *, holes: bool = False) -> str | None:
+    """``None`` if a run of policy ``name`` can take the compiled path, else why it cannot.
+
+    ``holes``: the run dumps holes (``--dump-holes``), which only the Python loop reports.
+    Every cost model, match mode, replay order and pin setting is compiled.
+    """
+    if name not in COMPILED:
+        return PYTHON_ONLY.get(name, f"unknown policy {name!r}")
+    if holes:
+        return "--dump-holes needs the per-request hole callback of the Python loop"
+    return None
+
+
+class CompiledReplay:
+    """One (policy, capacity) replay fed chunk by chunk; see the module docstring.
+
+    ``params`` are the policy's own keyword parameters (checked by constructing the Python
+    policy, so a bad one raises the same ``TypeError``/``ValueError``). Raises ``ValueError``
+    for a policy without a compiled path or an unknown ``match``/``replay_order``, and
+    ``RuntimeError`` where the Python loop would (a policy breaking its contract).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        capacity: int,
+        *,
+        params: Mapping[str, Any] | None = None,
+        cost_model: CostModel = UNIFORM,
+        match: MatchMode = "all",
+        replay_order: ReplayOrder = "deepest-first",
+        pin: bool = True,
+        verify: bool = True,
+    ) -> None:
+        if name not in COMPILED:
+            raise ValueError(f"{name}: no compiled path ({compiled_reason(name)})")
+        if match not in MATCH_MODES:
+            raise ValueError(f"match must be one of {MATCH_MODES}, got {match!r}")
+        if replay_order not in REPLAY_ORDERS:
+            raise ValueError(f"replay_order must be one of {REPLAY_ORDERS}, got {replay_order!r}")
+        params = dict(params or {})
+        make_policy(name, capacity, **params)  # the Python policy validates capacity and params
+        self.name = name
+        self.capacity = capacity
+        self._kind = COMPILED[name]
+        self._top = (1 << int(params.get("bits", 1))) - 1  # CLOCK's counter ceiling
+        self._model = cost_model
+        self._stop_at_miss = match == "stop-at-first-miss"
+        self._deepest_first = replay_order == "deepest-first"
+        self._pin = pin
+        self._verify = verify
+        self._state = np.zeros(k.N_STATE, dtype=np.int64)
+        self._state[k.S_SKIP_INDEX] = -1
+        self._sums = np.zeros(2, dtype=np.float64)  # total cost, saved cost
+        self._scratch = np.zeros(capacity, dtype=np.int64)  # CLOCK's passed-over pinned blocks
+        self._costs = np.ones(0, dtype=np.float64)
+        self._cumulative = np.zeros(1, dtype=np.float64)
+        self._nxt = self._prv = self._stamp = np.zeros(0, dtype=np.int64)
+        self._res = self._aux = np.zeros(0, dtype=np.uint8)
+        self._cls = np.zeros(0, dtype=np.int64)  # LFU: each slot's frequency node
+        self._nodes = new_nodes(capacity) if self._kind == k.K_LFU else np.zeros((6, 1), np.int64)
+        self._grow(0)
+
+    def feed(self, chunk: BlockChunk) -> None:
+        """Serve the chunk's requests, in order, after everything fed before."""
+        if chunk.n_requests == 0:
+            return
+        self._grow(chunk.max_id + 2)  # slot = id + 1; slot 0 is the list sentinel
+        if not self._model.uniform:
+            self._cost_tables(int(np.diff(chunk.offsets).max()))
+        code = k.serve(
+            self._kind,
+            self._top,
+            self.capacity,
+            chunk.blocks,
+            chunk.offsets,
+            chunk.first_index,
+            self._model.uniform,
+            self._costs,
+            self._cumulative,
+            self._stop_at_miss,
+            self._deepest_first,
+            self._pin,
+            self._verify,
+            self._nxt,
+            self._prv,
+            self._res,
+            self._aux,
+            self._stamp,
+            self._scratch,
+            self._cls,
+            self._nodes,
+            self._state,
+            self._sums,
+        )
+        if code != k.E_OK:
+            raise self._failure(code)
+
+    def result(self) -> ReplayResult:
+        """The counters so far as a ``ReplayResult`` (what ``replay`` returns for the run)."""
+        st = self._state
+        n_blocks, n_hits = int(st[k.S_BLOCKS]), int(st[k.S_HITS])
+        total, saved = float(self._sums[0]), float(self._sums[1])
+        return ReplayResult(
+            algo=self.name,
+            cache_size=self.capacity,
+            n_req=int(st[k.S_REQ]),
+            n_req_skipped=int(st[k.S_SKIP]),
+            n_blocks=n_blocks,
+            block_hit_ratio=n_hits / n_blocks if n_blocks else 0.0,
+            compute_saving_ratio=saved / total if total else 0.0,
+            n_eviction=int(st[k.S_EVICT]),
+            n_self_eviction=int(st[k.S_SELF]),
+            n_unexpected_eviction=int(st[k.S_UNEXP]),
+            n_unobserved_eviction_round=int(st[k.S_UNOBS]),
+            n_block_hits=n_hits,
+            total_cost=total,
+            saved_cost=saved,
+            warnings=self._warnings(),
+        )
+
+    def _warnings(self) -> tuple[str, ...]:
+        """The Python loop's warnings (``replay._ServeLoop._warnings``); every compiled policy
+        honours pins, so self-evictions can only come from ``pin=False``."""
+        st = [int(v) for v in self._state]
+        out = []
+        if st[k.S_SKIP]:
+            out.append(
+                f"{st[k.S_SKIP]} request(s) have more distinct blocks than the cache holds"
+                f" ({self.capacity}) and were skipped; the first is request"
+                f" {st[k.S_SKIP_INDEX]} with {st[k.S_SKIP_DISTINCT]} blocks"
+            )
+        if st[k.S_SELF] and not self._pin:
+            out.append(
+                f"{self.name}: {st[k.S_SELF]} self-evictions with pinning off"
+                " (blocks of the request evicted to make room for it; hit counts are"
+                " unaffected, the policy state is not)"
+            )
+        if st[k.S_UNEXP]:
+            out.append(
+                f"{self.name}: {st[k.S_UNEXP]} unexpected evictions in phase 3"
+                " (the policy evicted while inserting into guaranteed space)"
+            )
+        return tuple(out)
+
+    def _failure(self, code: int) -> RuntimeError:
+        a, b = int(self._state[k.S_ERR_A]), int(self._state[k.S_ERR_B])
+        if code == k.E_NOTHING_FREED:
+            return RuntimeError(
+                f"{self.name}: eviction freed nothing with {a} resident blocks and {b} more needed"
+            )
+        if code == k.E_OVER_CAPACITY:
+            return RuntimeError(f"{self.name}: {a} resident blocks exceed {self.capacity}")
+        return RuntimeError(f"{self.name}: block {a} not resident after its access")
+
+    def _grow(self, slots: int) -> None:
+        """Make every per-slot array at least ``slots`` long (new slots: not resident)."""
+        have = len(self._nxt)
+        if slots <= have and have:
+            return
+        size = max(slots, int(have * _GROWTH), 1024)
+        self._nxt = _extended(self._nxt, size)
+        self._prv = _extended(self._prv, size)
+        self._stamp = _extended(self._stamp, size)
+        self._res = _extended(self._res, size)
+        self._aux = _extended(self._aux, size)
+        if self._kind == k.K_LFU:
+            self._cls = _extended(self._cls, size)
+
+    def _cost_tables(self, longest: int) -> None:
+        """Cost per position and per request length, from the model's own memoised tables
+        (so every float is the one the Python loop adds)."""
+        if len(self._costs) >= longest:
+            return
+        n = max(longest, 2 * len(self._costs))
+        model = self._model
+        self._costs = np.array(model.table(n)[:n], dtype=np.float64)
+        self._cumulative = np.array([model.total(i) for i in range(n + 1)], dtype=np.float64)
+
+
+def _extended(array: NDArray[Any], size: int) -> NDArray[Any]:
+    out = np.zeros(size, dtype=array.dtype)
+    out[: len(array)] = array
+    return out
+
+
+def new_nodes(capacity: int) -> NDArray[np.int64]:
+    """LFU's node table of an empty cache (``_kernels``, LFU section): every node id
+    1 … capacity + 1 free, no lowest node."""
+    nodes = np.zeros((6, capacity + 2), dtype=np.int64)
+    nodes[k.FREE, 1:] = np.arange(capacity + 1, 0, -1)
+    nodes[k.FREE, 0] = capacity + 1
+    return nodes
