@@ -4,6 +4,8 @@ constraints; simulations are given up on once the attainment floor is out of rea
 
 from __future__ import annotations
 
+import csv
+import json
 import math
 from pathlib import Path
 from typing import Any
@@ -11,14 +13,18 @@ from typing import Any
 import optuna
 import pytest
 from optuna.trial import TrialState
+from typer.testing import CliRunner
 
+from optimizer.cli.main import app
 from optimizer.objective import REPEAT_ATTR, Evaluation, TrialEvaluator, is_repeat
 from optimizer.results import summarise
 from optimizer.run import OptimizeSetup, build_evaluator, count_simulated, records_of, run_workers
+from optimizer.schema import ResultsFile
 from optimizer.study import make_sampler
 
 DATA = Path(__file__).parent / "data"
 SPACE = str(DATA / "tiny_space.yaml")
+runner = CliRunner()
 
 #: Over tiny_space.yaml (40 requests): two H100s (about 12 USD/h) break the 10 USD/h budget;
 #: one H100 meets it with 4096-token chunks or none (TPOT p90 about 72 ms) and misses TPOT
@@ -166,3 +172,29 @@ def _objective(
         cost = evaluation.metrics["usd_per_hour"]
         return 1e9, 0.0, cost if math.isfinite(cost) else 1e9
     return evaluator.record(trial, params, evaluation)
+
+
+def test_optimize_and_report_with_pruned_trials(tmp_path: Path) -> None:
+    """Files written live and re-rendered from storage agree with PRUNED trials in the study;
+    those trials are listed as infeasible with their reason and no objective values."""
+    slo = tmp_path / "slo.yaml"
+    slo.write_text(MIXED_SLO)
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    args = ["optimize", "--space", SPACE, "--slo", str(slo), "--max-requests", "40"]
+    args += ["--trials", "8", "--sampler", "tpe", "--storage", url]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "a")])
+    assert result.exit_code == 0, result.output
+    again = runner.invoke(app, ["report", "--storage", url, "--out", str(tmp_path / "b")])
+    assert again.exit_code == 0, again.output
+    for name in ("report.md", "results.json", "pareto.csv", "trials.csv"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+    data = json.loads((tmp_path / "a" / "results.json").read_text())
+    ResultsFile.model_validate(data)
+    study = optuna.load_study(study_name="kvplan", storage=url)
+    pruned = {t.number for t in study.trials if t.state == TrialState.PRUNED and not is_repeat(t)}
+    assert pruned
+    rows = {int(r["trial"]): r for r in csv.DictReader((tmp_path / "a" / "trials.csv").open())}
+    for number in pruned:
+        assert rows[number]["feasible"] == "False"
+        assert rows[number]["infeasible_reason"]
+        assert rows[number]["objective.latency (ms)"] == ""
