@@ -523,7 +523,10 @@ def print_report(
     reasons: dict[str, int] = {}
     for e in table.evaluations.values():
         if not is_feasible(e):
-            kind = "infeasible config/fit/budget" if e.infeasible_reason else "misses the SLO"
+            kind = "misses the SLO in full"
+            if e.infeasible_reason:
+                given_up = e.pruned and costs_simulation(e)
+                kind = "given up part-way" if given_up else "ruled out without simulating"
             reasons[kind] = reasons.get(kind, 0) + 1
     why = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
     print(f"grid: {n} points, {len(grid)} feasible ({len(grid) / n:.0%}; {why})")

@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 
 from optimizer.cli.main import app
 from optimizer.objective import REPEAT_ATTR, Evaluation, TrialEvaluator, is_repeat
+from optimizer.plan_runner import config_key, stored_evaluations
 from optimizer.results import summarise
 from optimizer.run import OptimizeSetup, build_evaluator, count_simulated, records_of, run_workers
 from optimizer.schema import ResultsFile
@@ -198,3 +199,20 @@ def test_optimize_and_report_with_pruned_trials(tmp_path: Path) -> None:
         assert rows[number]["feasible"] == "False"
         assert rows[number]["infeasible_reason"]
         assert rows[number]["objective.latency (ms)"] == ""
+
+
+def test_planning_reuses_pruned_trials_as_they_were(tmp_path: Path) -> None:
+    setup = _setup(tmp_path, MIXED_SLO, n_trials=6)
+    records = records_of(run_workers(setup, workers=1))
+    evaluator = build_evaluator(setup)
+    stored = stored_evaluations(evaluator, records)
+    pruned = [r for r in records if not r.objectives]
+    assert pruned
+    for record in pruned:
+        key = config_key(evaluator, record.params)
+        assert key is not None
+        again, fresh = stored[key], evaluator.evaluate_params(record.params)
+        assert again.pruned
+        assert fresh.pruned
+        assert again.constraints == fresh.constraints
+        assert again.infeasible_reason == fresh.infeasible_reason
