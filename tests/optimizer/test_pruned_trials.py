@@ -185,6 +185,7 @@ def test_optimize_and_report_with_pruned_trials(tmp_path: Path) -> None:
     args += ["--trials", "8", "--sampler", "tpe", "--storage", url]
     result = runner.invoke(app, [*args, "--out", str(tmp_path / "a")])
     assert result.exit_code == 0, result.output
+    assert "ruled out before a full simulation" in " ".join(result.output.split())
     again = runner.invoke(app, ["report", "--storage", url, "--out", str(tmp_path / "b")])
     assert again.exit_code == 0, again.output
     for name in ("report.md", "results.json", "pareto.csv", "trials.csv"):
