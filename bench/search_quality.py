@@ -5,7 +5,7 @@ Usage::
     python bench/search_quality.py                            # nsga2, tpe, random (+ gp), 3 seeds
     python bench/search_quality.py --samplers nsga2,tpe --seeds 0-29 --count trials
     python bench/search_quality.py --cache /tmp/sq_grid.json  # simulate the grid once, reuse it
-    python bench/search_quality.py --slo FILE --count requests --check-give-up  # --count
+    python bench/search_quality.py --slo FILE --count requests --check-give-up  # multi-fidelity
 
 Method. Every point of a space small enough to enumerate (``bench/spaces/search_quality.yaml``,
 216 points) is evaluated once with the real ``TrialEvaluator`` (the simulator is deterministic
