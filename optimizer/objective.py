@@ -334,7 +334,7 @@ class TrialEvaluator:
             max_time_scale=1.0,
             drop_overlong_requests=self.drop_overlong,
             passes_at_max=True,  # the trial met the SLO at the nominal load
-            give_up=miss_rule(self.spec),  # a failing probe stops once its miss is certain
+            give_up=self._miss_rule(),  # a failing probe stops once its miss is certain
         )
 
     def _shapes(self) -> Shapes:
@@ -438,13 +438,19 @@ class TrialEvaluator:
         if not self.giving_up:
             return None
         if self._give_up is None:
-            rule = miss_rule(self.spec)
-            if rule is not None and self.drop_overlong:
-                limit = self.catalog.model(self.space.model).max_context_tokens
-                rule = replace(rule, max_context_tokens=limit)
+            rule = self._miss_rule()
             open_loop = isinstance(build_source(self.workload, self.seed), OpenLoopSource)
             self._give_up = (rule if rule is not None and rule.bounded and open_loop else None,)
         return self._give_up[0]
+
+    def _miss_rule(self) -> MissRule | None:
+        """``miss_rule`` of the SLO, leaving out the requests the run drops as overlong (they
+        are not in the attainment's denominator)."""
+        rule = miss_rule(self.spec)
+        if rule is not None and self.drop_overlong:
+            limit = self.catalog.model(self.space.model).max_context_tokens
+            rule = replace(rule, max_context_tokens=limit)
+        return rule
 
     def _budget(self, usd_per_hour: float, gpus: float) -> tuple[Any, ...]:
         return check_budget({"usd_per_hour": usd_per_hour, "gpus": gpus}, self.spec)

@@ -25,6 +25,7 @@ from optimizer.study import make_sampler
 
 DATA = Path(__file__).parent / "data"
 SPACE = str(DATA / "tiny_space.yaml")
+SPACE_MODEL = "Qwen/Qwen3-8B"
 runner = CliRunner()
 
 #: Over tiny_space.yaml (40 requests): two H100s (about 12 USD/h) break the 10 USD/h budget;
@@ -217,3 +218,16 @@ def test_planning_reuses_pruned_trials_as_they_were(tmp_path: Path) -> None:
         assert fresh.pruned
         assert again.constraints == fresh.constraints
         assert again.infeasible_reason == fresh.infeasible_reason
+
+
+def test_the_watch_leaves_out_requests_the_run_drops(tmp_path: Path) -> None:
+    """Trials and capacity probes are watched by a rule that does not count the requests the
+    ``drop`` policy removes (``test_give_up_overlong``: counting them gives up passing runs)."""
+    dropping = build_evaluator(_setup(tmp_path, HARSH_SLO))
+    rule = dropping._miss_rule()
+    assert rule is not None
+    assert rule.max_context_tokens == dropping.catalog.model(SPACE_MODEL).max_context_tokens
+    kept = build_evaluator(_setup(tmp_path, HARSH_SLO, overlong="count-as-miss"))
+    counted = kept._miss_rule()
+    assert counted is not None
+    assert counted.max_context_tokens is None  # overlong requests reach the engine: misses
