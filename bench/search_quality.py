@@ -5,6 +5,7 @@ Usage::
     python bench/search_quality.py                            # nsga2, tpe, random (+ gp), 3 seeds
     python bench/search_quality.py --samplers nsga2,tpe --seeds 0-29 --count trials
     python bench/search_quality.py --cache /tmp/sq_grid.json  # simulate the grid once, reuse it
+    python bench/search_quality.py --slo FILE --count requests --check-give-up  # multi-fidelity
 
 Method. Every point of a space small enough to enumerate (``bench/spaces/search_quality.yaml``,
 216 points) is evaluated once with the real ``TrialEvaluator`` (the simulator is deterministic
@@ -181,9 +182,12 @@ def reference_point(grid_points: np.ndarray[Any, Any], margin: float) -> list[fl
 #: How a budget is counted: distinct points (``simulations``: what ``kvplan optimize`` pays,
 #: since a trial repeating a configuration copies the earlier result), distinct points that ran
 #: the simulator (``simulated``: a point ruled out without simulating — over budget, not fitting
-#: in memory, or screened by ``optimizer.screen`` — costs nothing), or every trial (``trials``:
-#: how kvplan counted before repeats were free).
-Count = Literal["simulations", "simulated", "trials"]
+#: in memory, or screened by ``optimizer.screen`` — costs nothing; one given up on part-way
+#: costs a whole simulation), simulated requests (``requests``: each distinct point costs the
+#: share of the workload it simulated, so a simulation given up on after a tenth of the
+#: requests costs 0.1; the budget is in whole-workload simulations), or every trial
+#: (``trials``: how kvplan counted before repeats were free).
+Count = Literal["simulations", "simulated", "requests", "trials"]
 COUNTS: tuple[Count, ...] = get_args(Count)
 
 
@@ -236,14 +240,13 @@ def run_sampler(
     directions = [optuna.study.StudyDirection[d.upper()] for d in objective.table.directions]
     study = optuna.create_study(directions=directions, sampler=sampler)
     keys: list[PointKey] = []
-    distinct: set[PointKey] = set()
+    paid = _Spent(objective.table, count)
     cap = MAX_TRIALS_PER_NEW * n
 
     def stop_when_done(study: optuna.Study, trial: optuna.trial.FrozenTrial) -> None:
         keys.append(_trial_key(trial))
-        if count != "simulated" or costs_simulation(objective.table.evaluations[keys[-1]]):
-            distinct.add(keys[-1])
-        if count != "trials" and (len(distinct) >= n or len(keys) >= cap):
+        paid.add(keys[-1])
+        if count != "trials" and (paid.total >= n or len(keys) >= cap):
             study.stop()
 
     limit = n if count == "trials" else cap
@@ -252,21 +255,61 @@ def run_sampler(
 
 
 def costs_simulation(evaluation: Evaluation) -> bool:
-    """Whether the point ran the simulator (its metrics hold simulated latencies)."""
-    return "ttft_ms.p90" in evaluation.metrics
+    """Whether the point ran the simulator, in full or part-way (it simulated requests)."""
+    simulated = evaluation.metrics.get("simulated_requests")
+    if simulated is None:  # a grid cached before the count was stored
+        return "ttft_ms.p90" in evaluation.metrics
+    return simulated > 0
+
+
+def workload_share(evaluation: Evaluation, full: float) -> float:
+    """The share of a whole-workload simulation ``evaluation`` cost (``full`` requests each)."""
+    if not costs_simulation(evaluation):
+        return 0.0
+    simulated = evaluation.metrics.get("simulated_requests")
+    return 1.0 if simulated is None or full <= 0 else min(1.0, simulated / full)
+
+
+class _Spent:
+    """What a run has paid so far, in ``count`` units (each distinct point paid once)."""
+
+    def __init__(self, table: GridTable, count: Count) -> None:
+        self.table, self.count = table, count
+        self.full = max(
+            (e.metrics.get("simulated_requests", 0.0) for e in table.evaluations.values()),
+            default=0.0,
+        )
+        self.seen: set[PointKey] = set()
+        self.total = 0.0
+        self.trials = 0
+
+    def add(self, key: PointKey) -> None:
+        self.trials += 1
+        if self.count == "trials":
+            self.total += 1
+            return
+        if key in self.seen:
+            return
+        self.seen.add(key)
+        evaluation = self.table.evaluations[key]
+        if self.count == "simulations":
+            self.total += 1
+        elif self.count == "simulated":
+            self.total += costs_simulation(evaluation)
+        else:
+            self.total += workload_share(evaluation, self.full)
 
 
 def _prefix(
     keys: Sequence[PointKey], n: int, count: Count, table: GridTable | None = None
 ) -> list[PointKey]:
-    """The first ``n`` trials, or the trials up to the ``n``-th distinct (simulated) point."""
-    if count == "trials":
+    """The trials until ``n`` units of ``count`` were paid (all of ``keys`` if fewer were)."""
+    if count == "trials" or table is None:
         return list(keys[:n])
-    seen: set[PointKey] = set()
+    paid = _Spent(table, count)
     for i, key in enumerate(keys):
-        if count != "simulated" or table is None or costs_simulation(table.evaluations[key]):
-            seen.add(key)
-        if len(seen) >= n:
+        paid.add(key)
+        if paid.total >= n - 1e-9:
             return list(keys[: i + 1])
     return list(keys)
 
@@ -357,6 +400,7 @@ def save_table(path: Path, table: GridTable, digest: str) -> None:
             "constraints": e.constraints,
             "metrics": _finite(e.metrics),
             "infeasible_reason": e.infeasible_reason,
+            "pruned": e.pruned,
         }
         for key, e in table.evaluations.items()
     ]
@@ -382,6 +426,7 @@ def load_table(path: Path, digest: str) -> GridTable | None:
             constraints=p["constraints"],
             metrics={k: (math.nan if v is None else v) for k, v in p["metrics"].items()},
             infeasible_reason=p["infeasible_reason"],
+            pruned=bool(p.get("pruned", False)),
         )
         for p in data["points"]
     }
@@ -395,15 +440,27 @@ def load_table(path: Path, digest: str) -> GridTable | None:
 #: ``nsga2-mut0.5`` is kvplan's NSGA-II with each parameter mutated with probability 0.5
 #: instead of 1/n_params (on a few categorical dimensions crossover mostly re-creates a parent;
 #: mutation is what makes new points); ``tpe-start5`` is kvplan's TPE with 5 random startup
-#: trials instead of Optuna's 10.
+#: trials instead of Optuna's 10 (both are kvplan's defaults now). ``tpe-start10`` goes back
+#: to Optuna's 10; ``tpe-start3`` tries fewer; ``tpe-gamma20`` puts the best 20% of trials
+#: instead of 10% in TPE's "good" density (on a space where few points are feasible, more
+#: near-misses inform it).
 VARIANTS: dict[str, SamplerFactory] = {
     "nsga2-mut0.5": lambda seed: optuna.samplers.NSGAIISampler(
         seed=seed, population_size=NSGA2_POPULATION, mutation_prob=0.5
     ),
-    "tpe-start5": lambda seed: optuna.samplers.TPESampler(
-        seed=seed, multivariate=True, group=True, n_startup_trials=5
-    ),
+    "tpe-start5": lambda seed: _tpe_variant(seed, n_startup_trials=5),
+    "tpe-start3": lambda seed: _tpe_variant(seed, n_startup_trials=3),
+    "tpe-start10": lambda seed: _tpe_variant(seed, n_startup_trials=10),
+    "tpe-gamma20": lambda seed: _tpe_variant(seed, n_startup_trials=5, gamma=_gamma20),
 }
+
+
+def _gamma20(n: int) -> int:
+    return math.ceil(0.2 * n)
+
+
+def _tpe_variant(seed: int, **settings: Any) -> optuna.samplers.BaseSampler:
+    return optuna.samplers.TPESampler(seed=seed, multivariate=True, group=True, **settings)
 
 
 def sampler_factories(names: Sequence[str]) -> dict[str, SamplerFactory]:
@@ -467,7 +524,10 @@ def print_report(
     reasons: dict[str, int] = {}
     for e in table.evaluations.values():
         if not is_feasible(e):
-            kind = "infeasible config/fit/budget" if e.infeasible_reason else "misses the SLO"
+            kind = "misses the SLO in full"
+            if e.infeasible_reason:
+                given_up = e.pruned and costs_simulation(e)
+                kind = "given up part-way" if given_up else "ruled out without simulating"
             reasons[kind] = reasons.get(kind, 0) + 1
     why = ", ".join(f"{v} {k}" for k, v in sorted(reasons.items()))
     print(f"grid: {n} points, {len(grid)} feasible ({len(grid) / n:.0%}; {why})")
@@ -517,6 +577,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--count", choices=COUNTS, default="simulations", help="what a budget counts (docstring)"
     )
     parser.add_argument("--json", type=Path, default=None, help="write scores here")
+    parser.add_argument(
+        "--no-give-up",
+        action="store_true",
+        help="simulate every point in full (no stopping once the attainment floor is lost)",
+    )
+    parser.add_argument(
+        "--check-give-up",
+        action="store_true",
+        help="re-simulate every point given up on in full and check it misses the SLO",
+    )
     args = parser.parse_args(argv)
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -535,17 +605,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         max_requests=args.max_requests,
     )
     evaluator = build_evaluator(setup)
+    evaluator.giving_up = not args.no_give_up
     digest = grid_fingerprint(evaluator)
     table = load_table(args.cache, digest) if args.cache else None
     if table is None:
         points = enumerate_points(evaluator.space)
         start = time.perf_counter()
         table = evaluate_grid(evaluator, points, progress=_progress)
-        print(f"\ngrid: {len(points)} simulations in {time.perf_counter() - start:.0f} s")
+        seconds = time.perf_counter() - start
+        print(f"\ngrid: {len(points)} points evaluated in {seconds:.0f} s (CPU-bound, one core)")
         if args.cache:
             save_table(args.cache, table, digest)
     else:
         print(f"grid: loaded {len(table.evaluations)} evaluations from {args.cache}")
+    print(grid_cost_line(table))
+    if args.check_give_up:
+        print(check_give_up(build_evaluator(setup), table))
 
     names = [n for n in args.samplers.split(",") if n]
     unknown = [n for n in names if n not in known_samplers()]
@@ -570,6 +645,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"rows": rows, "runs": [asdict(s) for s in scores]}))
     return 0
+
+
+def grid_cost_line(table: GridTable) -> str:
+    """How many requests the grid simulated, and what giving up part-way saved."""
+    evaluations = list(table.evaluations.values())
+    full = max((e.metrics.get("simulated_requests", 0.0) for e in evaluations), default=0.0)
+    ran = [e for e in evaluations if costs_simulation(e)]
+    stopped = [e for e in ran if e.pruned]
+    simulated = sum(e.metrics.get("simulated_requests", full) for e in ran)
+    return (
+        f"grid cost: {len(ran)} points simulated, {len(stopped)} of them given up part-way; "
+        f"{simulated:,.0f} requests simulated of {full * len(ran):,.0f} in full "
+        f"({simulated / max(1.0, full * len(ran)):.0%})"
+    )
+
+
+def check_give_up(evaluator: TrialEvaluator, table: GridTable) -> str:
+    """Re-simulate the points given up on without giving up: each must miss the SLO."""
+    evaluator.giving_up = False
+    stopped = [k for k, e in table.evaluations.items() if e.pruned and costs_simulation(e)]
+    wrong = [k for k in stopped if is_feasible(evaluator.evaluate_params(dict(k)))]
+    if wrong:
+        raise AssertionError(f"given up on but feasible in full: {wrong}")
+    return f"give-up check: all {len(stopped)} points given up on miss the SLO in full"
 
 
 def _progress(done: int, total: int) -> None:

@@ -10,7 +10,8 @@ they share, so every trial states in it, as user attributes:
 - ``claim``: what it does, decided once, in trial-number order (the storage numbers trials
   atomically, in creation order):
 
-  - ``repeat``: its configuration is a completed trial's; it copies that result (free);
+  - ``repeat``: its configuration is a finished (COMPLETE, or PRUNED as infeasible) trial's;
+    it copies that result (free);
   - ``surplus``: the study already holds N configurations, done or being simulated; it
     ends FAILED without simulating;
   - ``wait``: another trial (``claim_of``) is simulating this configuration now; it copies
@@ -45,7 +46,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from optimizer.objective import is_repeat
+from optimizer.objective import is_evaluated, is_repeat
 
 __all__ = [
     "CLAIM_ATTR",
@@ -155,7 +156,7 @@ def fail_stale(study: optuna.Study, trials: list[FrozenTrial] | None = None) -> 
 
 def _is_new(trial: FrozenTrial) -> bool:
     """Whether ``trial`` holds one of the study's N configurations (simulated or simulating)."""
-    if trial.state == TrialState.COMPLETE:
+    if is_evaluated(trial):  # COMPLETE, or PRUNED as infeasible
         return not is_repeat(trial)
     return trial.state == TrialState.RUNNING and trial.user_attrs.get(CLAIM_ATTR) == "new"
 
@@ -184,7 +185,7 @@ def decide(study: optuna.Study, number: int, params: dict[str, Any], n_target: i
             time.sleep(POLL_S)
             continue
         same = [t for t in live if t.params == params and _is_new(t)]
-        if any(t.state == TrialState.COMPLETE and t.values is not None for t in same):
+        if any(is_evaluated(t) for t in same):
             return Decision("repeat")
         if sum(1 for t in live if _is_new(t)) >= n_target:
             return Decision("surplus")
@@ -194,7 +195,8 @@ def decide(study: optuna.Study, number: int, params: dict[str, Any], n_target: i
 
 
 def wait_for(study: optuna.Study, number: int) -> bool:
-    """Wait until trial ``number`` finishes; True if it completed (its result can be copied)."""
+    """Wait until trial ``number`` finishes; True if it stored a result to copy (COMPLETE, or
+    PRUNED as infeasible)."""
     while True:
         trial = next(t for t in study.get_trials(deepcopy=False) if t.number == number)
         if trial.state == TrialState.RUNNING:
@@ -202,7 +204,7 @@ def wait_for(study: optuna.Study, number: int) -> bool:
                 return False
             time.sleep(max(POLL_S, 0.5))
             continue
-        return trial.state == TrialState.COMPLETE
+        return is_evaluated(trial)
 
 
 class Heartbeat:

@@ -15,19 +15,36 @@ re-propose configurations on small categorical spaces — TPE a fifth of its fir
 marked ``repeat_of`` (``is_repeat``). The sampler still learns from it; ``optimizer.run`` does
 not count it toward the requested trials, and the results skip it.
 
-Infeasible points — an invalid combination, over the budget, or not fitting in memory — are
-recorded as violated constraints so the samplers learn the boundary; the ones decidable from
-the configuration alone (invalid, over budget) never reach the simulator. Their objective
-values are the cost (known without simulating) and sentinel latency/throughput values
-(``INFEASIBLE_LATENCY``, 0), finite so crowding distances stay defined; every sampler we use
-ranks an infeasible trial below every feasible one through the constraints.
+Infeasible points decided without a full simulation — an invalid combination, over the
+budget, not fitting in memory, screened out by latency lower bounds (``optimizer.screen``), or
+given up on part-way (below) — end PRUNED, Optuna's state for a trial stopped before its
+objectives were measured: they hold no objective values, so no placeholder squashes a plot or
+joins a Pareto front that ignores constraints (optuna-dashboard's), and they carry their
+constraint values (violated) and ``infeasible_reason`` like every trial. What the samplers do
+with them (Optuna 5.1): TPE classifies a trial as infeasible by its constraints before it
+looks at its state, so a PRUNED infeasible trial weighs exactly as a COMPLETE one did (ranked
+by total violation; objective values of infeasible trials are never read); NSGA-II builds its
+generations from COMPLETE trials only, so it no longer breeds from them; ``study.best_trials``
+reads COMPLETE feasible trials, which are unchanged. A trial simulated in full that misses the
+SLO stays COMPLETE with its measured objectives and violated constraints.
+
+Giving up part-way (multi-fidelity): with an attainment floor whose bars bound a request's
+end-to-end latency (``miss_rule``), the simulation runs under ``simulator.give_up``'s watch and
+stops as soon as so many requests have certainly missed a bar that the floor cannot be reached
+even if every remaining request met every target — the rule capacity searches use, so a trial
+given up on would have missed the floor in full. Optuna's own pruning interface
+(``Trial.report`` / ``should_prune``) is single-objective only (it raises
+``NotImplementedError`` in a multi-objective study), so the objective applies the rule during
+the simulation, at every arrival and finish rather than after a fixed prefix, and ends the
+trial with ``optuna.TrialPruned``. ``metrics['simulated_requests']`` says how many requests
+arrived before it stopped (all of them for a full simulation).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import optuna
@@ -39,20 +56,22 @@ from optimizer.screen import Shapes, screen, workload_shapes
 from optimizer.space import SearchSpace
 from optimizer.study import CONSTRAINTS_ATTR
 from optimizer.workloads import describe_workload
-from simulator.api import SimResult, WorkloadBuilder, simulate
+from simulator.api import SimResult, WorkloadBuilder, build_source, simulate
 from simulator.capacity import Capacity, capacity_search
 from simulator.cluster.overlong import OverlongPolicy
 from simulator.config import ServingConfig
 from simulator.cost import deployment_cost
-from simulator.give_up import MissRule
+from simulator.give_up import Decided, MissRule, Watched
+from simulator.workload.source import OpenLoopSource
 from slo import SloSpec, attainment, check_budget, evaluate, slo_met_mask
 
 __all__ = [
-    "INFEASIBLE_LATENCY",
+    "FINISHED_STATES",
     "REPEAT_ATTR",
     "SCALAR_METRICS",
     "Evaluation",
     "TrialEvaluator",
+    "is_evaluated",
     "is_repeat",
     "miss_rule",
 ]
@@ -74,8 +93,10 @@ SCALAR_METRICS = (
     "n_rejected",
 )
 
-#: Latency objective value (ms) recorded for a configuration that could not run.
-INFEASIBLE_LATENCY = 1e9
+#: Constraint value of an SLO constraint a trial stopped without measuring (Optuna's scale:
+#: a violation of 1 is a metric twice its limit), the same for every such constraint so that
+#: TPE ranks trials by how much is known to be violated.
+UNKNOWN_VIOLATION = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +108,8 @@ class Evaluation:
     constraints: list[float]
     metrics: dict[str, float]
     infeasible_reason: str
+    pruned: bool = False
+    """Infeasible without a full simulation: recorded as a PRUNED trial, ``values`` empty."""
 
 
 def _finite(metrics: Mapping[str, float]) -> dict[str, float | None]:
@@ -97,6 +120,19 @@ def _finite(metrics: Mapping[str, float]) -> dict[str, float | None]:
 def is_repeat(trial: FrozenTrial) -> bool:
     """Whether ``trial`` repeated an earlier trial's configuration (it cost no simulation)."""
     return REPEAT_ATTR in trial.user_attrs
+
+
+#: States of a trial this objective finished: COMPLETE (objective values) or PRUNED
+#: (infeasible without a full simulation: constraints and reason, no values).
+FINISHED_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def is_evaluated(trial: FrozenTrial) -> bool:
+    """Whether ``trial`` holds this objective's result (a finished trial that stored it:
+    objective values when COMPLETE, the constraints it was stopped on when PRUNED)."""
+    if trial.state == TrialState.COMPLETE:
+        return trial.values is not None
+    return trial.state == TrialState.PRUNED and CONSTRAINTS_ATTR in trial.user_attrs
 
 
 class TrialEvaluator:
@@ -119,12 +155,17 @@ class TrialEvaluator:
         capacity: bool = False,
         overlong: OverlongPolicy = "drop",
         screen: bool = True,
+        give_up: bool = True,
     ) -> None:
         self.space = space
         #: Rule points out by latency lower bounds before simulating (``optimizer.screen``);
         #: closed-loop workloads are never screened (their later turns exist only in a run).
         self.screening = screen and describe_workload(workload).get("kind") != "closed_loop"
         self._shape_cache: Shapes | None = None
+        #: Stop a simulation once the attainment floor is out of reach (module docstring).
+        self.giving_up = give_up
+        self._give_up: tuple[MissRule | None] | None = None  # decided on first use
+        self._counts: list[int] = []  # ``Watched``'s count, shared by every trial
         self.capacity = capacity
         self.overlong = overlong
         #: ``drop`` removes requests longer than the model's context before each simulation;
@@ -170,7 +211,8 @@ class TrialEvaluator:
     ) -> tuple[float, ...]:
         """Store ``evaluation`` on ``trial`` (user attributes, constraints); its objectives.
 
-        The one place that decides what a trial holds (``bench/search_quality.py`` records
+        Raises ``optuna.TrialPruned`` after storing a ``pruned`` evaluation. The one place
+        that decides what a trial holds (``bench/search_quality.py`` records
         cached evaluations through it too).
         """
         trial.set_user_attr("params", {"model": self.space.model, **params})
@@ -183,26 +225,30 @@ class TrialEvaluator:
         for name, value in zip(self.constraint_names, evaluation.constraints, strict=True):
             trial.set_constraint(name, value)  # what Optuna's samplers and best_trials read
         trial.set_user_attr("infeasible_reason", evaluation.infeasible_reason)
+        if evaluation.pruned:  # no objective values: stopped before they were measured
+            raise optuna.TrialPruned(evaluation.infeasible_reason)
         return tuple(evaluation.values[role] for role in self.roles)
 
     def earlier_evaluation(self, trial: optuna.Trial) -> tuple[int, Evaluation] | None:
-        """The first completed, non-repeat trial of ``trial``'s study with the same parameters.
+        """The first finished, non-repeat trial of ``trial``'s study with the same parameters:
+        COMPLETE, or PRUNED by this objective (infeasible without a full simulation).
 
         Returns its number and its ``Evaluation`` as stored (objective values, constraints,
         metrics, reason), or None. It reads the storage, so a configuration simulated by
         another worker, or before an interruption, counts too.
         """
         params = trial.params
-        for done in trial.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-            if done.params != params or is_repeat(done) or done.values is None:
+        for done in trial.study.get_trials(deepcopy=False, states=FINISHED_STATES):
+            if done.params != params or is_repeat(done) or not is_evaluated(done):
                 continue
             attrs = done.user_attrs
             metrics = {k: math.nan if v is None else float(v) for k, v in attrs["metrics"].items()}
             return done.number, Evaluation(
-                values=dict(zip(self.roles, done.values, strict=True)),
+                values=dict(zip(self.roles, done.values or (), strict=False)),
                 constraints=[float(c) for c in attrs[CONSTRAINTS_ATTR]],
                 metrics=metrics,
                 infeasible_reason=str(attrs.get("infeasible_reason", "")),
+                pruned=done.state == TrialState.PRUNED,
             )
         return None
 
@@ -240,13 +286,18 @@ class TrialEvaluator:
         screened = screen(config, self.catalog, self._shapes(), self.spec) if self.screening else ""
         if screened:
             return self._infeasible(screened, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus)
-        result = simulate(
-            config,
-            self.workload,
-            seed=self.seed,
-            catalog=self.catalog,
-            drop_overlong_requests=self.drop_overlong,
-        )
+        rule = self._give_up_rule()
+        workload = self.workload if rule is None else Watched(self.workload, rule, self._counts)
+        try:
+            result = simulate(
+                config,
+                workload,
+                seed=self.seed,
+                catalog=self.catalog,
+                drop_overlong_requests=self.drop_overlong,
+            )
+        except Decided as stop:
+            return self._given_up(stop, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus)
         if not result.feasible:
             return self._infeasible(result.reason, usd_per_hour=cost.usd_per_hour, gpus=cost.gpus)
         metrics = self.slo_metrics(result)
@@ -262,6 +313,8 @@ class TrialEvaluator:
         values = report.objective_values(metrics)
         if self.capacity:
             values["throughput"] = metrics["capacity_requests_per_s"]
+        rejected = result.summary.n_rejected if result.summary is not None else 0
+        metrics["simulated_requests"] = float(len(result.records) + rejected)
         return Evaluation(
             values={role: float(values[role]) for role in self.roles},
             constraints=[-1.0, *(float(v) for v in report.violations)],
@@ -281,7 +334,7 @@ class TrialEvaluator:
             max_time_scale=1.0,
             drop_overlong_requests=self.drop_overlong,
             passes_at_max=True,  # the trial met the SLO at the nominal load
-            give_up=miss_rule(self.spec),  # a failing probe stops once its miss is certain
+            give_up=self._miss_rule(),  # a failing probe stops once its miss is certain
         )
 
     def _shapes(self) -> Shapes:
@@ -339,19 +392,68 @@ class TrialEvaluator:
         return ""
 
     def _infeasible(self, reason: str, *, usd_per_hour: float, gpus: float) -> Evaluation:
-        cost = usd_per_hour if math.isfinite(usd_per_hour) else 1e9
-        values: dict[str, float] = {}
-        for role, direction in self.spec.objectives.directions.items():
-            if role == "cost":
-                values[role] = cost
-            else:
-                values[role] = INFEASIBLE_LATENCY if direction == "minimize" else 0.0
+        """Infeasible without simulating: every constraint counted violated by one unit."""
         return Evaluation(
-            values=values,
-            constraints=[1.0] * len(self.constraint_names),
-            metrics={"usd_per_hour": usd_per_hour, "gpus": float(gpus)},
+            values={},
+            constraints=[UNKNOWN_VIOLATION] * len(self.constraint_names),
+            metrics={"usd_per_hour": usd_per_hour, "gpus": float(gpus), "simulated_requests": 0.0},
             infeasible_reason=reason,
+            pruned=True,
         )
+
+    def _given_up(self, stop: Decided, *, usd_per_hour: float, gpus: float) -> Evaluation:
+        """A simulation stopped once the attainment floor was out of reach (``Decided``).
+
+        Constraints: it fits; the attainment floor is violated at least by what the certain
+        misses alone prove (attainment ≤ (N − missed) / N); the budget as measured; the
+        percentile targets were not measured (``UNKNOWN_VIOLATION``).
+        """
+        n = max(1, stop.n_requests)
+        at_most = (n - stop.missed) / n
+        known = {limit.name: limit.violation for limit in self._budget(usd_per_hour, gpus)}
+        floor = self.spec.attainment or 1.0
+        known["attainment"] = (floor - at_most) / floor
+        constraints = [-1.0]
+        constraints += [known.get(name, UNKNOWN_VIOLATION) for name in self.constraint_names[1:]]
+        return Evaluation(
+            values={},
+            constraints=constraints,
+            metrics={
+                "usd_per_hour": usd_per_hour,
+                "gpus": float(gpus),
+                "simulated_requests": float(stop.arrived),
+                "attainment_at_most": at_most,
+            },
+            infeasible_reason=(
+                f"given up after {stop.arrived} of {stop.n_requests} requests: {stop.missed} "
+                f"certainly missed a target, so attainment ≤ {at_most:.1%} < floor {floor:.0%}"
+            ),
+            pruned=True,
+        )
+
+    def _give_up_rule(self) -> MissRule | None:
+        """The rule a simulation is watched by (None: not watched): an attainment floor whose
+        bars bound a request's latency, on an open-loop workload (a closed loop's later turns
+        depend on the run). Requests the run drops as overlong are not counted."""
+        if not self.giving_up:
+            return None
+        if self._give_up is None:
+            rule = self._miss_rule()
+            open_loop = isinstance(build_source(self.workload, self.seed), OpenLoopSource)
+            self._give_up = (rule if rule is not None and rule.bounded and open_loop else None,)
+        return self._give_up[0]
+
+    def _miss_rule(self) -> MissRule | None:
+        """``miss_rule`` of the SLO, leaving out the requests the run drops as overlong (they
+        are not in the attainment's denominator)."""
+        rule = miss_rule(self.spec)
+        if rule is not None and self.drop_overlong:
+            limit = self.catalog.model(self.space.model).max_context_tokens
+            rule = replace(rule, max_context_tokens=limit)
+        return rule
+
+    def _budget(self, usd_per_hour: float, gpus: float) -> tuple[Any, ...]:
+        return check_budget({"usd_per_hour": usd_per_hour, "gpus": gpus}, self.spec)
 
 
 def miss_rule(spec: SloSpec) -> MissRule | None:

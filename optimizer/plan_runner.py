@@ -81,14 +81,16 @@ def stored_evaluations(
     records: Iterable[TrialRecord],
     exact: Collection[str] = ROW_METRICS,
 ) -> dict[str, Evaluation]:
-    """The study's completed trials as evaluations, by configuration (``config_key``).
+    """The study's evaluated trials as evaluations, by configuration (``config_key``).
 
     ``records`` are ``optimizer.run.records_of`` snapshots (repeats already left out); a
     trial is left out unless every metric of ``exact`` it has is finite (``ROW_METRICS``).
+    A trial PRUNED as infeasible (no objectives, a reason) is kept as a ``pruned`` evaluation.
     """
     stored: dict[str, Evaluation] = {}
     for record in records:
-        if not record.metrics or len(record.objectives) != len(evaluator.roles):
+        pruned = not record.objectives and bool(record.infeasible_reason)
+        if not record.metrics or (len(record.objectives) != len(evaluator.roles) and not pruned):
             continue  # not a trial of this evaluator's study shape
         if not all(math.isfinite(float(record.metrics.get(k, 0.0))) for k in exact):
             continue
@@ -96,10 +98,11 @@ def stored_evaluations(
         if key is None or key in stored:
             continue
         stored[key] = Evaluation(
-            values={role: float(record.objectives[role]) for role in evaluator.roles},
+            values={role: float(v) for role, v in record.objectives.items()},
             constraints=[float(c) for c in record.constraints],
             metrics={k: float(v) for k, v in record.metrics.items()},
             infeasible_reason=record.infeasible_reason,
+            pruned=pruned,
         )
     return stored
 

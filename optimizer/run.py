@@ -34,7 +34,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hardware.catalog import load_catalog
 from optimizer import claims
 from optimizer.configs import validate_space_names
-from optimizer.objective import TrialEvaluator, is_repeat
+from optimizer.objective import FINISHED_STATES, TrialEvaluator, is_evaluated, is_repeat
 from optimizer.results import TrialRecord
 from optimizer.space import default_space_path, load_space
 from optimizer.study import CONSTRAINTS_ATTR, make_sampler, make_storage, open_study
@@ -146,14 +146,16 @@ def open_setup_study(
 
 
 def count_complete(study: optuna.Study) -> int:
-    """Completed trials in the study (feasible or not), repeats included."""
-    return len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)))
+    """Evaluated trials in the study (COMPLETE, or PRUNED as infeasible), repeats included."""
+    return sum(
+        1 for t in study.get_trials(deepcopy=False, states=FINISHED_STATES) if is_evaluated(t)
+    )
 
 
 def count_simulated(study: optuna.Study) -> int:
-    """Completed trials that each evaluated a new configuration (what ``n_trials`` counts)."""
-    trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-    return sum(1 for t in trials if not is_repeat(t))
+    """Evaluated trials that each evaluated a new configuration (what ``n_trials`` counts)."""
+    trials = study.get_trials(deepcopy=False, states=FINISHED_STATES)
+    return sum(1 for t in trials if is_evaluated(t) and not is_repeat(t))
 
 
 class WorkerError(Exception):
@@ -325,14 +327,15 @@ def _failed(study: optuna.Study) -> set[int]:
 
 
 def records_of(study: optuna.Study) -> list[TrialRecord]:
-    """Snapshots of the completed trials, for results and reports."""
+    """Snapshots of the evaluated trials, for results and reports: COMPLETE ones, and those
+    PRUNED as infeasible without a full simulation (no objectives, violated constraints)."""
     roles = list(
         study.user_attrs.get("kvplan_definition", {}).get("slo", {}).get("objectives", {})
         or ("latency", "throughput", "cost")
     )
     records = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        if not is_repeat(trial):  # its configuration is already recorded
+    for trial in study.get_trials(deepcopy=False, states=FINISHED_STATES):
+        if is_evaluated(trial) and not is_repeat(trial):  # a repeat's is recorded already
             records.append(_record(trial, roles))
     return records
 

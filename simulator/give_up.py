@@ -32,6 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from simulator.api import WorkloadBuilder
+from simulator.cluster.overlong import tokens_of
 from simulator.workload.request import TraceRequest
 from simulator.workload.source import OpenLoopSource, RequestSource
 
@@ -43,7 +44,17 @@ _SLACK = 1e-9
 
 
 class Decided(Exception):  # noqa: N818  (a signal, not an error)
-    """Raised out of ``simulate`` when the attainment floor can no longer be met."""
+    """Raised out of ``simulate`` when the attainment floor can no longer be met.
+
+    ``arrived``: requests that had arrived by then (the part of the workload simulated);
+    ``missed``: those that had certainly missed a bar; ``n_requests``: the requests counted.
+    """
+
+    def __init__(self, arrived: int = 0, missed: int = 0, n_requests: int = 0) -> None:
+        super().__init__(f"{missed} of {n_requests} requests missed after {arrived} arrived")
+        self.arrived = arrived
+        self.missed = missed
+        self.n_requests = n_requests
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +67,10 @@ class MissRule:
     tpot_s: float | None = None
     itl_s: float | None = None
     e2e_s: float | None = None
+    max_context_tokens: int | None = None
+    """Requests longer than this (prompt + output tokens) are left out of the count: the run
+    drops them before they reach the engine (``drop_overlong_requests``), so they are not in
+    the attainment's denominator either. None: every request counts."""
 
     def __post_init__(self) -> None:
         if not 0 < self.floor <= 1:
@@ -81,6 +96,11 @@ class MissRule:
             self.ttft_s is not None and (self.tpot_s is not None or self.itl_s is not None)
         )
 
+    def counts(self, request: TraceRequest) -> bool:
+        """Whether ``request`` is one of the requests the floor is a share of."""
+        limit = self.max_context_tokens
+        return limit is None or tokens_of(request) <= limit
+
 
 class WatchedSource:
     """``source`` (open loop, ``n_requests`` requests) raising ``Decided`` (module docstring)."""
@@ -94,6 +114,7 @@ class WatchedSource:
         self._n = n_requests
         self._least_met = rule.floor * n_requests - 1e-6
         self._missed = 0
+        self._arrived = 0
         self._due: list[tuple[float, int]] = []
         """(deadline, request index) of the requests with a finite deadline, earliest first."""
         self._settled: set[int] = set()
@@ -107,6 +128,10 @@ class WatchedSource:
         now = 0.0
         for request in self._source.start():
             self._check(now)
+            if not self._rule.counts(request):
+                yield request  # dropped downstream: no deadline, never finishes
+                continue
+            self._arrived += 1
             now = max(now, request.timestamp_s)
             deadline = now + self._rule.deadline_s(max(1, request.output_length))
             self._deadline[request.index] = deadline
@@ -136,7 +161,7 @@ class WatchedSource:
             settled.add(index)  # still running past its deadline: a certain miss
             self._missed += 1
         if self._n - self._missed < self._least_met:
-            raise Decided
+            raise Decided(self._arrived, self._missed, self._n)
 
 
 class Watched:
@@ -156,5 +181,6 @@ class Watched:
         source = self.workload.build(rng)
         assert isinstance(source, OpenLoopSource)  # capacity search checked it
         if not self.counts:
-            self.counts.append(sum(1 for _ in source.start()))  # open-loop sources re-iterate
+            # Open-loop sources re-iterate; requests the run drops are not counted.
+            self.counts.append(sum(1 for r in source.start() if self.rule.counts(r)))
         return WatchedSource(source, self.rule, self.counts[0])

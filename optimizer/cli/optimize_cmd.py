@@ -246,9 +246,13 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
     simulated = count_simulated(result_study)
     repeats = count_complete(result_study) - simulated
     repeated = f" (+{repeats} repeats of tried configurations, not simulated)" if repeats else ""
+    # PRUNED: infeasible before a full simulation (ruled out by cost, memory or latency
+    # bounds, or given up on once the attainment floor was out of reach).
+    pruned = sum(1 for r in records if not r.objectives)
+    stopped = f", {pruned} ruled out before a full simulation" if pruned else ""
     summary = (
-        f"{simulated} trials{repeated}, {result.n_feasible} feasible, {len(result.front)} on "
-        f"the front ({elapsed:.0f} s)"
+        f"{simulated} trials{repeated}{stopped}, {result.n_feasible} feasible, "
+        f"{len(result.front)} on the front ({elapsed:.0f} s)"
     )
     emit(Output(result, records, context, planning), out=out, as_json=as_json, summary=summary)
 

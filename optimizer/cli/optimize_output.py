@@ -170,7 +170,8 @@ def _write_csv(
 
     columns, rows = _csv_rows(items, result, every)
     frame = pd.DataFrame(rows, columns=columns)
-    for name in ("metric.n_requests", "metric.n_rejected", "metric.gpus", "trial"):
+    counts = ("metric.n_requests", "metric.n_rejected", "metric.gpus", "metric.simulated_requests")
+    for name in (*counts, "trial"):
         if name in frame and frame[name].notna().all():
             frame[name] = frame[name].astype("int64")
     frame.to_csv(path, index=False)

@@ -6,11 +6,12 @@ import importlib.util
 import sys
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import optuna
 import pytest
 
-from optimizer.objective import TrialEvaluator
+from optimizer.objective import Evaluation, TrialEvaluator
 from optimizer.run import OptimizeSetup, build_evaluator
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "search_quality.py"
@@ -129,3 +130,28 @@ def test_cached_objective_mirrors_the_real_one(sq: ModuleType, evaluator: TrialE
         assert a.values == b.values
         assert a.user_attrs == b.user_attrs
         assert a.system_attrs == b.system_attrs  # the constraints samplers read
+
+
+def test_budgets_count_what_each_point_simulated(sq: ModuleType, tmp_path: Path) -> None:
+    def point(name: str, simulated: float, *, pruned: bool) -> tuple[Any, Evaluation]:
+        metrics = {"usd_per_hour": 1.0, "simulated_requests": simulated}
+        evaluation = Evaluation({}, [1.0], metrics, "why" if pruned else "", pruned=pruned)
+        return sq.point_key({"p": name}), evaluation
+
+    full = point("a", 100, pruned=False)
+    stopped = point("b", 25, pruned=True)
+    screened = point("c", 0, pruned=True)
+    table = sq.GridTable(dict([full, stopped, screened]), ("cost",), ("minimize",))
+    keys = [screened[0], stopped[0], stopped[0], full[0]]
+    # A screened point is free, a point given up on after a quarter of the requests costs a
+    # quarter of a simulation (``requests``) or a whole one (``simulated``), once.
+    assert len(sq._prefix(keys, 1, "simulations", table)) == 1
+    assert len(sq._prefix(keys, 1, "simulated", table)) == 2
+    assert len(sq._prefix(keys, 1, "requests", table)) == 4
+    assert len(sq._prefix(keys, 1, "trials", table)) == 1
+    path = tmp_path / "grid.json"
+    sq.save_table(path, table, "abc")
+    loaded = sq.load_table(path, "abc")
+    assert loaded is not None
+    assert loaded.evaluations[stopped[0]].pruned
+    assert not loaded.evaluations[full[0]].pruned
