@@ -23,6 +23,7 @@ import contextlib
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
@@ -200,14 +201,30 @@ def run_trials(
             continue  # another process took this worker for dead and failed the trial
         except BaseException:
             if trial is not None:
-                with contextlib.suppress(Exception):
-                    study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+                _fail(study, trial)
             raise
         finally:
             if heartbeat is not None:
                 heartbeat.stop()
         for callback in callbacks:
             callback(study, frozen)
+
+
+#: Tries at marking an interrupted trial FAILED, and the pause between them (seconds): when
+#: every worker is stopped at once, their writes meet on a locked SQLite file.
+FAIL_TRIES, FAIL_PAUSE_S = 5, 0.2
+
+
+def _fail(study: optuna.Study, trial: optuna.Trial) -> None:
+    """Mark ``trial`` FAILED on the way out, retrying a storage error a few times (a trial left
+    RUNNING is failed later by the next run's stale-trial check, but only then)."""
+    for attempt in range(FAIL_TRIES):
+        try:
+            study.tell(trial, state=TrialState.FAIL, skip_if_finished=True)
+            return
+        except Exception:  # any storage error: try again, then give up quietly
+            if attempt + 1 < FAIL_TRIES:
+                time.sleep(FAIL_PAUSE_S)
 
 
 @contextlib.contextmanager
