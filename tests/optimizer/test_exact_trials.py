@@ -194,6 +194,7 @@ def test_ctrl_c_is_one_line_exit_130_and_fails_unfinished_trials(
         60,
         "a running trial",
     )
+    running = [t.number for t in _load(url).get_trials(states=(TrialState.RUNNING,))]
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -204,7 +205,11 @@ def test_ctrl_c_is_one_line_exit_130_and_fails_unfinished_trials(
     assert "unfinished marked failed" in lines[0]
     study = _load(url)
     assert not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    assert study.get_trials(deepcopy=False, states=(TrialState.FAIL,))
+    # The trials running when the signal was sent either finished before it landed (a trial
+    # given up early lasts a fraction of a second) or were marked FAILED.
+    finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    assert running
+    assert all(study.trials[n].state in finished for n in running)
 
 
 _WORKER = (
