@@ -9,7 +9,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from rich.console import Console
 from rich.table import Table
 
@@ -108,25 +107,23 @@ def fleet_windows(result: SimResult, spec: SloSpec | None = None) -> list[dict[s
     fleet = result.fleet
     if fleet is None:
         return []
-    windows = fleet.windows(result.records, window_seconds(fleet.period_s))
     met = None
     if spec is not None and spec.targets:
         per_request = result.per_request_ms()
         n = len(result.records)
         met = slo_met_mask({k: v[:n] for k, v in per_request.items()}, spec)
-    arrivals = np.array([r.arrival_s for r in result.records])
     rows = []
-    for window in windows:
+    for window in fleet.windows(result.records, window_seconds(fleet.period_s), met):
         row: dict[str, Any] = asdict(window)
-        if met is not None:
-            inside = (arrivals >= window.start_s) & (arrivals < window.end_s)
-            row["attainment"] = float(met[inside].mean()) if inside.any() else None
+        if met is None:
+            del row["attainment"]  # no SLO given: no column
         rows.append(row)
     return rows
 
 
-def print_fleet(result: SimResult, spec: SloSpec | None) -> None:
-    """The autoscaled fleet: starts, stops, the bill, and one row per window."""
+def print_fleet(result: SimResult, windows: list[dict[str, Any]]) -> None:
+    """The autoscaled fleet: starts, stops, the bill, and one row per window (``windows``:
+    ``fleet_windows``'s rows)."""
     fleet = result.fleet
     if fleet is None:
         return
@@ -141,11 +138,11 @@ def print_fleet(result: SimResult, spec: SloSpec | None) -> None:
     )
     table = Table(title="Fleet over time (p90 latencies in ms)", title_justify="left")
     columns = ["window", "requests", "serving", "paid", "ttft", "tpot"]
-    if spec is not None and spec.targets:
+    if windows and "attainment" in windows[0]:
         columns.append("attainment")
     for column in columns:
         table.add_column(column, justify="left" if column == "window" else "right")
-    for row in fleet_windows(result, spec):
+    for row in windows:
         cells = [
             f"{row['start_s'] / 3600:.2f}–{row['end_s'] / 3600:.2f} h",
             format_number(row["requests"]),
@@ -237,7 +234,8 @@ def print_tables(result: SimResult, workload: dict[str, Any], spec: SloSpec | No
     for key, value in rows:
         figures.add_row(key, format_number(value))
     console.print(figures)
-    print_fleet(result, spec)
+    if "fleet" in data:
+        print_fleet(result, data["fleet"]["windows"])
 
 
 def _describe(workload: dict[str, Any]) -> str:

@@ -127,15 +127,11 @@ class Autoscaler:
         """Takes over ``cluster.routable``; the ticks stop once no request will arrive any more
         (``cluster.arrivals_done``) and every instance is idle."""
         instances = cluster.instances
-        if config.min_instances > len(instances):
-            raise ValueError(
-                f"autoscale.min_instances ({config.min_instances}) exceeds instances "
-                f"({len(instances)}), the most the pool may run"
-            )
-        initial = config.initial_instances or config.min_instances
+        initial = config.initial_instances or config.min_instances  # ≥ min_instances
         if initial > len(instances):
             raise ValueError(
-                f"autoscale.initial_instances ({initial}) exceeds instances ({len(instances)})"
+                f"autoscale: {initial} instances to start with, but the pool has "
+                f"{len(instances)} (the most it may run)"
             )
         self.cluster = cluster
         self.kernel = cluster.kernel

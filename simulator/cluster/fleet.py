@@ -68,6 +68,8 @@ class FleetWindow:
     """Instances paid for (starting, serving, draining), time-averaged."""
     ttft_p90_ms: float
     tpot_p90_ms: float
+    attainment: float | None = None
+    """Share of the window's requests marked in ``met`` (None: no mask given, or no request)."""
 
 
 @dataclass(frozen=True)
@@ -103,8 +105,15 @@ class FleetSummary:
             },
         }
 
-    def windows(self, records: Sequence[RequestRecord], window_s: float) -> list[FleetWindow]:
-        """The run cut into ``window_s`` windows from 0 to the period's end."""
+    def windows(
+        self,
+        records: Sequence[RequestRecord],
+        window_s: float,
+        met: np.ndarray | None = None,
+    ) -> list[FleetWindow]:
+        """The run cut into ``window_s`` windows from 0 to the period's end; ``met`` (one bool
+        per record, e.g. "met every SLO target") gives each window its share as
+        ``attainment``."""
         arrivals = np.array([r.arrival_s for r in records])
         ttft = np.array([r.ttft_s for r in records]) * 1e3
         tpot = np.array([r.tpot_s for r in records]) * 1e3  # NaN for one-token answers
@@ -123,6 +132,7 @@ class FleetSummary:
                     paid,
                     _p90(ttft[inside]),
                     _p90(tpot[inside]),
+                    float(met[inside].mean()) if met is not None and inside.any() else None,
                 )
             )
             start = end

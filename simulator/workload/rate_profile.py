@@ -141,11 +141,11 @@ class TimeWarp:
                 return self.ends[-1] + (u - total) / self.scales[-1]
             cycles = math.floor(u / total)
             offset, u = cycles * self.ends[-1], u - cycles * total
-        # the first piece whose cumulative end exceeds u (pieces of scale 0 are skipped)
+            if u >= total:  # the floor's rounding: u is the cycle's end
+                return offset + self.ends[-1]
+        # The piece k with cumulative[k] <= u < cumulative[k + 1]: its Λ grows, so its scale is
+        # > 0 (pieces of scale 0 have equal cumulative ends and are never picked).
         k = bisect.bisect_right(self.cumulative, u) - 1
-        k = min(k, len(self.scales) - 1)
-        while self.scales[k] == 0:
-            k += 1
         return offset + self.ends[k] + (u - self.cumulative[k]) / self.scales[k]
 
     def multiplier(self, t: float) -> float:
