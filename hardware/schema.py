@@ -11,13 +11,15 @@ Units are in field names: ``hbm_gib`` (GiB = 2**30 bytes), ``hbm_tb_per_s`` (10*
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Iterable
 from typing import Literal, Protocol, Self, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
+from hardware._frozen import BYTES_PER_ELEMENT, Precision
+from hardware._frozen import Frozen as _Frozen
 from hardware.checkpoints import RECIPES, Checkpoint, resolve_checkpoint
+from hardware.model_spec import ModelSpec
 from slo.inputfile import InputError
 from slo.units import HOURS_PER_MONTH
 
@@ -40,20 +42,6 @@ class _HasName(Protocol):
 
 _Named = TypeVar("_Named", bound=_HasName)
 
-Precision = Literal["fp32", "bf16", "fp16", "fp8", "int8", "fp4", "int4"]
-
-#: Bytes one element occupies at each precision (fp4/int4 pack two elements per byte).
-BYTES_PER_ELEMENT: dict[str, float] = {
-    "fp32": 4.0,
-    "bf16": 2.0,
-    "fp16": 2.0,
-    "fp8": 1.0,
-    "int8": 1.0,
-    "fp4": 0.5,
-    "int4": 0.5,
-}
-
-
 #: Plausible ranges of catalog figures: a mistyped exponent (``hbm_tb_per_s: 1e-300`` made one
 #: decode step last longer than the universe, and the simulation never ended) is refused at
 #: load. The bounds are generous — a hundred times past any shipping part either way.
@@ -62,10 +50,6 @@ _MIN_GB_PER_S, _MAX_GB_PER_S = 0.01, 100_000.0
 _MIN_TFLOPS, _MAX_TFLOPS = 0.01, 1_000_000.0
 _MAX_HBM_GIB = 16_384.0
 _MAX_USD_PER_HOUR = 10_000.0
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
 
 class GpuSpec(_Frozen):
@@ -178,160 +162,6 @@ class StorageTierSpec(_Frozen):
 
 
 #: Hours in an average month (8760 / 12), used for every monthly price.
-
-
-class ModelSpec(_Frozen):
-    """A transformer LLM's shape: everything the latency and memory models need.
-
-    Dense layers use a SwiGLU MLP (gate, up, down). MoE models replace the MLP of every layer after
-    ``first_dense_layers`` with ``num_experts`` routed experts of ``expert_ffn_size`` (top
-    ``experts_per_token``) plus ``num_shared_experts`` always-on experts of the same size.
-    ``attention='mla'`` (DeepSeek) caches one compressed latent of ``kv_lora_rank +
-    qk_rope_head_dim`` elements per token and layer instead of per-head K and V.
-    """
-
-    name: str = Field(description="Hugging Face id, e.g. 'Qwen/Qwen3-32B' (case-insensitive).")
-    num_layers: int = Field(ge=1, description="Transformer layers.")
-    hidden_size: int = Field(ge=1, description="Model (residual) width.")
-    num_attention_heads: int = Field(ge=1, description="Query heads.")
-    num_kv_heads: int = Field(ge=1, description="Key/value heads (GQA); = query heads for MHA.")
-    head_dim: int = Field(ge=1, description="Width of one attention head (GQA models).")
-    ffn_size: int = Field(ge=1, description="Intermediate size of the dense SwiGLU MLP.")
-    vocab_size: int = Field(ge=1, description="Vocabulary size (embedding and LM-head rows).")
-    tie_word_embeddings: bool = Field(
-        default=False, description="Whether the LM head shares the embedding matrix."
-    )
-    qk_norm: bool = Field(default=False, description="Per-head RMSNorm on Q and K (Qwen3).")
-    attention: Literal["gqa", "mla"] = Field(default="gqa", description="Attention kind.")
-    max_context_tokens: int = Field(ge=1, description="Longest supported context in tokens.")
-    num_experts: int = Field(
-        default=0, ge=0, description="Routed experts per MoE layer (0 = dense)."
-    )
-    experts_per_token: int = Field(default=0, ge=0, description="Routed experts per token (top-k).")
-    expert_ffn_size: int = Field(default=0, ge=0, description="Intermediate size of one expert.")
-    num_shared_experts: int = Field(default=0, ge=0, description="Always-active shared experts.")
-    first_dense_layers: int = Field(
-        default=0, ge=0, description="Leading layers that use the dense MLP in an MoE model."
-    )
-    checkpoint_recipe: Literal[
-        "none", "modelopt_fp8", "modelopt_nvfp4", "fp8_block", "fp8_dynamic", "fp8_kv",
-        "mxfp4", "int4", "int8",
-    ] = Field(
-        default="none",
-        description="Quantisation recipe of the checkpoint published under this name "
-        "(hardware/checkpoints.py RECIPES; 'none' = weights in bf16, e.g. DeepSeek-V3 is "
-        "'fp8_block').",
-    )  # fmt: skip
-    q_lora_rank: int = Field(default=0, ge=0, description="MLA query compression rank (0 = none).")
-    kv_lora_rank: int = Field(default=0, ge=0, description="MLA KV latent width.")
-    qk_nope_head_dim: int = Field(default=0, ge=0, description="MLA per-head non-RoPE Q/K width.")
-    qk_rope_head_dim: int = Field(default=0, ge=0, description="MLA per-head RoPE Q/K width.")
-    v_head_dim: int = Field(default=0, ge=0, description="MLA per-head value width.")
-
-    @model_validator(mode="after")
-    def _consistent(self) -> Self:
-        if self.num_attention_heads % self.num_kv_heads:
-            raise ValueError("num_attention_heads must be a multiple of num_kv_heads")
-        if self.num_experts:
-            if not 0 < self.experts_per_token <= self.num_experts or not self.expert_ffn_size:
-                raise ValueError(
-                    "an MoE model needs 0 < experts_per_token <= num_experts and expert_ffn_size"
-                )
-            if self.first_dense_layers >= self.num_layers:
-                raise ValueError("first_dense_layers must be smaller than num_layers")
-        elif self.experts_per_token or self.num_shared_experts:
-            raise ValueError("experts_per_token/num_shared_experts need num_experts > 0")
-        if self.attention == "mla" and not (
-            self.kv_lora_rank and self.qk_rope_head_dim and self.qk_nope_head_dim
-        ):
-            raise ValueError("MLA needs kv_lora_rank, qk_nope_head_dim and qk_rope_head_dim")
-        return self
-
-    # ----- derived figures -------------------------------------------------------------------
-    @property
-    def is_moe(self) -> bool:
-        """Whether the model has routed experts."""
-        return self.num_experts > 0
-
-    @property
-    def num_moe_layers(self) -> int:
-        """Layers whose MLP is a mixture of experts."""
-        return self.num_layers - self.first_dense_layers if self.is_moe else 0
-
-    def attention_params_per_layer(self) -> int:
-        """Weights of one attention block (projections and their norms), in elements."""
-        h = self.hidden_size
-        if self.attention == "mla":
-            qk_head = self.qk_nope_head_dim + self.qk_rope_head_dim
-            v_head = self.v_head_dim or self.qk_nope_head_dim
-            if self.q_lora_rank:
-                q = h * self.q_lora_rank + self.q_lora_rank  # down-projection + its norm
-                q += self.q_lora_rank * self.num_attention_heads * qk_head
-            else:
-                q = h * self.num_attention_heads * qk_head
-            kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
-            kv += self.kv_lora_rank * self.num_attention_heads * (self.qk_nope_head_dim + v_head)
-            o = self.num_attention_heads * v_head * h
-            return q + kv + o
-        q_width = self.num_attention_heads * self.head_dim
-        kv_width = self.num_kv_heads * self.head_dim
-        params = h * q_width + 2 * h * kv_width + q_width * h
-        if self.qk_norm:
-            params += 2 * self.head_dim
-        return params
-
-    def dense_mlp_params(self) -> int:
-        """Weights of one dense SwiGLU MLP (gate, up, down), in elements."""
-        return 3 * self.hidden_size * self.ffn_size
-
-    def expert_params(self) -> int:
-        """Weights of one expert (SwiGLU), in elements."""
-        return 3 * self.hidden_size * self.expert_ffn_size
-
-    def param_count(self) -> int:
-        """Total parameters (all experts), in elements."""
-        return self._count(all_experts=True)
-
-    def active_param_count(self) -> int:
-        """Parameters touched per token (top-k plus shared experts), in elements."""
-        return self._count(all_experts=False)
-
-    def _count(self, *, all_experts: bool) -> int:
-        h = self.hidden_size
-        embedding = self.vocab_size * h
-        lm_head = 0 if self.tie_word_embeddings else self.vocab_size * h
-        per_layer_common = self.attention_params_per_layer() + 2 * h  # + two RMSNorms
-        dense_layers = self.num_layers - self.num_moe_layers
-        experts = self.num_experts if all_experts else self.experts_per_token
-        moe_mlp = (experts + self.num_shared_experts) * self.expert_params()
-        moe_mlp += h * self.num_experts  # router
-        total = embedding + lm_head + h  # + final norm
-        total += self.num_layers * per_layer_common
-        total += dense_layers * self.dense_mlp_params() + self.num_moe_layers * moe_mlp
-        return total
-
-    def weight_bytes(self, precision: str) -> int:
-        """Bytes of all weights when the GEMM weights are stored at ``precision``.
-
-        The embedding and LM head stay in bf16 (engines do not quantise them by default); norms and
-        router are counted at ``precision`` too, a rounding error of under 0.01%.
-        """
-        h = self.hidden_size
-        kept_bf16 = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
-        quantised = self.param_count() - kept_bf16
-        return math.ceil(
-            quantised * BYTES_PER_ELEMENT[precision] + kept_bf16 * BYTES_PER_ELEMENT["bf16"]
-        )
-
-    def kv_elements_per_token(self) -> int:
-        """KV-cache elements stored per token over all layers (K and V, or the MLA latent)."""
-        if self.attention == "mla":
-            return self.num_layers * (self.kv_lora_rank + self.qk_rope_head_dim)
-        return self.num_layers * 2 * self.num_kv_heads * self.head_dim
-
-    def kv_bytes_per_token(self, kv_precision: str = "bf16") -> float:
-        """KV-cache bytes per token over all layers, for the whole model (all TP ranks)."""
-        return self.kv_elements_per_token() * BYTES_PER_ELEMENT[kv_precision]
 
 
 class Catalog(_Frozen):

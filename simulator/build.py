@@ -23,6 +23,7 @@ fit and latency model, wired by ``cluster/pd.py``; instances are numbered prefil
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
@@ -124,6 +125,8 @@ class _Engine:
     load_link: Link | None
     gpu_block_bytes: float
     weight_bytes_per_gpu: float
+    #: Blocks a running request holds besides its tokens' (``request_state_blocks``).
+    state_blocks: int = 0
 
 
 def _engine(
@@ -219,7 +222,20 @@ def _engine(
         link_to_tier(pool.gpu, hw.dram, "read") if hw.dram else None,
         deployment.kv_bytes_per_token_per_gpu() * block_tokens,
         weight_bytes_per_gpu(deployment),
+        request_state_blocks(deployment, block_tokens),
     )
+
+
+def request_state_blocks(deployment: Deployment, block_tokens: int) -> int:
+    """A running request's sliding-window KV and linear-attention state in blocks of the
+    simulation's ``block_tokens``, to the nearest block (at least 1 when there is any): the
+    simulated blocks are the workload's (often 512 tokens), coarser than an engine's 16-token
+    pages, so rounding up would charge up to a whole block too much per request."""
+    state = deployment.request_state_bytes_per_gpu()
+    if state <= 0:
+        return 0
+    block = deployment.kv_bytes_per_token_per_gpu() * block_tokens
+    return max(1, math.floor(state / block + 0.5))
 
 
 class _Builder:
@@ -331,6 +347,7 @@ class _Builder:
                 block_tokens=self.block_tokens,
                 write_through=config.write_policy == "write_through",
                 l3_write=writer.write if writer is not None else None,
+                state_blocks=engine.state_blocks,
             )
             link = (
                 LoadLink(_seconds(engine.load_link), engine.gpu_block_bytes)

@@ -114,7 +114,39 @@ def model_figures(model: ModelSpec) -> dict[str, Any]:
             "elements": model.kv_elements_per_token(),
             **{f"kib_{p}": model.kv_bytes_per_token(p) / 1024 for p in KV_PRECISIONS},
         },
+        "layers": layer_figures(model),
     }
+
+
+def layer_figures(model: ModelSpec) -> dict[str, Any]:
+    """KV by layer family: what every cached token holds (full-attention layers) and what a
+    running request holds besides (its sliding-window KV, its linear-attention state; bf16 KV)."""
+    per_layer = model.kv_elements_per_layer_token() * 2 / 1024
+    out: dict[str, Any] = {
+        "full_attention": model.full_attention_layers,
+        "full_kib_per_token_bf16": model.full_attention_layers * per_layer,
+    }
+    if model.sliding_window_layers:
+        out["sliding_window"] = f"{model.sliding_window_layers} x {model.sliding_window} tokens"
+        out["window_mib_per_request_bf16"] = model.window_kv_bytes("bf16") / 2**20
+    if model.linear_attention_layers:
+        out["linear_attention"] = f"{model.linear_attention_layers} {model.linear_attention}"
+        out["state_mib_per_request"] = model.linear_state_bytes() / 2**20
+    return out
+
+
+_LINEAR_SHORT = {"gated_deltanet": "gdn", "mamba2": "mamba2"}
+
+
+def attention_label(model: ModelSpec) -> str:
+    """``gqa``, ``mla``, or the mix: ``gqa+swa`` (sliding-window layers), ``gqa+gdn`` (Gated
+    DeltaNet layers), ``gqa+mamba2``; ``models show`` has the counts."""
+    label: str = model.attention
+    if model.sliding_window_layers:
+        label += "+swa"
+    if model.linear_attention_layers:
+        label += "+" + _LINEAR_SHORT.get(model.linear_attention, model.linear_attention)
+    return label
 
 
 # ----- hardware ----------------------------------------------------------------------------------
@@ -230,7 +262,7 @@ def models_list(json_out: JsonOpt = False, catalog: CatalogOpt = None) -> None:
         table.add_row(
             _fmt(model.name),
             str(model.num_layers),
-            model.attention,
+            attention_label(model),
             experts,
             f"{model.param_count() / 1e9:.2f}",
             f"{model.active_param_count() / 1e9:.2f}",

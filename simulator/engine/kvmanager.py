@@ -13,6 +13,12 @@ Write policies (which copies exist below L1):
 - ``write_back``: a block is copied one tier down only when it is evicted (L1→L2, L2→L3; with no
   L2, L1→L3).
 
+A model with sliding-window or linear-attention layers (``state_blocks`` > 0) holds, for every
+admitted request, that many private L1 blocks besides its tokens' (``req.n_state``): its window
+of KV and its recurrent state, allocated at admission, swapped with the request and freed with
+it; they are never cached (a prefix hit assumes the window at the hit point is cached with the
+prefix, as vLLM keeps the last window's blocks of a cached prefix).
+
 Hook calls into the L1 policy: ``set_request_ctx`` and ``record_request`` once per admission
 (not per chunk); accesses are made when a block is pinned and again, deepest first, when the
 request releases it, so that a request's tail blocks are evicted before its root (vLLM frees
@@ -56,7 +62,7 @@ class PrefixMatch:
 class KVManager:
     """The KV tiers of one instance and the request-level verbs the scheduler needs."""
 
-    __slots__ = ("_to_l3", "block_tokens", "l1", "l2", "l3", "write_through")
+    __slots__ = ("_to_l3", "block_tokens", "l1", "l2", "l3", "state_blocks", "write_through")
 
     def __init__(
         self,
@@ -67,10 +73,13 @@ class KVManager:
         block_tokens: int,
         write_through: bool,
         l3_write: EvictSink | None = None,
+        state_blocks: int = 0,
     ) -> None:
-        """``l3_write(blocks)`` copies into L3 (a ``StoreWriter``); None = at once, for free."""
+        """``l3_write(blocks)`` copies into L3 (a ``StoreWriter``); None = at once, for free.
+        ``state_blocks``: private blocks every admitted request holds (module doc)."""
         self.l1, self.l2, self.l3 = l1, l2, l3
         self.block_tokens = block_tokens
+        self.state_blocks = state_blocks
         self.write_through = write_through
         self._to_l3: EvictSink | None = None
         if l3 is not None:
@@ -121,7 +130,8 @@ class KVManager:
     def admission_need(self, blocks: Sequence[int], match: PrefixMatch) -> int:
         """L1 slots that pinning the matched prefix ``blocks[:match.n_blocks]`` consumes."""
         pins = self.l1.pins
-        return sum(1 for block in blocks[: match.n_blocks] if block not in pins)
+        pinned = sum(1 for block in blocks[: match.n_blocks] if block not in pins)
+        return pinned + self.state_blocks
 
     def admit(self, req: EngineRequest, match: PrefixMatch, ctx: RequestContext) -> int:
         """Pin the matched prefix in L1, copying its L2 blocks up; return how many were copied.
@@ -151,6 +161,9 @@ class KVManager:
         for block in reversed(matched):
             l1.touch(block)
         req.n_pinned = len(from_l2)
+        if self.state_blocks:
+            l1.alloc_private(self.state_blocks)
+            req.n_state = self.state_blocks
         return n_loaded
 
     # ----- growth -------------------------------------------------------------------------------
@@ -205,9 +218,10 @@ class KVManager:
         """Drop ``req``'s L1 pins (its prompt blocks stay cached) and private blocks."""
         l1 = self.l1
         l1.release(req.blocks[: req.n_pinned])
-        l1.free_private(req.n_private)
+        l1.free_private(req.n_private + req.n_state)
         req.n_pinned = 0
         req.n_private = 0
+        req.n_state = 0
 
     def swap_out_need(self, req: EngineRequest) -> int:
         """L2 slots swapping ``req`` out consumes (-1 without L2)."""
@@ -215,7 +229,7 @@ class KVManager:
             return -1
         pins = self.l2.pins
         held = set(req.blocks[: req.n_pinned])
-        return sum(1 for block in held if block not in pins) + req.n_private
+        return sum(1 for block in held if block not in pins) + req.n_private + req.n_state
 
     def swap_out(self, req: EngineRequest) -> None:
         """Move ``req``'s KV to L2 (pinned there) and release it from L1 (need was checked)."""
@@ -223,9 +237,9 @@ class KVManager:
         assert l2 is not None
         held = req.blocks[: req.n_pinned]
         _pin_all(l2, held)
-        l2.alloc_private(req.n_private)
+        l2.alloc_private(req.n_private + req.n_state)
         req.l2_pins.extend(held)
-        req.swap_private = req.n_private
+        req.swap_private = req.n_private + req.n_state  # the state goes with it
         n_pinned = req.n_pinned
         self.release(req)
         req.n_pinned = n_pinned  # blocks held (in L2 now)
@@ -243,7 +257,8 @@ class KVManager:
         held = req.blocks[: req.n_pinned]
         loaded = len(_pin_all(l1, held)) + req.swap_private
         l1.alloc_private(req.swap_private)
-        req.n_private = req.swap_private
+        req.n_state = min(self.state_blocks, req.swap_private)
+        req.n_private = req.swap_private - req.n_state
         l2.free_private(req.swap_private)
         req.swap_private = 0
         self.release_l2(req)
@@ -289,10 +304,10 @@ class KVManager:
         for req in requests:
             if req.state in (RUNNING, SENDING):
                 l1_pins.update(req.blocks[: req.n_pinned])
-                l1_private += req.n_private
+                l1_private += req.n_private + req.n_state
             elif req.state == SWAPPED:
                 l2_private += req.swap_private
-            elif req.n_pinned or req.n_private:
+            elif req.n_pinned or req.n_private or req.n_state:
                 raise AssertionError(f"{req} holds L1 blocks outside the running queue")
             l2_pins.update(req.l2_pins)
         for tier, pins, private in ((self.l1, l1_pins, l1_private), (self.l2, l2_pins, l2_private)):

@@ -75,6 +75,7 @@ class EngineRequest:
         "max_gap_s",
         "n_pinned",
         "n_private",
+        "n_state",
         "output_len",
         "preemptions",
         "prefetch",
@@ -106,6 +107,8 @@ class EngineRequest:
         self.generated = 0
         self.n_pinned = 0
         self.n_private = 0
+        self.n_state = 0
+        """Private blocks of its sliding-window KV and linear-attention state while admitted."""
         self.ready_s = 0.0
         """Time its L2→L1 load (or PD KV transfer) completes; it is not scheduled before."""
         self.start_s = -1.0

@@ -16,6 +16,9 @@ spec                        cost(p)             note
 ``table:FILE``              FILE's row p        the last row repeats past the end
 ``qwen3coder30b_blksz_16``  865 + 2p            measured Qwen3-Coder-30B prefill, 16-token
 ``qwen3coder30b_blksz_64``  3472 + 32p          the same model re-expressed at 64 tokens
+``model:NAME,BLOCK``        GFLOP of block p    a catalog model's prefill FLOPs per block of
+                                                BLOCK tokens (``model_cost.py``): windows
+                                                and linear layers cap what depth costs
 ==========================  ==================  ==========================================
 
 ``table:FILE`` reads a text or CSV file: one row per position, starting at 0, each row either a
@@ -32,6 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hardware.catalog import shipped_catalog
+from simulator.kvcache.model_cost import model_block_cost
 from slo.inputfile import InputError
 
 __all__ = ["COST_MODEL_NAMES", "UNIFORM", "CostModel", "parse_cost_model"]
@@ -110,7 +115,7 @@ _NAMED: dict[str, Callable[[int], float]] = {
 }
 
 #: Every accepted spec form, for help texts and error messages.
-COST_MODEL_NAMES: tuple[str, ...] = (*_NAMED, "linear:A,B", "table:FILE")
+COST_MODEL_NAMES: tuple[str, ...] = (*_NAMED, "linear:A,B", "table:FILE", "model:NAME,BLOCK")
 
 #: The default model: every block costs 1.
 UNIFORM = CostModel("uniform", _uniform, uniform=True)
@@ -128,6 +133,8 @@ def parse_cost_model(spec: str) -> CostModel:
         return _parse_linear(spec, arg)
     if sep and kind == "table":
         return _load_table(spec, Path(arg))
+    if sep and kind == "model":
+        return _parse_model(spec, arg)
     raise InputError(f"cost model {spec!r}: unknown; expected one of {', '.join(COST_MODEL_NAMES)}")
 
 
@@ -148,6 +155,20 @@ def _parse_linear(spec: str, arg: str) -> CostModel:
         return a + b * p
 
     return CostModel(spec, linear)
+
+
+def _parse_model(spec: str, arg: str) -> CostModel:
+    name, _, block = arg.rpartition(",")
+    if not name or not block.strip().isdigit() or int(block) < 1:
+        raise InputError(
+            f"cost model {spec!r}: expected model:NAME,BLOCK_TOKENS with a catalog model and "
+            "a positive block size, e.g. model:openai/gpt-oss-120b,512"
+        )
+    try:
+        model = shipped_catalog().model(name.strip())
+    except InputError as err:
+        raise InputError(f"cost model {spec!r}: {err}") from None
+    return CostModel(spec, model_block_cost(model, int(block)))
 
 
 def _load_table(spec: str, path: Path) -> CostModel:

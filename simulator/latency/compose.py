@@ -62,6 +62,10 @@ ROUTED_EXPERT_OPS = frozenset({"moe_experts", "moe_permute"})
 
 CallKind = Literal["gemm", "context_attention", "generation_attention", "nccl", "elementwise"]
 
+#: Chunk length of the chunked linear-attention kernels (flash-linear-attention's Gated DeltaNet
+#: and Mamba-2 SSD kernels use 64-token chunks), and the precision they compute in.
+_LINEAR_CHUNK = 64
+_RECURRENCE_DTYPE = "bf16"
 _ROUTER_DTYPE = "bf16"  # routers and LM heads stay in 16 bit in every engine we model
 _LM_HEAD_DTYPE = "bf16"
 
@@ -141,6 +145,12 @@ class OperatorPlanner:
         d = self.deployment = deployment
         m = d.model
         self.layers = m.num_layers
+        # Layer families: full attention over the whole context, sliding-window attention over
+        # the last ``window`` tokens, linear attention (a recurrence, no KV; ``_linear_mixer``).
+        self.full_layers = m.full_attention_layers
+        self.window_layers, self.window = m.sliding_window_layers, m.sliding_window
+        self.attention_layers = m.softmax_attention_layers  # the layers that launch attention
+        self.linear_layers = m.linear_attention_layers
         self.moe_layers = m.num_moe_layers
         self.dense_layers = m.num_layers - m.num_moe_layers
         self.tp = d.tp
@@ -204,6 +214,8 @@ class OperatorPlanner:
         if self.tp > 1:  # vocab-parallel embedding sums its shards
             calls.append(KernelCall("all_reduce", "nccl", (t * h * a, self.tp), 1))
         calls += self._mla_projections(t) if self.mla else self._gqa_projections(t)
+        if self.linear_layers:
+            calls += self._linear_mixer(t)
         if self.tp > 1:
             calls.append(KernelCall("all_reduce", "nccl", (t * h * a, self.tp), 2 * self.layers))
         calls.append(self._attention_elementwise(t))
@@ -233,18 +245,34 @@ class OperatorPlanner:
     def prefill_calls(self, groups: tuple[tuple[int, int, int], ...]) -> list[KernelCall]:
         """Attention of prefill groups ``(cache_len, new_tokens, count)``: one call per distinct
         shape, a launch credit for the ragged kernel, and MLA's latent decompression."""
-        calls = [
-            KernelCall("attn_prefill", "context_attention", self.prefill_args(k, n, c), self.layers)
-            for c, n, k in groups
-        ]
+        calls = []
+        for c, n, k in groups:
+            args = self.prefill_args(k, n, c)
+            calls.append(KernelCall("attn_prefill", "context_attention", args, self.full_layers))
+            if self.window_layers:
+                calls.append(self._window_prefill_call(c, n, k))
         if len(groups) > 1:
             floor = self.prefill_floor()
-            calls.append(
-                KernelCall(floor.op, floor.kind, floor.args, -(len(groups) - 1) * self.layers)
-            )
+            credit = -(len(groups) - 1) * self.attention_layers
+            calls.append(KernelCall(floor.op, floor.kind, floor.args, credit))
         if self.mla:
             calls += [self.mla_decompress_call(c, n, k) for c, n, k in groups]
         return calls
+
+    def _window_prefill_call(self, cached: int, new: int, count: int) -> KernelCall:
+        """A sliding-window layer's prefill of ``new`` tokens after ``cached`` ones, as causal
+        calls of the same FLOPs: query ``i`` attends to ``min(cached + i + 1, window)`` keys.
+        Up to ``window`` new tokens this is one call over an equivalent shorter prefix; longer
+        prefills are ``ceil(new / window)`` equal chunks, each over the prefix that gives the
+        chunk its share of the FLOPs (K/V bytes follow the same shape, approximately)."""
+        w = self.window
+        chunks = -(-new // w)
+        size = -(-new // chunks)
+        first = max(0, min(w - cached, new))  # queries whose window is not yet full
+        keys = first * cached + first * (first + 1) // 2 + (new - first) * w
+        prefix = max(0, round((keys / chunks - size * (size + 1) / 2) / size))
+        args = self.prefill_args(count * chunks, size, prefix)
+        return KernelCall("attn_prefill_window", "context_attention", args, self.window_layers)
 
     def mla_decompress_call(self, cached: int, new: int, count: int) -> KernelCall:
         """MLA prefill: up-project the cached and new latents of ``count`` requests to K and V."""
@@ -256,43 +284,53 @@ class OperatorPlanner:
 
     def decode_calls(self, groups: list[tuple[int, int]]) -> list[KernelCall]:
         """Attention of decode groups ``(kv_len, count)`` plus the launch credit."""
-        calls = [
-            KernelCall("attn_decode", "generation_attention", self.decode_args(k, kv), self.layers)
-            for kv, k in groups
-        ]
+        calls = []
+        for kv, k in groups:
+            args = self.decode_args(k, kv)
+            calls.append(KernelCall("attn_decode", "generation_attention", args, self.full_layers))
+            if self.window_layers:
+                args = self.decode_args(k, min(kv, self.window))
+                op = "attn_decode_window"
+                calls.append(KernelCall(op, "generation_attention", args, self.window_layers))
         if len(groups) > 1:
             floor = self.decode_floor()
-            calls.append(
-                KernelCall(floor.op, floor.kind, floor.args, -(len(groups) - 1) * self.layers)
-            )
+            credit = -(len(groups) - 1) * self.attention_layers
+            calls.append(KernelCall(floor.op, floor.kind, floor.args, credit))
         return calls
 
     def decode_token_calls(self, num_decode: int) -> list[KernelCall]:
         """Work that depends on the number of decode requests: MLA's absorption GEMMs (query
-        into latent space, latent output back to per-head values). Empty for GQA."""
-        if not self.mla or num_decode <= 0:
+        into latent space, latent output back to per-head values) and the linear-attention
+        layers' state update (each decode reads and writes its recurrent state once per layer,
+        memory-bound). Empty for plain GQA."""
+        if num_decode <= 0:
             return []
+        calls = self._linear_state_calls(num_decode) if self.linear_layers else []
+        if not self.mla:
+            return calls
         m = self.deployment.model
         rank, nope = m.kv_lora_rank, m.qk_nope_head_dim
         return [
+            *calls,
             KernelCall(
                 "mla_absorb",
                 "gemm",
                 (num_decode, self.heads * rank, nope, self.wdtype),
-                self.layers,
+                self.attention_layers,
             ),
             KernelCall(
                 "mla_absorb",
                 "gemm",
                 (num_decode, self.heads * self.v_dim, rank, self.wdtype),
-                self.layers,
+                self.attention_layers,
             ),
         ]
 
     # ----- pieces of token_calls --------------------------------------------------------------
     def _gqa_projections(self, t: int) -> list[KernelCall]:
-        h, d, w, n_layers = self.hidden, self.attn_dim, self.wdtype, self.layers
-        qkv_n = (self.heads + 2 * self.kv_heads) * d
+        h, d, w, n_layers = self.hidden, self.attn_dim, self.wdtype, self.attention_layers
+        gate = self.heads if self.deployment.model.attention_output_gate else 0
+        qkv_n = (self.heads + gate + 2 * self.kv_heads) * d
         return [
             KernelCall("qkv_proj", "gemm", (t, qkv_n, h, w), n_layers),
             KernelCall("o_proj", "gemm", (t, h, self.heads * d, w), n_layers),
@@ -300,7 +338,7 @@ class OperatorPlanner:
 
     def _mla_projections(self, t: int) -> list[KernelCall]:
         m = self.deployment.model
-        h, w, n_layers = self.hidden, self.wdtype, self.layers
+        h, w, n_layers = self.hidden, self.wdtype, self.attention_layers
         q_n = self.heads * self.qk_dim
         calls: list[KernelCall] = []
         if m.q_lora_rank:
@@ -337,6 +375,40 @@ class OperatorPlanner:
                 moved += 2.0 * qk * a
                 kernels += 1
         return KernelCall("elementwise", "elementwise", (moved, kernels), self.layers)
+
+    def _linear_mixer(self, t: int) -> list[KernelCall]:
+        """A linear-attention layer on ``t`` new tokens, heads split ``tp`` ways: input and output
+        projections; the chunked recurrence (chunks of ``_LINEAR_CHUNK`` tokens: each token
+        updates and reads a ``key × value`` state per head, ``4·dk·dv`` FLOPs, plus attention
+        within its chunk, ``2·chunk·(dk + dv)``), priced as GEMMs of those FLOPs; the short
+        convolution and gates as elementwise traffic."""
+        m, h, w, a = self.deployment.model, self.hidden, self.wdtype, self.act
+        heads = m.linear_num_value_heads // self.tp
+        dk, dv = m.linear_key_head_dim, m.linear_value_head_dim
+        values = heads * dv
+        width = m.linear_conv_channels // self.tp + values + 2 * heads
+        n = self.linear_layers
+        moved = 2.0 * t * (m.linear_conv_channels // self.tp + 2 * values) * a
+        return [
+            KernelCall("linear_in_proj", "gemm", (t, width, h, w), n),
+            KernelCall("linear_recurrence", "gemm", (t, values, dk, _RECURRENCE_DTYPE), 2 * n),
+            KernelCall(
+                "linear_chunk_attention",
+                "gemm",
+                (t, _LINEAR_CHUNK * heads, dk + dv, _RECURRENCE_DTYPE),
+                n,
+            ),
+            KernelCall("linear_out_proj", "gemm", (t, h, values, w), n),
+            KernelCall("linear_conv_gates", "elementwise", (moved, 3), n),
+        ]
+
+    def _linear_state_calls(self, num_decode: int) -> list[KernelCall]:
+        """Each decode reads and writes its recurrent and convolution state in every linear
+        layer (``ModelSpec.linear_state_bytes`` per request, split ``tp`` ways)."""
+        m = self.deployment.model
+        per_layer = m.linear_state_bytes() / m.linear_attention_layers / self.tp
+        moved = 2.0 * num_decode * per_layer
+        return [KernelCall("linear_state", "elementwise", (moved, 2), self.linear_layers)]
 
     def _dense_mlp(self, t: int) -> list[KernelCall]:
         h, w, n_layers = self.hidden, self.wdtype, self.dense_layers

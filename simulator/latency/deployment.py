@@ -4,8 +4,10 @@
 combination once, at construction, and raises a one-line ``InputError`` for what an engine would
 refuse to launch:
 
-- a weight precision the GPU's tensor cores cannot run (fp4 on an H100: ``GpuSpec.supports``);
-  weight-only int4 (AWQ/GPTQ, W4A16) is the exception — it runs on any GPU, computing in 16 bit;
+- a weight precision the GPU's tensor cores cannot run (fp8 on an A100: ``GpuSpec.supports``);
+  4-bit weights are the exception — weight-only int4 (AWQ/GPTQ, W4A16) and fp4 (MXFP4/NVFP4 on a
+  GPU without fp4 tensor cores: vLLM's Marlin and Triton MoE kernels, the path gpt-oss runs on
+  Hopper) run on any GPU, computing in 16 bit;
 - a KV precision no engine stores (int8/int4) or fp4 KV on a GPU without fp4;
 - ``tp`` that does not divide the query heads, or that neither divides nor is a multiple of the
   KV heads (vLLM replicates KV heads when ``tp > num_kv_heads``, so tp=8 on 4 KV heads is fine);
@@ -24,7 +26,7 @@ import math
 from dataclasses import dataclass
 
 from hardware.schema import BYTES_PER_ELEMENT, GpuSpec, ModelSpec
-from simulator.latency.transfer import kv_bytes_per_gpu
+from simulator.latency.transfer import kv_bytes_per_gpu, request_state_bytes_per_gpu
 from slo.inputfile import InputError
 
 __all__ = ["ACTIVATION_PRECISIONS", "KV_PRECISIONS", "Deployment"]
@@ -34,7 +36,7 @@ KV_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
 #: Activation precisions (engines serve with 16-bit activations; fp32 for completeness).
 ACTIVATION_PRECISIONS = ("bf16", "fp16", "fp32")
 #: Weight precisions that run as weight-only kernels on any GPU (dequantised to 16 bit).
-_WEIGHT_ONLY = ("int4",)
+_WEIGHT_ONLY = ("int4", "fp4")  # 4-bit weights dequantised into 16-bit GEMMs (module doc)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +114,12 @@ class Deployment:
         """
         return kv_bytes_per_gpu(self.model, 1, self.kv_precision, self.tp)
 
+    def request_state_bytes_per_gpu(self) -> float:
+        """Bytes one running request holds on each GPU besides its cached tokens' KV: its
+        sliding-window KV and linear-attention state (``transfer.request_state_bytes_per_gpu``;
+        0 for a model with full attention only)."""
+        return request_state_bytes_per_gpu(self.model, self.kv_precision, self.tp)
+
     def describe(self) -> str:
         """Short label, e.g. ``'Llama-3.1-70B bf16 on h100_sxm TP4'``."""
         short = self.model.name.rsplit("/", 1)[-1]
@@ -164,6 +172,13 @@ def _check_tp(d: Deployment) -> None:
         raise InputError(
             f"{_where(d)}: tp={d.tp} must divide the {kv} KV heads or be a multiple of them "
             "(KV heads are replicated when tp exceeds them)"
+        )
+    if m.linear_attention_layers and (
+        m.linear_num_key_heads % d.tp or m.linear_num_value_heads % d.tp
+    ):
+        raise InputError(
+            f"{_where(d)}: tp={d.tp} does not divide the {m.linear_num_key_heads} key / "
+            f"{m.linear_num_value_heads} value heads of the linear-attention layers"
         )
     has_dense_mlp = m.num_layers > m.num_moe_layers
     if has_dense_mlp and m.ffn_size % d.tp:

@@ -98,6 +98,9 @@ class MemoryFit:
     usable_gib_per_gpu: float
     kv_gib_per_gpu: float
     kv_bytes_per_token_per_gpu: float
+    #: Blocks each running request holds beyond its tokens' blocks: its sliding-window KV and
+    #: linear-attention state, rounded up to whole blocks of the pool (0 for full attention).
+    request_state_blocks: int = 0
 
 
 def weight_bytes_per_gpu(d: Deployment) -> float:
@@ -122,9 +125,12 @@ def weight_bytes_per_gpu(d: Deployment) -> float:
         sharded += m.num_layers * up
     else:
         q_width = m.num_attention_heads * m.head_dim
+        gate = q_width if m.attention_output_gate else 0
         per_gpu_kv = 2 * h * d.kv_heads_per_gpu * m.head_dim
-        sharded += m.num_layers * 2 * h * q_width  # Q and O
-        replicated += m.num_layers * (per_gpu_kv + (2 * m.head_dim if m.qk_norm else 0))
+        layers = m.softmax_attention_layers
+        sharded += layers * h * (2 * q_width + gate)  # Q (and its gate) and O
+        replicated += layers * (per_gpu_kv + (2 * m.head_dim if m.qk_norm else 0))
+    sharded += m.linear_attention_layers * m.linear_mixer_params()  # heads split tp ways
     dense_layers = m.num_layers - m.num_moe_layers
     sharded += dense_layers * m.dense_mlp_params()
     if m.is_moe:
@@ -184,7 +190,10 @@ def memory_fit(d: Deployment, params: MemoryParams | None = None) -> MemoryFit:
     per_token = d.kv_bytes_per_token_per_gpu()
     blocks = max(0, int(kv // (per_token * p.block_tokens))) if kv > 0 else 0
     tokens = blocks * p.block_tokens
-    fit = _Sizes(d, p, util, weights, reserve, usable, max(kv, 0.0), tokens, blocks, rule)
+    state_blocks = math.ceil(d.request_state_bytes_per_gpu() / (per_token * p.block_tokens))
+    fit = _Sizes(
+        d, p, util, weights, reserve, usable, max(kv, 0.0), tokens, blocks, state_blocks, rule
+    )
     reason = fit.problem()
     return MemoryFit(
         fits=reason is None,
@@ -196,6 +205,7 @@ def memory_fit(d: Deployment, params: MemoryParams | None = None) -> MemoryFit:
         usable_gib_per_gpu=usable / GIB,
         kv_gib_per_gpu=max(kv, 0.0) / GIB,
         kv_bytes_per_token_per_gpu=per_token,
+        request_state_blocks=state_blocks,
     )
 
 
@@ -212,6 +222,7 @@ class _Sizes:
     kv: float
     tokens: int
     blocks: int
+    state_blocks: int
     #: How a derived fraction came about ("" when it was given).
     rule: str = ""
 
@@ -257,7 +268,7 @@ class _Sizes:
         if graphs > spare:
             free, need = _gib_pair(max(spare, 0.0), graphs)
             return f"{head}; {budget}, leaving {free} GiB < {need} GiB of CUDA graphs"
-        needed = max(p.min_kv_tokens, p.block_tokens)
+        needed = max(p.min_kv_tokens, p.block_tokens) + self.state_blocks * p.block_tokens
         if self.tokens < needed:
             return (
                 f"{head}; {budget}, leaving {self.kv / GIB:.1f} GiB for KV = {self.tokens:,} "
@@ -294,7 +305,25 @@ class _Sizes:
         return (
             f"{name} {d.weight_precision} fits on {d.gpu.name} at TP{d.tp}: {split} = "
             f"{self.tokens:,} tokens ({self.blocks:,} blocks of {p.block_tokens}) of "
-            f"{d.kv_precision} KV at {per_token:g} KiB per token per GPU{rule}"
+            f"{d.kv_precision} KV at {per_token:g} KiB per token per GPU{self._layers()}{rule}"
+        )
+
+    def _layers(self) -> str:
+        """How the layer families enter the capacity ("" for a full-attention-only model)."""
+        m = self.d.model
+        if m.full_attention_layers == m.num_layers:
+            return ""
+        kinds = []
+        if m.sliding_window_layers:
+            kinds.append(f"{m.sliding_window_layers} sliding-window ({m.sliding_window} tokens)")
+        if m.linear_attention_layers:
+            kinds.append(f"{m.linear_attention_layers} {m.linear_attention}")
+        state = self.d.request_state_bytes_per_gpu()
+        tokens = state / self.d.kv_bytes_per_token_per_gpu()
+        return (
+            f" (its {m.full_attention_layers} full-attention layers of {m.num_layers}; the "
+            f"{' and '.join(kinds)} layers hold {state / 2**20:.2f} MiB per running request "
+            f"per GPU, the KV of {tokens:,.0f} tokens)"
         )
 
 

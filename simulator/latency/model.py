@@ -95,7 +95,7 @@ class ComposedLatencyModel:
         self._custom_ar = p.custom_all_reduce and gpu.gpu_link == "nvlink"
         self._custom_ar_bw = gpu.gpu_link_gb_per_s * 1e9 * p.custom_all_reduce_link_efficiency
         self._custom_ar_gpus = min(gpu.gpus_per_node, _CUSTOM_AR_MAX_GPUS)
-        layers = self._planner.layers
+        layers = self._planner.attention_layers
         self._prefill_floor = layers * self._launch_cost(self._planner.prefill_floor())
         self._decode_floor = layers * self._launch_cost(self._planner.decode_floor())
         self._token_cache: dict[int, float] = {}
@@ -302,10 +302,22 @@ class ComposedLatencyModel:
     def _bucket(self, count: int, exponent: int) -> tuple[float, float]:
         """(seconds at the bucket's lower edge, seconds per token of KV) for ``count`` decodes."""
         lo, hi = 1 << (exponent - 1), 1 << exponent
-        planner = self._planner
-        t_lo = planner.layers * self._timer.generation_attention(*planner.decode_args(count, lo))
-        t_hi = planner.layers * self._timer.generation_attention(*planner.decode_args(count, hi))
+        t_lo, t_hi = self._decode_layers(count, lo), self._decode_layers(count, hi)
         return t_lo, (t_hi - t_lo) / (hi - lo)
+
+    def _decode_layers(self, count: int, kv_len: int) -> float:
+        """Decode attention of ``count`` requests at ``kv_len`` over every attention layer; a
+        sliding-window layer reads at most its window (linear between the bucket's edges)."""
+        planner, timer = self._planner, self._timer
+        seconds = planner.full_layers * timer.generation_attention(
+            *planner.decode_args(count, kv_len)
+        )
+        if planner.window_layers:
+            window = min(kv_len, planner.window)
+            seconds += planner.window_layers * timer.generation_attention(
+                *planner.decode_args(count, window)
+            )
+        return seconds
 
     @staticmethod
     def _store(cache: dict[Any, Any], key: Any, value: Any) -> Any:

@@ -26,6 +26,7 @@ __all__ = [
     "kv_bytes",
     "kv_bytes_per_gpu",
     "link_to_tier",
+    "request_state_bytes_per_gpu",
     "storage_link",
     "transfer_seconds",
 ]
@@ -122,20 +123,33 @@ def storage_link(tier: StorageTierSpec, direction: Direction) -> Link:
 
 
 def kv_bytes(model: ModelSpec, tokens: int, kv_precision: str = "bf16") -> float:
-    """KV bytes of ``tokens`` tokens for the whole model (all layers; all TP shards together,
-    counting each KV head once). GQA: ``2 · kv_heads · head_dim`` per layer and token; MLA: one
-    latent of ``kv_lora_rank + qk_rope_head_dim``."""
+    """KV bytes of ``tokens`` cached tokens for the whole model (every full-attention layer; all
+    TP shards together, counting each KV head once). GQA: ``2 · kv_heads · head_dim`` per layer
+    and token; MLA: one latent of ``kv_lora_rank + qk_rope_head_dim``."""
     return tokens * model.kv_bytes_per_token(kv_precision)
 
 
 def kv_bytes_per_gpu(model: ModelSpec, tokens: int, kv_precision: str, tp: int) -> float:
-    """KV bytes of ``tokens`` tokens on each GPU of a TP group.
+    """KV bytes of ``tokens`` cached tokens on each GPU of a TP group (full-attention layers).
 
     GQA: ``max(1, kv_heads // tp)`` heads per GPU (heads are replicated when ``tp`` exceeds
     them, as vLLM does); MLA: the whole latent on every GPU (replicated across TP ranks).
     """
+    per_layer = _kv_elements_per_layer_gpu(model, tp) * BYTES_PER_ELEMENT[kv_precision]
+    return tokens * model.full_attention_layers * per_layer
+
+
+def request_state_bytes_per_gpu(model: ModelSpec, kv_precision: str, tp: int) -> float:
+    """What one running request holds on each GPU besides its cached tokens' KV: the last
+    ``sliding_window`` tokens of KV in each sliding-window layer (heads split as in
+    ``kv_bytes_per_gpu``) and its linear-attention state (heads split ``tp`` ways, as vLLM and
+    SGLang shard Gated DeltaNet and Mamba heads). 0 for a model with neither."""
+    window = model.sliding_window_layers * model.sliding_window
+    window_bytes = window * _kv_elements_per_layer_gpu(model, tp) * BYTES_PER_ELEMENT[kv_precision]
+    return window_bytes + model.linear_state_bytes() / tp
+
+
+def _kv_elements_per_layer_gpu(model: ModelSpec, tp: int) -> int:
     if model.attention == "mla":
-        per_layer = model.kv_lora_rank + model.qk_rope_head_dim
-    else:
-        per_layer = 2 * max(1, model.num_kv_heads // tp) * model.head_dim
-    return tokens * model.num_layers * per_layer * BYTES_PER_ELEMENT[kv_precision]
+        return model.kv_elements_per_layer_token()
+    return 2 * max(1, model.num_kv_heads // tp) * model.head_dim

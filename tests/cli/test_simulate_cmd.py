@@ -246,7 +246,7 @@ def test_models_show_fp8_halves_the_kv_bytes_and_reports_a_non_fit() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--gpu", "h100_sxm", "--precision", "fp4"], "h100_sxm has no fp4 tensor cores"),
+        (["--gpu", "a100_sxm", "--precision", "fp8"], "a100_sxm has no fp8 tensor cores"),
         (["--tp", "2"], "--tp needs --gpu"),
         (["--gpu", "h100_sxm", "--tp", "3"], "tp=3 does not divide"),
         (["--gpu", "h100_sxm", "--backend", "tgi"], "unknown backend preset 'tgi'"),
@@ -258,12 +258,12 @@ def test_models_show_unknown_combos(args: list[str], message: str) -> None:
     assert message in str(result.exception)
 
 
-def test_models_show_fp4_on_h100_exits_2_with_one_line() -> None:
-    proc = _kvplan("models", "show", "Qwen3-32B", "--gpu", "h100_sxm", "--precision", "fp4")
+def test_models_show_fp8_on_a100_exits_2_with_one_line() -> None:
+    proc = _kvplan("models", "show", "Qwen3-32B", "--gpu", "a100_sxm", "--precision", "fp8")
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1
-    assert "fp4" in lines[0]
+    assert "fp8" in lines[0]
 
 
 def test_out_writes_the_finished_requests_when_some_are_rejected(tmp_path: Path) -> None:

@@ -63,10 +63,10 @@ def test_shipped_catalog_llama_70b_bf16_on_one_h100_is_infeasible() -> None:
 
 
 def test_unsupported_precision_is_infeasible(catalog: Catalog) -> None:
-    config = ServingConfig(model="toy/Toy-1B", gpu="toy_gpu", weight_precision="fp4")
+    config = ServingConfig(model="toy/Toy-1B", gpu="toy_gpu", weight_precision="int8")
     result = simulate(config, OPEN, seed=0, catalog=catalog)
     assert not result.feasible
-    assert "fp4" in result.reason
+    assert "int8" in result.reason
 
 
 def test_unknown_names_are_input_errors(catalog: Catalog) -> None:

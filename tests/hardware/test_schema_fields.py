@@ -7,13 +7,13 @@ import inspect
 import pydantic
 import pytest
 
-from hardware import schema
+from hardware import model_spec, schema
 
 MODELS = [
     cls
     for _, cls in inspect.getmembers(schema, inspect.isclass)
     if issubclass(cls, pydantic.BaseModel)
-    and cls.__module__ == schema.__name__
+    and cls.__module__ in (schema.__name__, model_spec.__name__)
     and not cls.__name__.startswith("_")
 ]
 

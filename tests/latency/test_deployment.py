@@ -18,11 +18,21 @@ def _one_line_error(match: str, **kwargs: object) -> str:
     return message
 
 
-def test_fp4_weights_need_fp4_tensor_cores() -> None:
-    message = _one_line_error(
-        "no fp4 tensor cores", model=LLAMA_8B, gpu=H100, weight_precision="fp4"
+def test_fp8_weights_need_fp8_tensor_cores() -> None:
+    # Ampere: bf16/fp16 and int8 tensor cores only (A100 datasheet).
+    a100 = H100.model_copy(
+        update={"name": "a100_sxm", "dense_tflops": {"bf16": 312.0, "fp16": 312.0, "int8": 624.0}}
     )
-    assert "h100_sxm" in message
+    message = _one_line_error(
+        "no fp8 tensor cores", model=LLAMA_8B, gpu=a100, weight_precision="fp8"
+    )
+    assert "a100_sxm" in message
+    assert Deployment(LLAMA_8B, H100, weight_precision="fp8").weight_precision == "fp8"
+
+
+def test_fp4_weights_run_weight_only_without_fp4_tensor_cores() -> None:
+    # MXFP4/NVFP4 on Hopper: 4-bit weights dequantised into bf16 GEMMs (vLLM Marlin/Triton).
+    assert Deployment(LLAMA_8B, H100, weight_precision="fp4").weight_precision == "fp4"
     assert Deployment(LLAMA_8B, B200, weight_precision="fp4").weight_precision == "fp4"
 
 
