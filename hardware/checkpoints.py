@@ -42,6 +42,10 @@ from dataclasses import dataclass
 
 __all__ = ["RECIPES", "Checkpoint", "Recipe", "kv_precision", "resolve_checkpoint"]
 
+#: Bytes per element (``hardware._frozen.BYTES_PER_ELEMENT``; repeated here because that module
+#: imports pydantic and this one is pure).
+_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5}
+
 
 @dataclass(frozen=True, slots=True)
 class Recipe:
@@ -51,6 +55,23 @@ class Recipe:
     weights: str
     #: KV-cache precision the checkpoint carries (its dtype when it carries none).
     kv_cache: str
+    #: Block-scale bits stored per quantised weight: MXFP4 one E8M0 byte per 32 weights (OCP
+    #: Microscaling spec), NVFP4 one FP8 E4M3 byte per 16 (NVIDIA ModelOpt); 0 where the scales
+    #: are per tensor or per channel (under 0.1% of the weights).
+    scale_bits: float = 0.0
+    #: Whether the attention projections stay in bf16 (gpt-oss's MXFP4 quantises the experts
+    #: only: ``quantization_config.modules_to_not_convert`` lists ``self_attn``).
+    attention_bf16: bool = False
+
+    def weight_bytes(self, precision: str, quantised: float, attention: float) -> float:
+        """Bytes of ``quantised`` GEMM weight elements, ``attention`` of them in attention
+        projections, stored at ``precision``: this recipe's layout when ``precision`` is its
+        own (scales, bf16 attention), plain ``precision`` otherwise (a re-quantisation)."""
+        per = _BYTES[precision]
+        if precision != self.weights:
+            return quantised * per
+        kept = attention if self.attention_bf16 else 0.0
+        return (quantised - kept) * (per + self.scale_bits / 8) + kept * _BYTES["bf16"]
 
 
 RECIPES: dict[str, Recipe] = {
@@ -58,11 +79,11 @@ RECIPES: dict[str, Recipe] = {
     for r in (
         Recipe("none", "bf16", "bf16"),
         Recipe("modelopt_fp8", "fp8", "fp8"),
-        Recipe("modelopt_nvfp4", "fp4", "fp8"),
+        Recipe("modelopt_nvfp4", "fp4", "fp8", scale_bits=8 / 16),
         Recipe("fp8_block", "fp8", "bf16"),
         Recipe("fp8_dynamic", "fp8", "bf16"),
         Recipe("fp8_kv", "fp8", "fp8"),
-        Recipe("mxfp4", "fp4", "bf16"),
+        Recipe("mxfp4", "fp4", "bf16", scale_bits=8 / 32, attention_bf16=True),
         Recipe("int4", "int4", "bf16"),
         Recipe("int8", "int8", "bf16"),
     )

@@ -9,6 +9,7 @@ from typing import Literal, Self
 from pydantic import Field, model_validator
 
 from hardware._frozen import BYTES_PER_ELEMENT, Frozen
+from hardware.checkpoints import RECIPES
 
 __all__ = ["ModelSpec"]
 
@@ -237,14 +238,17 @@ class ModelSpec(Frozen):
         """Bytes of all weights when the GEMM weights are stored at ``precision``.
 
         The embedding and LM head stay in bf16 (engines do not quantise them by default); norms and
-        router are counted at ``precision`` too, a rounding error of under 0.01%.
+        router are counted at ``precision`` too, a rounding error of under 0.01%. At the
+        checkpoint recipe's own precision its layout counts (``Recipe.weight_bytes``: block
+        scales, attention kept in bf16).
         """
         h = self.hidden_size
         kept_bf16 = self.vocab_size * h * (1 if self.tie_word_embeddings else 2)
         quantised = self.param_count() - kept_bf16
-        return math.ceil(
-            quantised * BYTES_PER_ELEMENT[precision] + kept_bf16 * BYTES_PER_ELEMENT["bf16"]
-        )
+        attention = self.softmax_attention_layers * self.attention_params_per_layer()
+        recipe = RECIPES[self.checkpoint_recipe]
+        stored = recipe.weight_bytes(precision, quantised, attention)
+        return math.ceil(stored + kept_bf16 * BYTES_PER_ELEMENT["bf16"])
 
     def kv_elements_per_layer_token(self) -> int:
         """KV elements one softmax-attention layer stores per token (K and V, or MLA's latent)."""

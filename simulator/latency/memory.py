@@ -31,6 +31,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from hardware.checkpoints import RECIPES
 from hardware.schema import BYTES_PER_ELEMENT
 from simulator.latency.deployment import Deployment
 from simulator.latency.memory_rules import sglang_memory_defaults
@@ -110,6 +111,7 @@ def weight_bytes_per_gpu(d: Deployment) -> float:
     h = m.hidden_size
     replicated = 2 * h * m.num_layers + h  # the two norms per layer and the final norm
     sharded = 0.0
+    attention = 0.0  # of which attention projections, per GPU (a recipe may keep them bf16)
     if m.attention == "mla":
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
         v = m.v_head_dim or m.qk_nope_head_dim
@@ -123,6 +125,7 @@ def weight_bytes_per_gpu(d: Deployment) -> float:
             up += h * heads * qk
         replicated += m.num_layers * down
         sharded += m.num_layers * up
+        attention = m.num_layers * (down + up / tp)
     else:
         q_width = m.num_attention_heads * m.head_dim
         gate = q_width if m.attention_output_gate else 0
@@ -130,6 +133,7 @@ def weight_bytes_per_gpu(d: Deployment) -> float:
         layers = m.softmax_attention_layers
         sharded += layers * h * (2 * q_width + gate)  # Q (and its gate) and O
         replicated += layers * (per_gpu_kv + (2 * m.head_dim if m.qk_norm else 0))
+        attention = layers * (h * (2 * q_width + gate) / tp + per_gpu_kv)
     sharded += m.linear_attention_layers * m.linear_mixer_params()  # heads split tp ways
     dense_layers = m.num_layers - m.num_moe_layers
     sharded += dense_layers * m.dense_mlp_params()
@@ -139,9 +143,8 @@ def weight_bytes_per_gpu(d: Deployment) -> float:
         replicated += m.num_moe_layers * h * m.num_experts  # router
     quantised = replicated + sharded / tp
     kept_bf16 = m.vocab_size * h * (1 if m.tie_word_embeddings else 2) / tp
-    return math.ceil(
-        quantised * BYTES_PER_ELEMENT[d.weight_precision] + kept_bf16 * BYTES_PER_ELEMENT["bf16"]
-    )
+    stored = RECIPES[m.checkpoint_recipe].weight_bytes(d.weight_precision, quantised, attention)
+    return math.ceil(stored + kept_bf16 * BYTES_PER_ELEMENT["bf16"])
 
 
 def activation_bytes_per_gpu(d: Deployment, max_batched_tokens: int, max_requests: int) -> float:

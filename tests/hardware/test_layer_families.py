@@ -113,3 +113,27 @@ def test_inconsistent_layer_families_are_refused(fields: dict[str, object], mess
 def test_a_hybrid_shape_validates() -> None:
     model = ModelSpec.model_validate(BASE | LINEAR | {"linear_attention_layers": 3})
     assert model.full_attention_layers == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "gib"),
+    # The gpt-oss model card (OpenAI, Aug 2025) lists checkpoint sizes of 60.8 and 12.8 GiB.
+    [("openai/gpt-oss-120b", 60.8), ("openai/gpt-oss-20b", 12.8)],
+)
+def test_mxfp4_weights_match_the_published_checkpoint(
+    catalog: Catalog, name: str, gib: float
+) -> None:
+    model = catalog.model(name)
+    assert model.weight_bytes("fp4") / 2**30 == pytest.approx(gib, rel=0.01)
+
+
+def test_mxfp4_layout_by_hand(catalog: Catalog) -> None:
+    # Experts at 4 bits + one E8M0 scale per 32; attention, embedding and LM head in bf16.
+    model = catalog.model("openai/gpt-oss-120b")
+    embeddings = 2 * 201088 * 2880
+    attention = 36 * model.attention_params_per_layer()
+    quantised = model.param_count() - embeddings - attention
+    expected = quantised * (0.5 + 1 / 32) + (attention + embeddings) * 2
+    assert model.weight_bytes("fp4") == pytest.approx(expected, abs=1)
+    # Re-quantised to another precision, the plain count applies.
+    assert model.weight_bytes("fp8") == (model.param_count() - embeddings) + 2 * embeddings
