@@ -10,6 +10,15 @@ stabilisation window, 300 s by default, https://kubernetes.io/docs/tasks/run-app
 horizontal-pod-autoscale/#stabilization-window), so a dip does not drop capacity the next
 burst needs.
 
+``policy: slo`` scales on the SLO itself instead (a step controller on observed latency, in
+the spirit of Dynamo's SLA planner, which sizes pools from observed TTFT/ITL against targets):
+every tick it reads the ``slo_percentile`` of TTFT and TPOT over the requests finished in the
+last ``window_s`` (``slo_signal.RecentLatency``); above a target it wants one instance more than
+it pays for — but not while one is still starting, so a start's minutes of load time are not
+answered with a start per tick —, below ``scale_down_fraction`` of every target (or with no
+request in the window and none in the system) one fewer, else what it has. The same scale-down
+stabilisation applies.
+
 Instances (all built up front; ``ServingConfig.instances`` is the maximum) are in one of four
 states: off, starting, serving, draining. The router sees the serving ones, which are always
 a prefix ``0 .. k−1`` of the pool (``Router.route`` contract). Scaling up first takes back
@@ -43,6 +52,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulator.cluster.driver import Cluster
 from simulator.cluster.fleet import FleetLog
+from simulator.cluster.slo_signal import RecentLatency
 
 __all__ = ["FLAT_AUTOSCALE_KEYS", "AutoscaleConfig", "Autoscaler", "fold_autoscale_keys"]
 
@@ -54,8 +64,32 @@ class AutoscaleConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    target_concurrency: float = Field(
-        gt=0, le=1e6, description="Requests in the system per serving instance to aim for."
+    policy: Literal["concurrency", "slo"] = Field(
+        default="concurrency",
+        description="'concurrency': track requests per instance (KPA); 'slo': step on observed "
+        "TTFT/TPOT against the targets below (module doc).",
+    )
+    target_concurrency: float | None = Field(
+        default=None,
+        gt=0,
+        le=1e6,
+        description="Requests in the system per serving instance to aim for (policy concurrency).",
+    )
+    ttft_ms_target: float | None = Field(
+        default=None, gt=0, description="Policy slo: TTFT target at slo_percentile, ms."
+    )
+    tpot_ms_target: float | None = Field(
+        default=None, gt=0, description="Policy slo: TPOT target at slo_percentile, ms."
+    )
+    slo_percentile: float = Field(
+        default=90.0, gt=0, le=100, description="Policy slo: the percentile the targets hold."
+    )
+    scale_down_fraction: float = Field(
+        default=0.5,
+        gt=0,
+        lt=1,
+        description="Policy slo: scale down when every percentile is below this share of "
+        "its target.",
     )
     min_instances: int = Field(default=1, ge=1, description="Fewest instances kept running.")
     initial_instances: int | None = Field(
@@ -79,6 +113,14 @@ class AutoscaleConfig(BaseModel):
     engine_init_s: float = Field(
         default=60.0, ge=0, le=86_400, description="Engine start-up besides loading weights, s."
     )
+
+    @model_validator(mode="after")
+    def _policy_has_its_targets(self) -> Self:
+        if self.policy == "concurrency" and self.target_concurrency is None:
+            raise ValueError("policy concurrency needs target_concurrency")
+        if self.policy == "slo" and self.ttft_ms_target is None and self.tpot_ms_target is None:
+            raise ValueError("policy slo needs ttft_ms_target and/or tpot_ms_target")
+        return self
 
     @model_validator(mode="after")
     def _initial_at_least_min(self) -> Self:
@@ -146,6 +188,7 @@ class Autoscaler:
         self._sum = 0
         self._wanted: deque[tuple[float, int]] = deque()
         self._last_tick_s = 0.0
+        self._latency = RecentLatency(cluster.recorder, config.window_s)
         self.log = FleetLog(startup_s=startup_s)
         self._record()
 
@@ -172,14 +215,39 @@ class Autoscaler:
         self.kernel.after(self.config.interval_s, self._tick)
 
     def _wanted_now(self, now: float) -> int:
+        if self.config.policy == "slo":
+            return self._wanted_by_slo(now)
+        target = self.config.target_concurrency
+        assert target is not None  # AutoscaleConfig checks it for this policy
         load = sum(inst.n_outstanding for inst in self.instances)
         self._samples.append((now, load))
         self._sum += load
         while self._samples[0][0] <= now - self.config.window_s:
             self._sum -= self._samples.popleft()[1]
         average = self._sum / len(self._samples)
-        wanted = math.ceil(average / self.config.target_concurrency - 1e-9)
+        wanted = math.ceil(average / target - 1e-9)
         return min(len(self.instances), max(self.config.min_instances, wanted))
+
+    def _wanted_by_slo(self, now: float) -> int:
+        """Policy slo (module doc): one more, one fewer, or as many as are paid for."""
+        c = self.config
+        paid = self.cluster.routable + self._count("starting")
+        held = self._latency.update(now)
+        ratios = [
+            self._latency.percentile(metric, c.slo_percentile) / target
+            for metric, target in (("ttft_ms", c.ttft_ms_target), ("tpot_ms", c.tpot_ms_target))
+            if target is not None
+        ]
+        ratios = [r for r in ratios if not math.isnan(r)]
+        if ratios and max(ratios) > 1.0:
+            wanted = paid if self._count("starting") else paid + 1
+        elif (ratios and max(ratios) < c.scale_down_fraction) or (
+            held == 0 and not any(inst.n_outstanding for inst in self.instances)
+        ):
+            wanted = paid - 1
+        else:
+            wanted = paid
+        return min(len(self.instances), max(c.min_instances, wanted))
 
     def _stabilised(self, now: float, wanted: int) -> int:
         """The highest count wanted within the scale-down delay (this tick's included)."""

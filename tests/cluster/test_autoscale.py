@@ -164,6 +164,12 @@ def test_deterministic_for_a_seed() -> None:
         ),
         ({"autoscale": {"target_concurrency": 0}}, "target_concurrency"),
         ({"autoscale": {"target_concurrency": 8, "tick": 1}}, "tick: unknown key"),
+        ({"autoscale": {"min_instances": 1}}, "policy concurrency needs target_concurrency"),
+        ({"autoscale": {"policy": "slo"}}, "policy slo needs ttft_ms_target and/or tpot_ms_target"),
+        (
+            {"autoscale": {"policy": "slo", "ttft_ms_target": 500, "slo_percentile": 0}},
+            "slo_percentile",
+        ),
         (
             {
                 "autoscale": {"target_concurrency": 8},
