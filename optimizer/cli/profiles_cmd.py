@@ -30,8 +30,10 @@ from optimizer.cli._output import console, print_json
 from optimizer.space import SearchSpace
 from simulator.config import ServingConfig
 from simulator.latency import latency_note
+from simulator.latency.moe_table import read_moe_profile
 from simulator.latency.profile_files import (
     ENGINES,
+    MOE_KIND,
     PROFILE_KINDS,
     directory_files,
     file_engine,
@@ -116,19 +118,21 @@ def import_profiles(directory: Path, gpu: str, cache: Path) -> list[dict[str, An
     rows: list[dict[str, Any]] = []
     copy: dict[str, Path] = {}
     for engine in served:
-        if not directory_files(directory, engine):
+        files = directory_files(directory, engine, moe=True)
+        if not files:
             continue
-        profiles = load_profiles(directory, gpu=gpu, engine=engine)  # validates every file
-        for kind, path in directory_files(directory, engine).items():
+        # Validates every file: the kernel tables through the loader, a fused-MoE table (the
+        # table model prices routed experts from it, ``moe_table.py``) through its reader.
+        kernels = files.keys() - {MOE_KIND}
+        profiles = load_profiles(directory, gpu=gpu, engine=engine) if kernels else None
+        for kind, path in files.items():
+            if kind == MOE_KIND:
+                n_rows = len(read_moe_profile(path))
+            else:
+                assert profiles is not None
+                n_rows = len(profiles.frame(kind))
             copy[path.name] = path
-            rows.append(
-                {
-                    "engine": engine,
-                    "class": kind,
-                    "file": path.name,
-                    "rows": len(profiles.frame(kind)),
-                }
-            )
+            rows.append({"engine": engine, "class": kind, "file": path.name, "rows": n_rows})
     if not rows:
         load_profiles(directory, gpu=gpu)  # raises the loader's one-line error
     target = cache / gpu

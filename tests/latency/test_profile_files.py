@@ -225,3 +225,31 @@ def test_import_exits_2_on_bad_input(tmp_path: Path, monkeypatch: pytest.MonkeyP
     result = CliRunner().invoke(app, ["profiles", "import", str(source), "--json"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "xdg" / "kvplan" / "profiles" / "h100_sxm" / "test_nccl.csv.gz").is_file()
+
+
+def test_import_copies_a_fused_moe_profile_and_validates_it(tmp_path: Path) -> None:
+    # A user's *_moe file is what the table model prices routed experts from: import must
+    # check it and copy it, not skip it.
+    source = tmp_path / "mine"
+    source.mkdir()
+    shipped = shipped_profiles_dir("h100_sxm") / "vllm_0.24.0_moe.csv.gz"
+    shutil.copyfile(shipped, source / "vllm_9.9_moe.csv.gz")
+    root = tmp_path / "cache"
+    result = CliRunner().invoke(
+        app,
+        ["profiles", "import", str(source), "--gpu", "h100_sxm", "--cache", str(root), "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    assert (root / "h100_sxm" / "vllm_9.9_moe.csv.gz").is_file()
+    assert '"class": "moe"' in result.output
+
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    frame = pd.read_csv(shipped).drop(columns=["topk"])
+    frame.to_csv(bad / "vllm_9.9_moe.csv", index=False)
+    result = CliRunner().invoke(
+        app, ["profiles", "import", str(bad), "--gpu", "h100_sxm", "--cache", str(tmp_path / "c2")]
+    )
+    assert isinstance(result.exception, InputError)
+    assert "missing column 'topk'" in str(result.exception)
+    assert not (tmp_path / "c2").exists()
