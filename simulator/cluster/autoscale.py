@@ -13,11 +13,15 @@ burst needs.
 ``policy: slo`` scales on the SLO itself instead (a step controller on observed latency, in
 the spirit of Dynamo's SLA planner, which sizes pools from observed TTFT/ITL against targets):
 every tick it reads the ``slo_percentile`` of TTFT and TPOT over the requests finished in the
-last ``window_s`` (``slo_signal.RecentLatency``); above a target it wants one instance more than
-it pays for — but not while one is still starting, so a start's minutes of load time are not
-answered with a start per tick —, below ``scale_down_fraction`` of every target (or with no
-request in the window and none in the system) one fewer, else what it has. The same scale-down
-stabilisation applies.
+last ``window_s`` and the share of their time to first token spent queued
+(``slo_signal.RecentLatency``). It wants one instance more than it pays for when TPOT misses its
+target, or TTFT misses its target *and* at least ``scale_up_queue_share`` of it is queueing —
+more instances shorten the queue, not a long prompt's prefill, so a target below the solo
+prefill time starts nothing —, but never while one is still starting (a start's minutes of
+load time are not answered with a start per tick). It wants one fewer when every target is met
+and less than ``scale_down_queue_share`` of the time is queueing (or nothing is left in the
+window or the system), else what it has; the scale-down stabilisation above applies, so it
+must have wanted fewer for ``scale_down_delay_s``.
 
 Instances (all built up front; ``ServingConfig.instances`` is the maximum) are in one of four
 states: off, starting, serving, draining. The router sees the serving ones, which are always
@@ -84,12 +88,19 @@ class AutoscaleConfig(BaseModel):
     slo_percentile: float = Field(
         default=90.0, gt=0, le=100, description="Policy slo: the percentile the targets hold."
     )
-    scale_down_fraction: float = Field(
-        default=0.5,
-        gt=0,
-        lt=1,
-        description="Policy slo: scale down when every percentile is below this share of "
-        "its target.",
+    scale_up_queue_share: float = Field(
+        default=0.25,
+        ge=0,
+        le=1,
+        description="Policy slo: a TTFT miss starts an instance only if at least this share "
+        "of TTFT is queueing.",
+    )
+    scale_down_queue_share: float = Field(
+        default=0.05,
+        ge=0,
+        le=1,
+        description="Policy slo: with every target met, stop one when less than this share "
+        "of TTFT is queueing.",
     )
     min_instances: int = Field(default=1, ge=1, description="Fewest instances kept running.")
     initial_instances: int | None = Field(
@@ -230,23 +241,19 @@ class Autoscaler:
 
     def _wanted_by_slo(self, now: float) -> int:
         """Policy slo (module doc): one more, one fewer, or as many as are paid for."""
-        c = self.config
+        c, signal = self.config, self._latency
         paid = self.cluster.routable + self._count("starting")
-        held = self._latency.update(now)
-        ratios = [
-            self._latency.percentile(metric, c.slo_percentile) / target
-            for metric, target in (("ttft_ms", c.ttft_ms_target), ("tpot_ms", c.tpot_ms_target))
-            if target is not None
-        ]
-        ratios = [r for r in ratios if not math.isnan(r)]
-        if ratios and max(ratios) > 1.0:
+        held = signal.update(now)
+        ttft = _ratio(signal.percentile("ttft_ms", c.slo_percentile), c.ttft_ms_target)
+        tpot = _ratio(signal.percentile("tpot_ms", c.slo_percentile), c.tpot_ms_target)
+        queued = signal.queue_share()
+        wanted = paid
+        if tpot > 1.0 or (ttft > 1.0 and queued >= c.scale_up_queue_share):
             wanted = paid if self._count("starting") else paid + 1
-        elif (ratios and max(ratios) < c.scale_down_fraction) or (
-            held == 0 and not any(inst.n_outstanding for inst in self.instances)
-        ):
+        elif held == 0 and not any(inst.n_outstanding for inst in self.instances):
+            wanted = paid - 1  # idle
+        elif max(ttft, tpot) <= 1.0 and queued < c.scale_down_queue_share:
             wanted = paid - 1
-        else:
-            wanted = paid
         return min(len(self.instances), max(c.min_instances, wanted))
 
     def _stabilised(self, now: float, wanted: int) -> int:
@@ -335,3 +342,10 @@ class Autoscaler:
         log.serving.append(self._count("serving"))
         log.starting.append(self._count("starting"))
         log.draining.append(self._count("draining"))
+
+
+def _ratio(value: float, target: float | None) -> float:
+    """``value / target``; 0 without a target or without observations (nothing to act on)."""
+    if target is None or math.isnan(value):
+        return 0.0
+    return value / target

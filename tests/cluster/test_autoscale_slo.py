@@ -53,17 +53,28 @@ def test_it_scales_up_when_the_target_is_missed_one_start_at_a_time(
     assert _ttft_p90_ms(overloaded, 450, 600) < TTFT_TARGET_MS < _ttft_p90_ms(overloaded, 300, 450)
 
 
-def test_it_uses_fewer_instances_than_concurrency_tracking_for_the_same_load(
+def test_it_peaks_lower_than_concurrency_tracking_for_the_same_load(
     overloaded: SimResult,
 ) -> None:
+    # Concurrency tracking (8 per instance) runs all 4 in the busy phase; the SLO needs 3.
+    # (It steps down one instance per stabilisation window, so it is not cheaper here.)
     tracking = simulate(_token_bound(target_concurrency=8), _step_load(requests=14_000), seed=0)
     assert tracking.fleet is not None
-    assert overloaded.summary is not None
     fleet = overloaded.fleet
     assert fleet is not None
     assert max(fleet.log.serving) < max(tracking.fleet.log.serving)
-    assert tracking.summary is not None
-    assert overloaded.summary.cost.usd_per_hour < tracking.summary.cost.usd_per_hour
+
+
+def test_a_target_below_the_prefill_time_starts_nothing() -> None:
+    # 1 ms TTFT is below any prefill: every request misses it, but at 2 requests/s one
+    # instance has no queue to shorten, so more instances would not help and none is started.
+    result = simulate(
+        _token_bound(policy="slo", ttft_ms_target=1.0), _step_load(rate=2.0, requests=600), seed=0
+    )
+    ttft = [r.ttft_s for r in result.records]
+    assert min(ttft) > 1e-3  # the target is missed throughout
+    assert result.fleet is not None
+    assert result.fleet.log.n_started == 0
 
 
 def test_it_does_not_scale_on_concurrency_alone() -> None:
