@@ -5,6 +5,9 @@ refused."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import optuna
@@ -113,3 +116,56 @@ def test_an_slo_naming_capacity_runs_the_capacity_search(tmp_path: Path) -> None
     for entry in data["pareto"]:
         assert entry["objectives"]["throughput"] == entry["metrics"]["capacity_requests_per_s"]
         assert entry["metrics"]["capacity_simulations"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("policy", "said"),
+    [
+        ("reject", "exceed the model's 40,960-token context (longest 87,571); --overlong drop"),
+        ("foo", "--overlong foo: expected one of drop, count-as-miss, reject"),
+    ],
+)
+def test_optimize_overlong_reject_and_a_bad_policy_are_one_line_exit_2(
+    policy: str, said: str
+) -> None:
+    """The bundled trace holds prompts longer than Qwen3-8B's context: ``--overlong reject``
+    refuses the run before any trial, naming the count and the way out."""
+    args = ["optimize", "--space", str(DATA / "tiny_space.yaml"), "--slo"]
+    args += [str(DATA / "tiny_slo.yaml"), "--max-requests", "40", "--overlong", policy]
+    proc = subprocess.run(
+        [sys.executable, "-m", "optimizer.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert said in lines[0]
+
+
+def test_python_m_kvplan_writes_a_working_completion_script() -> None:
+    """``python -m kvplan`` is ``kvplan``: its completion script is for the ``kvplan`` command,
+    and completing through it names the commands."""
+    kvplan = [sys.executable, "-m", "kvplan"]
+    shown = subprocess.run(
+        [*kvplan, "--show-completion", "bash"], capture_output=True, text=True, check=True
+    )
+    assert "_KVPLAN_COMPLETE=complete_bash" in shown.stdout
+    assert shown.stdout.rstrip().endswith("complete -o default -F _kvplan_completion kvplan")
+    env = {**os.environ, "_KVPLAN_COMPLETE": "complete_bash", "COMP_WORDS": "kvplan opt"}
+    completed = subprocess.run(
+        kvplan, capture_output=True, text=True, check=True, env={**env, "COMP_CWORD": "1"}
+    )
+    assert completed.stdout.split() == ["optimize"]
+
+
+def test_tables_fit_80_columns(study: tuple[str, Path]) -> None:
+    url, _ = study
+    result = runner.invoke(app, ["report", "--storage", url], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert any("Pareto front" in line for line in lines)
+    assert any("Recommendations" in line for line in lines)
+    assert max(len(line) for line in lines) <= 80
