@@ -167,6 +167,12 @@ def test_html_is_rendered_markdown_with_the_plot(tmp_path: Path) -> None:
     assert "budget USD 150.00" in html
 
 
+def test_tier_verdict_of_a_pick_without_l2_or_l3() -> None:
+    assert tier_verdict(TIER_ROWS[:1]) == [
+        "nothing to drop: the pick caches in GPU memory (L1) only, with no L2 or L3 tier"
+    ]
+
+
 def test_tier_verdict_when_a_tier_cannot_be_replaced() -> None:
     rows = [TIER_ROWS[0], {**TIER_ROWS[1], "meets SLO": False, "instances": 12}]
     assert tier_verdict(rows) == [
