@@ -236,6 +236,7 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         "sampler": sampler,
         "seed": seed,
         "trials": result.n_trials,
+        "simulations spent of the budget": f"{simulations_spent(result_study):.1f} of {trials}",
         "study": study,
         "storage": storage or "in memory",
         "throughput objective": "capacity search" if capacity else "goodput at the offered load",
