@@ -74,7 +74,8 @@ def _table(title: str, first: str, result: StudyResult) -> Table:
 
 
 def _front_table(result: StudyResult) -> Table:
-    table = _table(f"Feasible Pareto front ({len(result.front)} configurations)", "#", result)
+    n = len(result.front)
+    table = _table(f"Feasible Pareto front ({n} configuration{'s' * (n != 1)})", "#", result)
     for r in result.front:
         table.add_row(
             str(r.number),

@@ -169,3 +169,17 @@ def test_tables_fit_80_columns(study: tuple[str, Path]) -> None:
     assert any("Pareto front" in line for line in lines)
     assert any("Recommendations" in line for line in lines)
     assert max(len(line) for line in lines) <= 80
+
+
+def test_report_of_a_capacity_study_shows_the_sustainable_rate(tmp_path: Path) -> None:
+    """``--capacity`` is stored with the study: ``kvplan report`` ranks by the rate too."""
+    url = f"sqlite:///{tmp_path / 'capacity.db'}"
+    args = ["optimize", *BASE[:-2], "--trials", "2", "--capacity", "--no-plan"]
+    ran = runner.invoke(app, [*args, "--storage", url], env={"COLUMNS": "100"})
+    assert ran.exit_code == 0, ran.output
+    shown = runner.invoke(app, ["report", "--storage", url], env={"COLUMNS": "100"})
+    assert shown.exit_code == 0, shown.output
+    for output in (ran.output, shown.output):
+        assert "capacity" in output  # the column title, its unit in the line below
+        assert "(req/s)" in output
+        assert "goodput" not in output
