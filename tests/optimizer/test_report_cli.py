@@ -183,3 +183,26 @@ def test_report_of_a_capacity_study_shows_the_sustainable_rate(tmp_path: Path) -
         assert "capacity" in output  # the column title, its unit in the line below
         assert "(req/s)" in output
         assert "goodput" not in output
+
+
+def test_an_over_budget_baseline_is_reported_by_its_reason_not_a_placeholder(
+    tmp_path: Path,
+) -> None:
+    """Eight H100s break the 20 USD/h budget: the baseline is ruled out without simulating,
+    so the report gives the reason and the saving, and no latency figure at all."""
+    baseline = tmp_path / "baseline.yaml"
+    baseline.write_text("gpu: h100_sxm\ninstances: 8\nbackend: vllm\n")
+    args = ["optimize", *BASE[:-2], "--trials", "2", "--baseline", str(baseline)]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "o"), "--json"])
+    assert result.exit_code == 0, result.output
+    base = json.loads(result.stdout)["planning"]["baseline"]
+    assert base["feasible"] is False
+    assert base["reason"].startswith("costs USD ")
+    assert "> budget USD 20/h" in base["reason"]
+    assert all("latency" not in text for text in base["comparison"].values())
+    assert all("saves USD" in text for text in base["comparison"].values())
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "## Against your baseline" in md
+    assert "It does not meet the SLO and budget: costs USD" in md
+    assert "1,000,000,000" not in md
+    assert "1e+09" not in md
