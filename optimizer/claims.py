@@ -1,8 +1,15 @@
 """Claims: how the trials of one study, run by any number of processes, agree who simulates what.
 
 ``--trials N`` is the study's total, whatever the number of ``kvplan optimize`` processes and
-``--workers`` joining it. The storage (SQLite, journal file, PostgreSQL) is the only thing
-they share, so every trial states in it, as user attributes:
+``--workers`` joining it: a budget of N whole-workload simulations. Each configuration the study
+holds costs its ``simulation_share`` (``optimizer.objective``: 1 simulated in full, 0 ruled out
+without simulating, the simulated share when given up part-way); one being simulated counts 1
+until it ends (its cost is not known before). The study is spent when no further whole
+simulation fits in what is left (cost > N − 1), so what it simulates never exceeds N
+simulations; when every trial is simulated in full that is exactly N configurations.
+
+The storage (SQLite, journal file, PostgreSQL) is the only thing they share, so every trial
+states in it, as user attributes:
 
 - ``worker``: the process running it (host, boot id, pid, process start time);
 - ``heartbeat``: when that process last said it is alive (wall-clock seconds, every
@@ -12,14 +19,14 @@ they share, so every trial states in it, as user attributes:
 
   - ``repeat``: its configuration is a finished (COMPLETE, or PRUNED as infeasible) trial's;
     it copies that result (free);
-  - ``surplus``: the study already holds N configurations, done or being simulated; it
-    ends FAILED without simulating;
+  - ``surplus``: the study's budget is spent (above), counting the trials being simulated as
+    whole simulations; it ends FAILED without simulating;
   - ``wait``: another trial (``claim_of``) is simulating this configuration now; it copies
     that result when it is done (or ends FAILED, ``abandoned``, if that trial fails);
   - ``new``: it simulates a configuration no other trial holds.
 
 A trial decides only once every lower-numbered running trial has decided, so two trials never
-decide on the same view: at most N configurations are ever claimed, and no configuration is
+decide on the same view: at most N simulations' worth is ever claimed, and no configuration is
 simulated twice at once. A trial whose worker died (its process is gone on this machine, or
 its heartbeat is older than ``GRACE_S``) is failed by whoever notices first (``fail_stale``),
 which frees its claim; that is also how a resumed study clears the RUNNING trials of a killed
@@ -34,6 +41,7 @@ told apart by host name and boot id, and their clocks are assumed to agree withi
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import socket
 import threading
@@ -46,7 +54,7 @@ from typing import Any
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from optimizer.objective import is_evaluated, is_repeat
+from optimizer.objective import is_evaluated, is_repeat, simulation_share
 
 __all__ = [
     "CLAIM_ATTR",
@@ -57,6 +65,7 @@ __all__ = [
     "WORKER_ATTR",
     "Decision",
     "Heartbeat",
+    "Usage",
     "claimed",
     "decide",
     "fail_stale",
@@ -161,11 +170,39 @@ def _is_new(trial: FrozenTrial) -> bool:
     return trial.state == TrialState.RUNNING and trial.user_attrs.get(CLAIM_ATTR) == "new"
 
 
-def claimed(study: optuna.Study) -> int:
-    """Configurations the study holds, done or being simulated (stale trials failed first)."""
+#: Slack of the budget comparison: shares are sums of fractions.
+_EPS = 1e-9
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """What a study's configurations cost so far (the trials being simulated count 1 each)."""
+
+    configurations: int
+    """Configurations held, done or being simulated (repeats are not)."""
+    simulations: float
+    """Their cost in whole-workload simulations."""
+
+    def spent(self, n_target: int) -> bool:
+        """Whether a budget of ``n_target`` simulations leaves no room for another whole one."""
+        return self.simulations + 1.0 > n_target + _EPS
+
+    def left(self, n_target: int) -> int:
+        """Whole simulations the budget still allows (0 when spent)."""
+        return max(0, math.floor(n_target - self.simulations + _EPS))
+
+
+def _usage(trials: list[FrozenTrial]) -> Usage:
+    new = [t for t in trials if _is_new(t)]
+    cost = sum(simulation_share(t) if is_evaluated(t) else 1.0 for t in new)
+    return Usage(configurations=len(new), simulations=cost)
+
+
+def claimed(study: optuna.Study) -> Usage:
+    """What the study holds, done or being simulated (stale trials failed first)."""
     trials = study.get_trials(deepcopy=False)
-    stale = fail_stale(study, trials)
-    return sum(1 for t in trials if _is_new(t) and t.number not in stale)
+    stale = set(fail_stale(study, trials))
+    return _usage([t for t in trials if t.number not in stale])
 
 
 def decide(study: optuna.Study, number: int, params: dict[str, Any], n_target: int) -> Decision:
@@ -187,7 +224,7 @@ def decide(study: optuna.Study, number: int, params: dict[str, Any], n_target: i
         same = [t for t in live if t.params == params and _is_new(t)]
         if any(is_evaluated(t) for t in same):
             return Decision("repeat")
-        if sum(1 for t in live if _is_new(t)) >= n_target:
+        if _usage(live).spent(n_target):
             return Decision("surplus")
         if same:
             return Decision("wait", of=same[0].number)

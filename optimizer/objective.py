@@ -38,6 +38,12 @@ given up on would have missed the floor in full. Optuna's own pruning interface
 the simulation, at every arrival and finish rather than after a fixed prefix, and ends the
 trial with ``optuna.TrialPruned``. ``metrics['simulated_requests']`` says how many requests
 arrived before it stopped (all of them for a full simulation).
+
+What a trial cost: ``simulation_share`` (a user attribute, and a metric) is the share of one
+whole-workload simulation the trial ran — 1 for a full simulation, 0 for a point ruled out
+without simulating, the share of the workload's requests that had arrived for one given up
+part-way (an upper bound: the requests still queued then were never simulated). ``--trials N``
+is a budget of N such simulations (``optimizer.claims``); capacity probes are not counted.
 """
 
 from __future__ import annotations
@@ -69,15 +75,20 @@ __all__ = [
     "FINISHED_STATES",
     "REPEAT_ATTR",
     "SCALAR_METRICS",
+    "SHARE_ATTR",
     "Evaluation",
     "TrialEvaluator",
     "is_evaluated",
     "is_repeat",
     "miss_rule",
+    "simulation_share",
 ]
 
 #: User attribute of a trial that repeated an earlier trial's configuration: that trial's number.
 REPEAT_ATTR = "repeat_of"
+
+#: User attribute (and metric) of a trial: the share of one whole-workload simulation it ran.
+SHARE_ATTR = "simulation_share"
 
 #: Metrics stored as scalar user attributes on every trial, besides the SLO's own.
 SCALAR_METRICS = (
@@ -91,6 +102,7 @@ SCALAR_METRICS = (
     "gpus",
     "attainment",
     "n_rejected",
+    SHARE_ATTR,
 )
 
 #: Constraint value of an SLO constraint a trial stopped without measuring (Optuna's scale:
@@ -125,6 +137,17 @@ def is_repeat(trial: FrozenTrial) -> bool:
 #: States of a trial this objective finished: COMPLETE (objective values) or PRUNED
 #: (infeasible without a full simulation: constraints and reason, no values).
 FINISHED_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
+
+
+def simulation_share(trial: FrozenTrial) -> float:
+    """The share of one whole-workload simulation ``trial`` ran (module docstring), read from
+    its attributes; a trial stored before the share was (a resumed older study): 0 when it
+    simulated no request, else 1."""
+    share = trial.user_attrs.get(SHARE_ATTR)
+    if isinstance(share, int | float):
+        return min(1.0, max(0.0, float(share)))
+    simulated = trial.user_attrs.get("metrics", {}).get("simulated_requests")
+    return 0.0 if simulated == 0 else 1.0
 
 
 def is_evaluated(trial: FrozenTrial) -> bool:
@@ -315,6 +338,7 @@ class TrialEvaluator:
             values["throughput"] = metrics["capacity_requests_per_s"]
         rejected = result.summary.n_rejected if result.summary is not None else 0
         metrics["simulated_requests"] = float(len(result.records) + rejected)
+        metrics[SHARE_ATTR] = 1.0
         return Evaluation(
             values={role: float(values[role]) for role in self.roles},
             constraints=[-1.0, *(float(v) for v in report.violations)],
@@ -396,7 +420,12 @@ class TrialEvaluator:
         return Evaluation(
             values={},
             constraints=[UNKNOWN_VIOLATION] * len(self.constraint_names),
-            metrics={"usd_per_hour": usd_per_hour, "gpus": float(gpus), "simulated_requests": 0.0},
+            metrics={
+                "usd_per_hour": usd_per_hour,
+                "gpus": float(gpus),
+                "simulated_requests": 0.0,
+                SHARE_ATTR: 0.0,
+            },
             infeasible_reason=reason,
             pruned=True,
         )
@@ -422,6 +451,7 @@ class TrialEvaluator:
                 "usd_per_hour": usd_per_hour,
                 "gpus": float(gpus),
                 "simulated_requests": float(stop.arrived),
+                SHARE_ATTR: min(1.0, stop.arrived / n),
                 "attainment_at_most": at_most,
             },
             infeasible_reason=(

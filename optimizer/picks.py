@@ -103,12 +103,16 @@ class ObjectiveInfo:
         return unit_of(self.metric)
 
     @property
-    def label(self) -> str:
-        """A column or axis title with the unit: ``TTFT p90 (ms)``, ``cost (USD/h)``."""
+    def name(self) -> str:
+        """The metric in words, for sentences: ``TTFT p90``, ``cost``, ``goodput``."""
         base, _, stat = self.metric.partition(".")
         name = _NAMES.get(base) or base.replace("_", " ")
-        words = " ".join(w for w in (name, stat) if w)
-        return f"{words} ({self.unit})" if self.unit else words
+        return " ".join(w for w in (name, stat) if w)
+
+    @property
+    def label(self) -> str:
+        """A column or axis title with the unit: ``TTFT p90 (ms)``, ``cost (USD/h)``."""
+        return f"{self.name} ({self.unit})" if self.unit else self.name
 
     @property
     def sign(self) -> float:
@@ -224,7 +228,7 @@ class _Front:
         return math.sqrt(total)
 
     def gives_up(self, record: TrialRecord, roles: Sequence[str]) -> str:
-        """``TTFT p90 812 ms vs best 800 ms (+1.5%)`` for each trade-off it is not best on."""
+        """``TTFT p90 812 ms vs best 800 ms (+1.5%)`` for each objective it is not best on."""
         parts = []
         for role in roles:
             share = self.shortfall(record, role)
@@ -233,7 +237,7 @@ class _Front:
             info = self.infos[role]
             signed = share if info.sign > 0 else -share
             parts.append(
-                f"{info.metric} {info.text(record.objectives[role])} vs best "
+                f"{info.name} {info.text(record.objectives[role])} vs best "
                 f"{info.text(self.best_value(role))} ({_pct(signed)})"
             )
         return "; ".join(parts) if parts else "nothing: it is the best on every trade-off"
@@ -327,13 +331,13 @@ def _why_best(  # noqa: PLR0917  (the pick and everything its reason quotes)
     else:
         if len(near) > 1:
             head = (
-                f"{info.metric} {value} is within {tolerance:.0%} of the best on the front "
+                f"{info.name} {value} is within {tolerance:.0%} of the best on the front "
                 f"({best}, trial {literal.number}); of the {len(near)} configurations that "
                 f"close, trial {pick.number} is the cheapest at {_money(view, pick)}"
             )
         else:
             head = (
-                f"{info.metric} {value} is the best on the front and no other configuration "
+                f"{info.name} {value} is the best on the front and no other configuration "
                 f"comes within {tolerance:.0%} of it; it costs {_money(view, pick)}"
             )
         saved = _cost_of(literal, view.infos) - _cost_of(pick, view.infos)
@@ -346,9 +350,9 @@ def _why_knee(view: _Front, knee: TrialRecord, roles: Sequence[str]) -> str:
     for role in roles:
         info = view.infos[role]
         scales.append(
-            f"{info.metric} against its SLO target {info.text(info.target)}"
+            f"{info.name} against its SLO target {info.text(info.target)}"
             if info.target
-            else f"{info.metric} relative to the best"
+            else f"{info.name} relative to the best"
         )
     return (
         f"The knee of the front: trial {knee.number} has the smallest combined shortfall from "

@@ -139,17 +139,27 @@ def _front_table(result: StudyResult) -> str:
 
 
 def _ruled_out(records: Sequence[TrialRecord]) -> str:
-    """`` 12 of them were ruled out without simulating (…).`` or ''."""
+    """`` 12 of them were ruled out without simulating (…). 3 were given up part-way (…).``"""
     quick = [r for r in records if not r.feasible and "ttft_ms.p90" not in r.metrics]
-    if not quick:
-        return ""
-    screened = sum(r.infeasible_reason.startswith("screened") for r in quick)
-    verb = "was" if len(quick) == 1 else "were"
-    return (
-        f" {len(quick)} of them {verb} ruled out without simulating ({screened} by latency "
-        "lower bounds, the rest over budget, not fitting in memory or invalid; reasons in "
-        "trials.csv)."
-    )
+    free = [r for r in quick if not r.metrics.get("simulated_requests")]
+    out = ""
+    if free:
+        screened = sum(r.infeasible_reason.startswith("screened") for r in free)
+        verb = "was" if len(free) == 1 else "were"
+        out += (
+            f" {len(free)} of them {verb} ruled out without simulating ({screened} by latency "
+            "lower bounds, the rest over budget, not fitting in memory or invalid; reasons in "
+            "trials.csv)."
+        )
+    given_up = len(quick) - len(free)
+    if given_up:
+        verb = "was" if given_up == 1 else "were"
+        out += (
+            f" {given_up} {verb} given up part-way, once so many requests had missed a target "
+            "that the attainment floor was out of reach (each cost the share of the workload "
+            "it simulated)."
+        )
+    return out
 
 
 def render_markdown(

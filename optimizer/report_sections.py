@@ -187,6 +187,8 @@ def tier_verdict(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     if not rows:
         return []
     base = rows[0]
+    if len(rows) == 1:
+        return ["nothing to drop: the pick caches in GPU memory (L1) only, with no L2 or L3 tier"]
     out = []
     for row in rows[1:]:
         tier = str(row["variant"]).removeprefix("without ")

@@ -2,11 +2,16 @@
 
 ``OptimizeSetup`` is plain data (paths and settings), so ``--workers N`` can hand it to N
 processes; each rebuilds the evaluator from the same files and joins the same study through
-the shared storage. A study runs until it holds ``n_trials`` completed trials that each
-evaluated a new configuration (a trial repeating one is free: ``optimizer.objective``) —
-``n_trials`` is the study's total, shared by every worker and every process that joins it,
-enforced through the storage (``optimizer.claims``). Re-running the same command after an
-interruption fails the RUNNING trials the dead run left and runs only the missing ones.
+the shared storage. A study runs until it has spent ``n_trials`` whole-workload simulations:
+each trial that evaluated a new configuration costs the share of the workload it simulated
+(1 in full, 0 ruled out without simulating, a part when given up on; a trial repeating a
+configuration is free: ``optimizer.objective``), so screening and giving up buy more
+configurations for the same simulation cost. ``n_trials`` is the study's total, shared by every
+worker and every process that joins it, enforced through the storage (``optimizer.claims``);
+each process also stops after ``MAX_TRIALS_PER_NEW`` trials per whole simulation it had left
+(a sampler that keeps repeating, or a space nearly all ruled out without simulating).
+Re-running the same command after an interruption fails the RUNNING trials the dead run left
+and runs only what is missing.
 
 Ending: Ctrl-C (or SIGTERM to a worker) marks the unfinished trials FAILED and raises
 ``Interrupted``; a worker that fails or is killed ends the run with ``WorkerError`` (one line);
@@ -35,7 +40,13 @@ from optuna.trial import FrozenTrial, TrialState
 from hardware.catalog import load_catalog
 from optimizer import claims
 from optimizer.configs import validate_space_names
-from optimizer.objective import FINISHED_STATES, TrialEvaluator, is_evaluated, is_repeat
+from optimizer.objective import (
+    FINISHED_STATES,
+    TrialEvaluator,
+    is_evaluated,
+    is_repeat,
+    simulation_share,
+)
 from optimizer.results import TrialRecord
 from optimizer.space import default_space_path, load_space
 from optimizer.study import CONSTRAINTS_ATTR, make_sampler, make_storage, open_study
@@ -57,10 +68,12 @@ __all__ = [
     "records_of",
     "run_trials",
     "run_workers",
+    "simulations_spent",
 ]
 
-#: Trials per new configuration after which a sampler that keeps repeating tried
-#: configurations is stopped (the bench's TPE needed at most 1.6 on a 216-point grid).
+#: Trials per whole simulation of the budget after which a run stops although budget is left:
+#: a sampler that keeps repeating tried configurations (the bench's TPE needed at most 1.6 per
+#: new one on a 216-point grid), or points that cost nothing to rule out, without end.
 MAX_TRIALS_PER_NEW = 4
 
 
@@ -154,9 +167,16 @@ def count_complete(study: optuna.Study) -> int:
 
 
 def count_simulated(study: optuna.Study) -> int:
-    """Evaluated trials that each evaluated a new configuration (what ``n_trials`` counts)."""
+    """Evaluated trials that each evaluated a new configuration (repeats left out)."""
     trials = study.get_trials(deepcopy=False, states=FINISHED_STATES)
     return sum(1 for t in trials if is_evaluated(t) and not is_repeat(t))
+
+
+def simulations_spent(study: optuna.Study) -> float:
+    """What the finished new configurations cost, in whole-workload simulations (what
+    ``n_trials`` bounds; ``optimizer.claims``)."""
+    trials = study.get_trials(deepcopy=False, states=FINISHED_STATES)
+    return sum(simulation_share(t) for t in trials if is_evaluated(t) and not is_repeat(t))
 
 
 class WorkerError(Exception):
@@ -177,7 +197,7 @@ def run_trials(
     max_trials: int,
     callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
 ) -> None:
-    """Run trials until the study holds ``n_target`` configurations (``optimizer.claims``).
+    """Run trials until the study has spent ``n_target`` simulations (``optimizer.claims``).
 
     Looks at the storage before each trial, so any number of processes share the total. Stops
     after ``max_trials`` trials of this call (a sampler that only repeats tried configurations,
@@ -185,7 +205,7 @@ def run_trials(
     marked FAILED and the exception propagates.
     """
     for _ in range(max_trials):
-        if claims.claimed(study) >= n_target:
+        if claims.claimed(study).spent(n_target):
             return
         trial: optuna.Trial | None = None
         heartbeat: claims.Heartbeat | None = None
@@ -279,7 +299,7 @@ def _worker_main(setup: OptimizeSetup, worker: int, parent_pid: int, report: Con
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         evaluator = build_evaluator(setup)
         study = open_setup_study(setup, evaluator, worker=worker)
-        missing = setup.n_trials - claims.claimed(study)
+        missing = claims.claimed(study).left(setup.n_trials)
         run_trials(study, evaluator, setup.n_trials, max_trials=missing * MAX_TRIALS_PER_NEW)
 
 
@@ -289,7 +309,7 @@ def run_workers(
     workers: int,
     on_progress: Callable[[optuna.Study], None] | None = None,
 ) -> optuna.Study:
-    """Run the study until it holds ``setup.n_trials`` configurations, with ``workers``
+    """Run the study until it has spent ``setup.n_trials`` simulations, with ``workers``
     processes (1 = in this process), together with any other process joining the study.
 
     Repeats of a configuration are recorded for the sampler but not counted. RUNNING trials
@@ -304,7 +324,7 @@ def run_workers(
             "--workers needs a shared --storage (sqlite:///FILE, a journal file "
             "or postgresql://...)"
         )
-    missing = setup.n_trials - claims.claimed(study)  # fails stale RUNNING trials
+    missing = claims.claimed(study).left(setup.n_trials)  # fails stale RUNNING trials
     if missing <= 0:
         return study
     failed_before = _failed(study)
@@ -325,9 +345,10 @@ def run_workers(
     except KeyboardInterrupt:
         claims.fail_stale(study)  # trials of workers that were killed before they could
         unfinished = len(_failed(study) - failed_before)
-        done = count_simulated(study)
+        done, spent = count_simulated(study), simulations_spent(study)
         raise Interrupted(
-            f"interrupted: {done} of {setup.n_trials} trials done and stored, "
+            f"interrupted: {done} trials ({spent:.1f} of {setup.n_trials} simulations) done "
+            "and stored, "
             f"{unfinished} unfinished marked failed; rerun the same command to continue"
         ) from None
     failed = pool.failures()

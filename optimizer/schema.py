@@ -50,7 +50,11 @@ class ResultsFile(_Strict):
     )
     objectives: dict[str, ObjectiveEntry] = Field(description="Objective role -> what it is.")
     tolerance: float = Field(ge=0, description="Relative tolerance of the 'best X' picks.")
-    trials: int = Field(ge=0, description="Trials that simulated a configuration.")
+    trials: int = Field(
+        ge=0,
+        description="Trials that evaluated a new configuration: simulated in full, given up "
+        "part-way, or ruled out without simulating (repeats are not counted).",
+    )
     feasible_trials: int = Field(ge=0, description="Of those, the ones meeting SLO and budget.")
     notes: list[str] = Field(description="Objectives that are no trade-off, and advice.")
     pareto: list[TrialEntry] = Field(description="The feasible Pareto front (near twins merged).")

@@ -80,7 +80,9 @@ def run() -> None:
     """Console-script entry point: run the app, mapping ``InputError`` to one line and exit 2."""
     try:
         # Without standalone mode click returns (not raises) the code of ``typer.Exit(code)``.
-        code = app(standalone_mode=False)
+        # prog_name: ``python -m kvplan`` would name itself "python -m kvplan", which no shell
+        # completion script can hold (--show-completion wrote a broken one).
+        code = app(standalone_mode=False, prog_name="kvplan")
         if isinstance(code, int) and code:
             sys.exit(code)
     except (InputError, WorkerError) as err:

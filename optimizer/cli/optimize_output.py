@@ -74,7 +74,8 @@ def _table(title: str, first: str, result: StudyResult) -> Table:
 
 
 def _front_table(result: StudyResult) -> Table:
-    table = _table(f"Feasible Pareto front ({len(result.front)} configurations)", "#", result)
+    n = len(result.front)
+    table = _table(f"Feasible Pareto front ({n} configuration{'s' * (n != 1)})", "#", result)
     for r in result.front:
         table.add_row(
             str(r.number),
@@ -156,7 +157,7 @@ def _csv_rows(
             "feasible": r.feasible,
             "infeasible_reason": r.infeasible_reason,
         }
-        row |= {f"param.{k}": r.params.get(k) for k in params}
+        row |= {f"param.{k}": _param_cell(r.params.get(k)) for k in params}
         row |= {col: r.objectives.get(role) for role, col in objective_cols.items()}
         row |= {f"metric.{k}": r.metrics.get(k) for k in metrics}
         rows.append(row)
@@ -170,11 +171,31 @@ def _write_csv(
 
     columns, rows = _csv_rows(items, result, every)
     frame = pd.DataFrame(rows, columns=columns)
-    counts = ("metric.n_requests", "metric.n_rejected", "metric.gpus", "metric.simulated_requests")
-    for name in (*counts, "trial"):
-        if name in frame and frame[name].notna().all():
-            frame[name] = frame[name].astype("int64")
+    # Whole numbers stay whole where a column has gaps (a trial ruled out without simulating
+    # has no request counts; a parameter may not apply): pandas' nullable integers, not floats.
+    for name in columns:
+        values = [row[name] for row in rows if row[name] is not None]
+        counted = name in _COUNT_COLUMNS and all(float(v).is_integer() for v in values)
+        whole = name.startswith("param.") and values and all(_is_int(v) for v in values)
+        if counted or whole:
+            frame[name] = frame[name].astype("Int64")
     frame.to_csv(path, index=False)
+
+
+#: Metric columns that count things (whole numbers wherever they are known).
+_COUNT_COLUMNS = frozenset(
+    ("trial", "metric.n_requests", "metric.n_rejected", "metric.gpus", "metric.simulated_requests")
+)
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _param_cell(value: object) -> object:
+    """A parameter as written: floats to 12 significant digits (a stepped float dimension
+    samples 0.8500000000000001 for 0.85)."""
+    return float(f"{value:.12g}") if isinstance(value, float) else value
 
 
 class Output:

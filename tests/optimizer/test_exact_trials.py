@@ -263,7 +263,7 @@ def _resume_fails_stale(url: str, name: str = "stale") -> None:
     number = _stale_trial(url, name)
     study = _load(url, name)
     assert study.trials[number].state == TrialState.RUNNING
-    assert claims.claimed(study) == 0
+    assert claims.claimed(study) == claims.Usage(configurations=0, simulations=0.0)
     assert _load(url, name).trials[number].state == TrialState.FAIL
 
 

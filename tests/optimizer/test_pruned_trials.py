@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,24 @@ from optuna.trial import TrialState
 from typer.testing import CliRunner
 
 from optimizer.cli.main import app
-from optimizer.objective import REPEAT_ATTR, Evaluation, TrialEvaluator, is_repeat
+from optimizer.objective import (
+    REPEAT_ATTR,
+    SHARE_ATTR,
+    Evaluation,
+    TrialEvaluator,
+    is_evaluated,
+    is_repeat,
+)
 from optimizer.plan_runner import config_key, stored_evaluations
 from optimizer.results import summarise
-from optimizer.run import OptimizeSetup, build_evaluator, count_simulated, records_of, run_workers
+from optimizer.run import (
+    OptimizeSetup,
+    build_evaluator,
+    count_simulated,
+    records_of,
+    run_workers,
+    simulations_spent,
+)
 from optimizer.schema import ResultsFile
 from optimizer.study import make_sampler
 
@@ -82,10 +97,15 @@ def test_infeasible_without_simulation_is_pruned_and_best_trials_is_the_front(
     complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
     assert all(v < 1e8 for t in complete for v in t.values)  # no placeholder objectives
     assert any(any(v > 0 for v in t.constraints.values()) for t in complete)  # SLO misses
-    # Pruned trials are configurations of the study: counted, and recorded as infeasible.
-    assert count_simulated(study) == 10
+    # Pruned trials are configurations of the study, recorded as infeasible; those ruled out
+    # without simulating cost none of the 10 simulations the budget allows.
+    spent = simulations_spent(study)
+    assert 9 < spent <= 10
+    free = [t for t in pruned if not is_repeat(t) and t.user_attrs[SHARE_ATTR] == 0]
+    assert free
+    assert count_simulated(study) >= 10 + len(free)  # the free ones bought more trials
     records = records_of(study)
-    assert len(records) == 10
+    assert len(records) == count_simulated(study)
     assert {r.number for r in records if not r.objectives} == {
         t.number for t in pruned if not is_repeat(t)
     }
@@ -130,6 +150,9 @@ def test_a_hopeless_simulation_is_given_up_and_would_have_missed_in_full(tmp_pat
     assert watched.infeasible_reason.startswith("given up after")
     n = whole.metrics["simulated_requests"]
     assert 0 < watched.metrics["simulated_requests"] < n
+    # It cost the share of the workload that had arrived, not a whole simulation.
+    assert watched.metrics[SHARE_ATTR] == pytest.approx(watched.metrics["simulated_requests"] / n)
+    assert whole.metrics[SHARE_ATTR] == 1.0
     assert not whole.pruned
     assert whole.metrics["attainment"] < 0.95  # sound: the full run misses the floor
     assert whole.metrics["attainment"] <= watched.metrics["attainment_at_most"]
@@ -137,6 +160,29 @@ def test_a_hopeless_simulation_is_given_up_and_would_have_missed_in_full(tmp_pat
     assert watched.constraints[0] < 0
     attainment = full.constraint_names.index("attainment")
     assert watched.constraints[attainment] > 0
+
+
+def test_the_budget_counts_a_trial_by_the_share_it_simulated(tmp_path: Path) -> None:
+    """``--trials N`` bounds what is simulated: N whole-workload simulations, a trial given up
+    part-way costing its share, one ruled out without simulating nothing."""
+    study = run_workers(_setup(tmp_path, HARSH_SLO, n_trials=4, max_requests=120), workers=1)
+    new = [t for t in study.get_trials(deepcopy=False) if is_evaluated(t) and not is_repeat(t)]
+    given_up = []
+    for trial in new:
+        share, reason = trial.user_attrs[SHARE_ATTR], trial.user_attrs["infeasible_reason"]
+        if trial.state == TrialState.COMPLETE:
+            assert share == 1.0
+        elif reason.startswith("given up after"):
+            arrived, of = (int(w) for w in reason.split(":")[0].split()[3::2])
+            assert share == pytest.approx(arrived / of)
+            given_up.append(share)
+        else:
+            assert share == 0.0
+    assert given_up
+    assert min(given_up) < 1
+    spent = simulations_spent(study)
+    assert spent == pytest.approx(sum(t.user_attrs[SHARE_ATTR] for t in new))
+    assert 3 < spent <= 4  # never more than the budget, stopped once a whole one no longer fits
 
 
 def test_tpe_samples_as_it_did_with_placeholder_objectives(tmp_path: Path) -> None:
@@ -186,7 +232,9 @@ def test_optimize_and_report_with_pruned_trials(tmp_path: Path) -> None:
     args += ["--trials", "8", "--sampler", "tpe", "--storage", url]
     result = runner.invoke(app, [*args, "--out", str(tmp_path / "a")])
     assert result.exit_code == 0, result.output
-    assert "ruled out before a full simulation" in " ".join(result.output.split())
+    said = " ".join(result.output.split())
+    assert re.search(r"\d+ trials for \d\.\d of 8 simulations \(\d+ in full, ", said), said
+    assert "given up part-way" in said
     again = runner.invoke(app, ["report", "--storage", url, "--out", str(tmp_path / "b")])
     assert again.exit_code == 0, again.output
     for name in ("report.md", "results.json", "pareto.csv", "trials.csv"):
@@ -201,6 +249,14 @@ def test_optimize_and_report_with_pruned_trials(tmp_path: Path) -> None:
         assert rows[number]["feasible"] == "False"
         assert rows[number]["infeasible_reason"]
         assert rows[number]["objective.latency (ms)"] == ""
+    # Counts and integer parameters are written as whole numbers though some cells are empty
+    # (a trial ruled out without simulating has no request count; chunk_tokens may not apply).
+    whole = ("metric.gpus", "metric.n_requests", "metric.simulated_requests", "param.instances")
+    for column in (*whole, "param.chunk_tokens"):
+        cells = [r[column] for r in rows.values()]
+        assert any(cells), column
+        assert all(re.fullmatch(r"\d*", cell) for cell in cells), (column, cells)
+    assert any(r["metric.n_requests"] == "" for r in rows.values())  # the gaps are there
 
 
 def test_planning_reuses_pruned_trials_as_they_were(tmp_path: Path) -> None:

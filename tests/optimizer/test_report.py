@@ -67,6 +67,14 @@ def _write(tmp_path: Path) -> tuple[str, str]:
             metrics={"usd_per_hour": 4.0, "gpus": 2.0},
             infeasible_reason="screened without simulation: ttft_ms.p90 >= 9,000 ms",
         ),
+        TrialRecord(
+            number=4,
+            params={"model": "Qwen/Qwen3-32B", "gpu": "l40s", "tp": 1, "instances": 1},
+            objectives={},
+            constraints=(-1.0, 1.0),
+            metrics={"usd_per_hour": 2.0, "gpus": 1.0, "simulated_requests": 60.0},
+            infeasible_reason="given up after 60 of 200 requests: 30 certainly missed a target",
+        ),
     ]
     result = summarise(records, DIRECTIONS, objectives=objective_infos(SPEC))
     label = result.picks[0].label
@@ -148,6 +156,7 @@ def test_markdown_has_every_section_and_the_numbers(tmp_path: Path) -> None:
     assert "docker run --gpus" in md
     assert "Rejected during simulation: 3 requests." in md
     assert "1 of them was ruled out without simulating (1 by latency lower bounds" in md
+    assert "1 was given up part-way" in md
 
 
 def test_html_is_rendered_markdown_with_the_plot(tmp_path: Path) -> None:
@@ -165,6 +174,12 @@ def test_html_is_rendered_markdown_with_the_plot(tmp_path: Path) -> None:
     assert "cost (USD/h)" in html
     assert "SLO ttft_ms.p90 \\u2264 4,000 ms" in html  # plotly escapes non-ASCII in its JSON
     assert "budget USD 150.00" in html
+
+
+def test_tier_verdict_of_a_pick_without_l2_or_l3() -> None:
+    assert tier_verdict(TIER_ROWS[:1]) == [
+        "nothing to drop: the pick caches in GPU memory (L1) only, with no L2 or L3 tier"
+    ]
 
 
 def test_tier_verdict_when_a_tier_cannot_be_replaced() -> None:

@@ -5,6 +5,9 @@ refused."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import optuna
@@ -113,3 +116,93 @@ def test_an_slo_naming_capacity_runs_the_capacity_search(tmp_path: Path) -> None
     for entry in data["pareto"]:
         assert entry["objectives"]["throughput"] == entry["metrics"]["capacity_requests_per_s"]
         assert entry["metrics"]["capacity_simulations"] >= 1
+
+
+@pytest.mark.parametrize(
+    ("policy", "said"),
+    [
+        ("reject", "exceed the model's 40,960-token context (longest 87,571); --overlong drop"),
+        ("foo", "--overlong foo: expected one of drop, count-as-miss, reject"),
+    ],
+)
+def test_optimize_overlong_reject_and_a_bad_policy_are_one_line_exit_2(
+    policy: str, said: str
+) -> None:
+    """The bundled trace holds prompts longer than Qwen3-8B's context: ``--overlong reject``
+    refuses the run before any trial, naming the count and the way out."""
+    args = ["optimize", "--space", str(DATA / "tiny_space.yaml"), "--slo"]
+    args += [str(DATA / "tiny_slo.yaml"), "--max-requests", "40", "--overlong", policy]
+    proc = subprocess.run(
+        [sys.executable, "-m", "optimizer.cli", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, proc.stderr
+    assert said in lines[0]
+
+
+def test_python_m_kvplan_writes_a_working_completion_script() -> None:
+    """``python -m kvplan`` is ``kvplan``: its completion script is for the ``kvplan`` command,
+    and completing through it names the commands."""
+    kvplan = [sys.executable, "-m", "kvplan"]
+    shown = subprocess.run(
+        [*kvplan, "--show-completion", "bash"], capture_output=True, text=True, check=True
+    )
+    assert "_KVPLAN_COMPLETE=complete_bash" in shown.stdout
+    assert shown.stdout.rstrip().endswith("complete -o default -F _kvplan_completion kvplan")
+    env = {**os.environ, "_KVPLAN_COMPLETE": "complete_bash", "COMP_WORDS": "kvplan opt"}
+    completed = subprocess.run(
+        kvplan, capture_output=True, text=True, check=True, env={**env, "COMP_CWORD": "1"}
+    )
+    assert completed.stdout.split() == ["optimize"]
+
+
+def test_tables_fit_80_columns(study: tuple[str, Path]) -> None:
+    url, _ = study
+    result = runner.invoke(app, ["report", "--storage", url], env={"COLUMNS": "80"})
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert any("Pareto front" in line for line in lines)
+    assert any("Recommendations" in line for line in lines)
+    assert max(len(line) for line in lines) <= 80
+
+
+def test_report_of_a_capacity_study_shows_the_sustainable_rate(tmp_path: Path) -> None:
+    """``--capacity`` is stored with the study: ``kvplan report`` ranks by the rate too."""
+    url = f"sqlite:///{tmp_path / 'capacity.db'}"
+    args = ["optimize", *BASE[:-2], "--trials", "2", "--capacity", "--no-plan"]
+    ran = runner.invoke(app, [*args, "--storage", url], env={"COLUMNS": "100"})
+    assert ran.exit_code == 0, ran.output
+    shown = runner.invoke(app, ["report", "--storage", url], env={"COLUMNS": "100"})
+    assert shown.exit_code == 0, shown.output
+    for output in (ran.output, shown.output):
+        assert "capacity" in output  # the column title, its unit in the line below
+        assert "(req/s)" in output
+        assert "goodput" not in output
+
+
+def test_an_over_budget_baseline_is_reported_by_its_reason_not_a_placeholder(
+    tmp_path: Path,
+) -> None:
+    """Eight H100s break the 20 USD/h budget: the baseline is ruled out without simulating,
+    so the report gives the reason and the saving, and no latency figure at all."""
+    baseline = tmp_path / "baseline.yaml"
+    baseline.write_text("gpu: h100_sxm\ninstances: 8\nbackend: vllm\n")
+    args = ["optimize", *BASE[:-2], "--trials", "2", "--baseline", str(baseline)]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "o"), "--json"])
+    assert result.exit_code == 0, result.output
+    base = json.loads(result.stdout)["planning"]["baseline"]
+    assert base["feasible"] is False
+    assert base["reason"].startswith("costs USD ")
+    assert "> budget USD 20/h" in base["reason"]
+    assert all("latency" not in text for text in base["comparison"].values())
+    assert all("saves USD" in text for text in base["comparison"].values())
+    md = (tmp_path / "o" / "report.md").read_text()
+    assert "## Against your baseline" in md
+    assert "It does not meet the SLO and budget: costs USD" in md
+    assert "1,000,000,000" not in md
+    assert "1e+09" not in md
