@@ -68,7 +68,8 @@ class _Guarded(io.RawIOBase):
         return True
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        n = self.inner.readinto(buffer)  # decompressed straight into the caller's buffer
+        # Decompressed straight into the caller's buffer (zstandard's reader has readinto).
+        n = cast(io.RawIOBase, self.inner).readinto(buffer) or 0
         self.n_out += n
         limit = MAX_EXPANSION * max(self.source.n_read, 1)
         if self.n_out > EXPANSION_FLOOR_BYTES and self.n_out > limit:

@@ -17,7 +17,9 @@ is not decoded (the compiled policies do not read it).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from io import BufferedIOBase
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from numba import njit
@@ -59,7 +61,7 @@ def iter_lcp_chunks(
         while n_read < header.n_requests:
             if have == len(piece):  # one record longer than a piece: grow the piece
                 piece = np.concatenate((piece, np.empty(len(piece), dtype=np.uint8)))
-            got = stream.readinto(memoryview(piece)[have:])
+            got = cast(BufferedIOBase, stream).readinto(piece[have:].data)
             buffer = piece[: have + got]
             left = header.n_requests - n_read
             n_records = min(left, len(buffer) // RECORD_BYTES)
