@@ -11,17 +11,21 @@ Writes a deterministic synthetic multi-turn chat trace (Mooncake JSONL: 512-toke
 same workload for longer: its distinct blocks grow with its length, its working set does not.
 Each trace is converted to ``.lcp.zst`` with ``kvplan convert``, then replayed by
 ``python -m optimizer.cli replay FILE --algo ALGO --cache-size N --json`` in a fresh process,
-once from the ``.lcp.zst`` file and once from the JSONL file. For every child the peak resident
-set size is read from ``os.wait4`` (that child's own ``ru_maxrss``, so no run can mask another)
-and the wall time from a monotonic clock. A last row replays nothing (``replay --help``): the
-interpreter and imports alone, the floor under every other row.
+once from the ``.lcp.zst`` file and once from the JSONL file, after one uncounted replay of
+the 1× trace per format (it fills numba's cache: a compiling first call peaks higher). For
+every child the peak resident set size is read from ``os.wait4`` (that child's own
+``ru_maxrss``, so no run can mask another) and the wall time from a monotonic clock. A last
+row replays nothing (``replay --help``): the interpreter and imports alone, the floor under
+every other row.
 
-What to expect: from ``.lcp.zst`` the replay streams one request at a time through zstd and holds
-only the policy's state (bounded by the cache size), so the peak RSS stays near the floor at any
-trace length. From JSONL the block-id interning table (one ``(parent, raw id) -> id`` entry per
-distinct block, about 170 bytes each in CPython) grows with the trace's distinct blocks; that
-is the contrast, not a leak. Oracle policies on JSONL would add the trace's future (16 bytes per
-block access); they are not measured here.
+What to expect: the compiled core (every policy with a compiled path) streams the file in
+pieces and holds the policy's arrays, indexed by block id (about 26 bytes per distinct block
+up to the largest id), plus numba's loaded machine code (~57 MiB over the import floor); from
+JSONL the block-id interning table adds about 48 bytes per distinct block. Both grow with the
+trace's distinct blocks, not with its length as such. Python-path policies from ``.lcp.zst``
+hold only their state (bounded by the cache size); from JSONL their interning dict holds
+about 170 bytes per distinct block. Oracle policies on JSONL would add the trace's future (16
+bytes per block access); they are not measured here.
 """
 
 from __future__ import annotations
@@ -102,9 +106,10 @@ def build_traces(workdir: Path, accesses: int, scales: Sequence[int], seed: int)
     paths = []
     for scale in scales:
         jsonl = workdir / f"chat_{scale}x.jsonl"
-        write_jsonl(jsonl, accesses * scale, seed)
         lcp = jsonl.with_suffix(".lcp.zst")
-        subprocess.run(kvplan("convert", str(jsonl), str(lcp)), check=True, capture_output=True)
+        if not (jsonl.exists() and lcp.exists()):  # --keep: the traces of an earlier run
+            write_jsonl(jsonl, accesses * scale, seed)
+            subprocess.run(kvplan("convert", str(jsonl), str(lcp)), check=True, capture_output=True)
         paths.append(jsonl)
     return paths
 
@@ -148,6 +153,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         traces = build_traces(workdir, int(args.accesses), (1, args.scale), args.seed)
         print(f"traces written and converted in {time.perf_counter() - start:.0f} s ({workdir})")
         options = ("--algo", args.algo, "--cache-size", args.cache_size, "--json")
+        # The compiled core's first call in a numba cache compiles (seconds, and LLVM's memory):
+        # one uncounted run per input format fills the cache, so the rows measure replays.
+        for suffix in (".lcp.zst", ".jsonl"):
+            first = measure(kvplan("replay", str(traces[0].with_suffix(suffix)), *options))
+            print(f"first call, {suffix} (fills the numba cache; not in the table):"
+                  f" peak RSS {first.peak_rss_mib:.1f} MiB, wall {first.wall_s:.1f} s")  # fmt: skip
         rows: list[tuple[str, int, Path | None, Measurement]] = []
         for label, suffix in (("lcp.zst", ".lcp.zst"), ("jsonl", ".jsonl")):
             for scale, jsonl in zip((1, args.scale), traces, strict=True):

@@ -16,6 +16,7 @@ from typing import Any
 
 from hardware.catalog import load_catalog
 from hardware.schema import Catalog
+from optimizer.cli._seed import SEED_MAX, check_seed
 from optimizer.configs import to_config
 from optimizer.space import SearchSpace, default_space_path, load_space
 from optimizer.space_check import (
@@ -37,15 +38,6 @@ __all__ = [
     "load_baseline",
     "preflight_optimize",
 ]
-
-#: Largest seed: numpy's and Optuna's generators take 0 … 2**32 − 1.
-SEED_MAX = 2**32 - 1
-
-
-def check_seed(seed: int, flag: str = "--seed") -> None:
-    """``InputError`` unless ``seed`` is in 0 … 2**32 − 1."""
-    if not 0 <= seed <= SEED_MAX:
-        raise InputError(f"{flag} {seed}: expected an integer from 0 to {SEED_MAX} (2^32 - 1)")
 
 
 def check_finite_flags(flags: Mapping[str, Any]) -> None:

@@ -42,7 +42,7 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from optimizer.cli._output import console, err_console, print_json
-from optimizer.cli._preflight import check_seed
+from optimizer.cli._seed import check_seed
 from optimizer.cli.replay_tables import (
     describe_pass,
     show_holes,

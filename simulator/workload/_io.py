@@ -68,9 +68,9 @@ class _Guarded(io.RawIOBase):
         return True
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        data = self.inner.read(len(buffer))
-        buffer[: len(data)] = data
-        self.n_out += len(data)
+        # Decompressed straight into the caller's buffer (zstandard's reader has readinto).
+        n = cast(io.RawIOBase, self.inner).readinto(buffer) or 0
+        self.n_out += n
         limit = MAX_EXPANSION * max(self.source.n_read, 1)
         if self.n_out > EXPANSION_FLOOR_BYTES and self.n_out > limit:
             raise InputError(
@@ -78,7 +78,7 @@ class _Guarded(io.RawIOBase):
                 f"({self.n_out:,} bytes from {self.source.n_read:,}): refused as a "
                 "decompression bomb (decompress it with zstd -d first if it is genuine)"
             )
-        return len(data)
+        return n
 
     def close(self) -> None:
         self.inner.close()

@@ -17,7 +17,9 @@ is not decoded (the compiled policies do not read it).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from io import BufferedIOBase
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from numba import njit
@@ -52,10 +54,15 @@ def iter_lcp_chunks(
     with open_stream(path) as (stream, _):
         if read_header(stream, path) != header:
             raise InputError(f"{path}: the file changed while being read")
-        carry = b""
+        # Pieces are read into one reused buffer; the bytes of a record cut off at its end
+        # move to its start (``have`` of them) and the next read appends to them.
+        piece = np.empty(chunk_bytes, dtype=np.uint8)
+        have = 0
         while n_read < header.n_requests:
-            data = stream.read(chunk_bytes)
-            buffer = np.frombuffer(carry + data, dtype=np.uint8)
+            if have == len(piece):  # one record longer than a piece: grow the piece
+                piece = np.concatenate((piece, np.empty(len(piece), dtype=np.uint8)))
+            got = cast(BufferedIOBase, stream).readinto(piece[have:].data)
+            buffer = piece[: have + got]
             left = header.n_requests - n_read
             n_records = min(left, len(buffer) // RECORD_BYTES)
             ids = np.empty(len(buffer) // ENTRY_BYTES, dtype=np.int64)
@@ -71,9 +78,10 @@ def iter_lcp_chunks(
                 offsets,
                 arrival,
             )
-            if status == _BAD or (not data and not n_done):
+            if status == _BAD or (not got and not n_done):
                 _raise_reference(path, header)  # corrupt or truncated: the reference says how
-            carry = bytes(buffer[used:])
+            have = len(buffer) - used
+            piece[:have] = buffer[used:]  # numpy copies overlapping ranges safely
             if n_done:
                 first = n_read
                 n_read += n_done
@@ -81,7 +89,7 @@ def iter_lcp_chunks(
                 observe_chunk(stats, arrival[:n_done], np.diff(offsets[: n_done + 1]))
                 blocks = ids[: offsets[n_done]]
                 yield BlockChunk(blocks, offsets[: n_done + 1], first, max_id)
-        if carry or stream.read(1) or read_totals(stats, max_id) != promised_totals(header):
+        if have or stream.read(1) or read_totals(stats, max_id) != promised_totals(header):
             _raise_reference(path, header)
     stats.n_unique_blocks = max_id
     stats.complete = True

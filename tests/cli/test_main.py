@@ -63,3 +63,24 @@ def test_usage_error_is_one_line_exit_2() -> None:
     assert len(lines) == 1
     assert lines[0].startswith("error: Invalid value for '--tp'")
     assert lines[0].endswith("simulate --help)")
+
+
+def test_a_command_imports_only_its_own_module() -> None:
+    """Commands are imported when looked up (``main._LazyCommands``): ``replay`` must not pay
+    for optuna, pandas or the other commands' modules, and ``--help`` still lists them all."""
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from optimizer.cli.main import app\n"
+        "result = CliRunner().invoke(app, ['replay', '--list-policies', '--json'])\n"
+        "assert result.exit_code == 0, result.output\n"
+        "heavy = [m for m in ('optuna', 'pandas', 'optimizer.run', 'optimizer.cli.simulate_cmd',"
+        " 'optimizer.cli._preflight') if m in sys.modules]\n"
+        "print(','.join(heavy) or 'none')\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "none"
+    listed = runner.invoke(app, ["--help"], terminal_width=200)
+    for name in ("replay", "simulate", "optimize", "report", "validate", "profiles"):
+        assert name in listed.stdout

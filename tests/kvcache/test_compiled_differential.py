@@ -11,6 +11,7 @@ vectorised JSONL reader.
 from __future__ import annotations
 
 from itertools import islice
+from typing import Any
 
 import numpy as np
 import pytest
@@ -27,21 +28,24 @@ from simulator.workload.chunk_reader import ChunkPass
 from simulator.workload.chunks import BlockChunk, chunk_requests
 from simulator.workload.request import TraceRequest
 
-#: (policy, parameters) pairs with a compiled path; CLOCK with a 1-bit and a 2-bit counter.
-SPECS: list[tuple[str, dict[str, int]]] = [
+#: (policy, parameters) pairs with a compiled path; CLOCK with a 1-bit and a 2-bit counter,
+#: S3-FIFO with its default small queue and a large one (so both queues give victims).
+SPECS: list[tuple[str, dict[str, Any]]] = [
     ("lru", {}),
     ("fifo", {}),
     ("clock", {}),
     ("clock", {"bits": 2}),
     ("sieve", {}),
     ("lfu", {}),
+    ("s3fifo", {}),
+    ("s3fifo", {"small_ratio": 0.5}),
 ]
 COST_MODELS = ["uniform", "linear:1,2", "position"]
 
 
 def _both(
     requests: list[TraceRequest],
-    spec: tuple[str, dict[str, int]],
+    spec: tuple[str, dict[str, Any]],
     capacity: int,
     *,
     chunk_blocks: int,
@@ -77,7 +81,7 @@ def _both(
 )
 def test_compiled_equals_python_on_arbitrary_traces(  # noqa: PLR0917  (hypothesis draws)
     lists: list[list[int]],
-    spec: tuple[str, dict[str, int]],
+    spec: tuple[str, dict[str, Any]],
     capacity: int,
     chunk_blocks: int,
     cost: str,
@@ -110,7 +114,7 @@ def test_compiled_equals_python_on_arbitrary_traces(  # noqa: PLR0917  (hypothes
 )
 def test_compiled_equals_python_on_prefix_traces(  # noqa: PLR0917  (hypothesis draws)
     seed: int,
-    spec: tuple[str, dict[str, int]],
+    spec: tuple[str, dict[str, Any]],
     capacity: int,
     chunk_blocks: int,
     pin: bool,
@@ -136,10 +140,10 @@ def test_the_random_traces_exercise_every_counter() -> None:
     assert len(got.warnings) == 2  # the skip and the self-evictions
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s[0]}{s[1].get('bits', '')}")
+@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"{s[0]}{''.join(map(str, s[1].values()))}")
 @pytest.mark.parametrize("capacity", [256, 4096])
 def test_compiled_equals_python_on_a_real_trace_slice(
-    spec: tuple[str, dict[str, int]], capacity: int
+    spec: tuple[str, dict[str, Any]], capacity: int
 ) -> None:
     path = TRACES_DIR / "mooncake_conversation_trace.jsonl"
     n_requests = 4000  # the slice: the Python reader and loop on one side...

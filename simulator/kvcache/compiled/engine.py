@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 from simulator.kvcache.compiled import _kernels as k
 from simulator.kvcache.cost import UNIFORM, CostModel
 from simulator.kvcache.policies import make_policy
+from simulator.kvcache.policies._common import nothing_evictable
 from simulator.kvcache.replay import (
     MATCH_MODES,
     REPLAY_ORDERS,
@@ -46,6 +47,7 @@ COMPILED: dict[str, int] = {
     "clock": k.K_CLOCK,
     "sieve": k.K_SIEVE,
     "lfu": k.K_LFU,
+    "s3fifo": k.K_S3FIFO,
 }
 
 _NOT_YET = "not ported yet; its Python path is the reference and stays the only path"
@@ -55,8 +57,7 @@ PYTHON_ONLY: dict[str, str] = {
     "arc": f"ghost lists and an adaptive target; {_NOT_YET}",
     "twoq": f"ghost queue; {_NOT_YET}",
     "lirs": f"LIR/HIR stacks with pruning; {_NOT_YET}",
-    "s3fifo": f"three queues with ghosts; {_NOT_YET}",
-    "s3fifod": f"three queues with ghosts; {_NOT_YET}",
+    "s3fifod": f"s3fifo with a second ghost and an adaptive small target; {_NOT_YET}",
     "wtinylfu": f"count-min sketch and windows; {_NOT_YET}",
     "gdsf": f"priority heap with inflation (float keys); {_NOT_YET}",
     "gdsf_compute": f"priority heap with inflation (float keys); {_NOT_YET}",
@@ -121,7 +122,8 @@ class CompiledReplay:
         if replay_order not in REPLAY_ORDERS:
             raise ValueError(f"replay_order must be one of {REPLAY_ORDERS}, got {replay_order!r}")
         params = dict(params or {})
-        make_policy(name, capacity, **params)  # the Python policy validates capacity and params
+        # The Python policy validates capacity and params, and derives S3-FIFO's queue sizes.
+        policy = make_policy(name, capacity, **params)
         self.name = name
         self.capacity = capacity
         self._kind = COMPILED[name]
@@ -133,14 +135,19 @@ class CompiledReplay:
         self._verify = verify
         self._state = np.zeros(k.N_STATE, dtype=np.int64)
         self._state[k.S_SKIP_INDEX] = -1
+        if self._kind == k.K_S3FIFO:
+            self._state[k.S_SMALL_TARGET] = policy.small_target  # type: ignore[attr-defined]
+            self._state[k.S_GHOST_CAP] = policy.ghost_capacity  # type: ignore[attr-defined]
         self._sums = np.zeros(2, dtype=np.float64)  # total cost, saved cost
         self._scratch = np.zeros(capacity, dtype=np.int64)  # CLOCK's passed-over pinned blocks
         self._costs = np.ones(0, dtype=np.float64)
         self._cumulative = np.zeros(1, dtype=np.float64)
         self._nxt = self._prv = self._stamp = np.zeros(0, dtype=np.int64)
         self._res = self._aux = np.zeros(0, dtype=np.uint8)
-        self._cls = np.zeros(0, dtype=np.int64)  # LFU: each slot's frequency node
-        self._nodes = new_nodes(capacity) if self._kind == k.K_LFU else np.zeros((6, 1), np.int64)
+        self._cls = np.zeros(0, dtype=np.int64)  # LFU: frequency node; S3-FIFO: queue
+        self._nodes = np.zeros((6, 4), np.int64)  # S3-FIFO's three queues (columns 1-3)
+        if self._kind == k.K_LFU:
+            self._nodes = new_nodes(capacity)
         self._grow(0)
 
     def feed(self, chunk: BlockChunk) -> None:
@@ -231,6 +238,8 @@ class CompiledReplay:
             return RuntimeError(
                 f"{self.name}: eviction freed nothing with {a} resident blocks and {b} more needed"
             )
+        if code == k.E_ALL_PINNED:
+            return nothing_evictable(self.name)
         if code == k.E_OVER_CAPACITY:
             return RuntimeError(f"{self.name}: {a} resident blocks exceed {self.capacity}")
         return RuntimeError(f"{self.name}: block {a} not resident after its access")
@@ -246,7 +255,7 @@ class CompiledReplay:
         self._stamp = _extended(self._stamp, size)
         self._res = _extended(self._res, size)
         self._aux = _extended(self._aux, size)
-        if self._kind == k.K_LFU:
+        if self._kind in {k.K_LFU, k.K_S3FIFO}:
             self._cls = _extended(self._cls, size)
 
     def _cost_tables(self, longest: int) -> None:
