@@ -40,11 +40,9 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-__all__ = ["RECIPES", "Checkpoint", "Recipe", "kv_precision", "resolve_checkpoint"]
+from hardware.precision import BYTES_PER_ELEMENT
 
-#: Bytes per element (``hardware._frozen.BYTES_PER_ELEMENT``; repeated here because that module
-#: imports pydantic and this one is pure).
-_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0, "fp8": 1.0, "int8": 1.0, "fp4": 0.5, "int4": 0.5}
+__all__ = ["RECIPES", "Checkpoint", "Recipe", "kv_precision", "resolve_checkpoint"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,11 +65,11 @@ class Recipe:
         """Bytes of ``quantised`` GEMM weight elements, ``attention`` of them in attention
         projections, stored at ``precision``: this recipe's layout when ``precision`` is its
         own (scales, bf16 attention), plain ``precision`` otherwise (a re-quantisation)."""
-        per = _BYTES[precision]
+        per = BYTES_PER_ELEMENT[precision]
         if precision != self.weights:
             return quantised * per
         kept = attention if self.attention_bf16 else 0.0
-        return (quantised - kept) * (per + self.scale_bits / 8) + kept * _BYTES["bf16"]
+        return (quantised - kept) * (per + self.scale_bits / 8) + kept * BYTES_PER_ELEMENT["bf16"]
 
 
 RECIPES: dict[str, Recipe] = {

@@ -8,8 +8,9 @@ from typing import Literal, Self
 
 from pydantic import Field, model_validator
 
-from hardware._frozen import BYTES_PER_ELEMENT, Frozen
+from hardware._frozen import Frozen
 from hardware.checkpoints import RECIPES
+from hardware.precision import BYTES_PER_ELEMENT
 
 __all__ = ["ModelSpec"]
 

@@ -16,10 +16,10 @@ from typing import Literal, Protocol, Self, TypeVar
 
 from pydantic import Field, model_validator
 
-from hardware._frozen import BYTES_PER_ELEMENT, Precision
 from hardware._frozen import Frozen as _Frozen
 from hardware.checkpoints import RECIPES, Checkpoint, resolve_checkpoint
 from hardware.model_spec import ModelSpec
+from hardware.precision import BYTES_PER_ELEMENT, Precision
 from slo.inputfile import InputError
 from slo.units import HOURS_PER_MONTH
 

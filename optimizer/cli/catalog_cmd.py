@@ -121,10 +121,9 @@ def model_figures(model: ModelSpec) -> dict[str, Any]:
 def layer_figures(model: ModelSpec) -> dict[str, Any]:
     """KV by layer family: what every cached token holds (full-attention layers) and what a
     running request holds besides (its sliding-window KV, its linear-attention state; bf16 KV)."""
-    per_layer = model.kv_elements_per_layer_token() * 2 / 1024
     out: dict[str, Any] = {
         "full_attention": model.full_attention_layers,
-        "full_kib_per_token_bf16": model.full_attention_layers * per_layer,
+        "full_kib_per_token_bf16": model.kv_bytes_per_token("bf16") / 1024,
     }
     if model.sliding_window_layers:
         out["sliding_window"] = f"{model.sliding_window_layers} x {model.sliding_window} tokens"

@@ -99,9 +99,6 @@ class MemoryFit:
     usable_gib_per_gpu: float
     kv_gib_per_gpu: float
     kv_bytes_per_token_per_gpu: float
-    #: Blocks each running request holds beyond its tokens' blocks: its sliding-window KV and
-    #: linear-attention state, rounded up to whole blocks of the pool (0 for full attention).
-    request_state_blocks: int = 0
 
 
 def weight_bytes_per_gpu(d: Deployment) -> float:
@@ -208,7 +205,6 @@ def memory_fit(d: Deployment, params: MemoryParams | None = None) -> MemoryFit:
         usable_gib_per_gpu=usable / GIB,
         kv_gib_per_gpu=max(kv, 0.0) / GIB,
         kv_bytes_per_token_per_gpu=per_token,
-        request_state_blocks=state_blocks,
     )
 
 
