@@ -49,7 +49,13 @@ from optimizer.objective import (
 )
 from optimizer.results import TrialRecord
 from optimizer.space import default_space_path, load_space
-from optimizer.study import CONSTRAINTS_ATTR, make_sampler, make_storage, open_study
+from optimizer.study import (
+    CONSTRAINTS_ATTR,
+    grid_exhausted,
+    make_sampler,
+    make_storage,
+    open_study,
+)
 from optimizer.workers import Pool, die_with_parent, worker_guard
 from optimizer.workloads import describe_workload, workload_from_arg
 from simulator.cluster.overlong import OverlongPolicy
@@ -201,11 +207,12 @@ def run_trials(
 
     Looks at the storage before each trial, so any number of processes share the total. Stops
     after ``max_trials`` trials of this call (a sampler that only repeats tried configurations,
-    on a space about exhausted). A trial that raises — ``KeyboardInterrupt`` included — is
-    marked FAILED and the exception propagates.
+    on a space about exhausted), and once a grid sampler has a trial on every point. A trial
+    that raises — ``KeyboardInterrupt`` included — is marked FAILED and the exception
+    propagates.
     """
     for _ in range(max_trials):
-        if claims.claimed(study).spent(n_target):
+        if claims.claimed(study).spent(n_target) or grid_exhausted(study):
             return
         trial: optuna.Trial | None = None
         heartbeat: claims.Heartbeat | None = None

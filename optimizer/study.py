@@ -26,6 +26,7 @@ from typing import Any
 import optuna
 from optuna.storages import BaseStorage, InMemoryStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial, TrialState
 
 from optimizer.picks import metric_names
 from slo.inputfile import InputError
@@ -34,7 +35,9 @@ __all__ = [
     "CONSTRAINTS_ATTR",
     "FINGERPRINT_ATTR",
     "SAMPLERS",
+    "AskTellGridSampler",
     "fingerprint",
+    "grid_exhausted",
     "make_sampler",
     "make_storage",
     "open_study",
@@ -100,9 +103,33 @@ def _random(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSample
     return optuna.samplers.RandomSampler(seed=seed)
 
 
+class AskTellGridSampler(optuna.samplers.GridSampler):
+    """Optuna's grid sampler for an ask-and-tell loop: it does not stop the study itself.
+
+    ``GridSampler.after_trial`` calls ``Study.stop()`` once the grid is walked, which Optuna
+    allows only inside ``Study.optimize``; kvplan's worker loop asks and tells
+    (``optimizer.run.run_trials``) and ends on ``grid_exhausted`` instead.
+    """
+
+    def after_trial(
+        self,
+        study: optuna.Study,
+        trial: FrozenTrial,
+        state: TrialState,
+        values: Sequence[float] | None,
+    ) -> None:
+        del study, trial, state, values
+
+
+def grid_exhausted(study: optuna.Study) -> bool:
+    """True when ``study`` walks a grid and every point of it has a trial (running or done)."""
+    sampler = study.sampler
+    return isinstance(sampler, optuna.samplers.GridSampler) and sampler.is_exhausted(study)
+
+
 def _grid(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
     try:
-        return optuna.samplers.GridSampler(grid, seed=seed)
+        return AskTellGridSampler(grid, seed=seed)
     except (ValueError, TypeError) as err:
         raise InputError(f"grid sampler: {err}") from None
 
