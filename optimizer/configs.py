@@ -27,7 +27,7 @@ import pydantic
 from optimizer.space import SearchSpace
 from simulator.cluster.autoscale import FLAT_AUTOSCALE_KEYS
 from simulator.config import ServingConfig
-from simulator.pool_config import FLAT_POOL_KEYS, POOLS
+from simulator.pool_config import FLAT_POOL_AUTOSCALE_KEYS, FLAT_POOL_KEYS, POOLS
 from slo.inputfile import InputError, format_validation_error
 
 __all__ = ["ALIASES", "known_names", "to_config", "validate_space_names"]
@@ -46,7 +46,7 @@ def known_names() -> list[str]:
     """Every name a space file may use as a dimension or fixed setting."""
     # The PD pools and the autoscaling policy are searched through their flat keys.
     nested = {"model", "autoscale", *POOLS}
-    flat = {*FLAT_POOL_KEYS, *FLAT_AUTOSCALE_KEYS}
+    flat = {*FLAT_POOL_KEYS, *FLAT_AUTOSCALE_KEYS, *FLAT_POOL_AUTOSCALE_KEYS}
     return sorted(set(ServingConfig.model_fields) - nested | flat | set(ALIASES))
 
 

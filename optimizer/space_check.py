@@ -35,7 +35,7 @@ from simulator.cluster.autoscale import FLAT_AUTOSCALE_KEYS, AutoscaleConfig
 from simulator.config import ServingConfig
 from simulator.engine.analytic import ANALYTIC_MODELS, parse_analytic
 from simulator.latency import LATENCY_MODELS
-from simulator.pool_config import FLAT_POOL_KEYS, POOLS, PoolConfig
+from simulator.pool_config import FLAT_POOL_AUTOSCALE_KEYS, FLAT_POOL_KEYS, POOLS, PoolConfig
 from simulator.presets import load_preset
 from slo.inputfile import InputError
 
@@ -107,9 +107,12 @@ def _check_field(name: str, value: Any, where: str) -> None:
             loc = problem["loc"]
             if not loc:
                 continue
-            # A flat key is validated in its nested place: ("prefill", "tp") is prefill_tp.
-            nested = loc[0] in (*POOLS, "autoscale") and len(loc) > 1
-            name_at = f"{loc[0]}_{loc[1]}" if nested else str(loc[0])
+            # A flat key is validated in its nested place: ("prefill", "tp") is prefill_tp,
+            # ("decode", "autoscale", "min_instances") decode_autoscale_min_instances.
+            depth = 1
+            while depth < len(loc) and loc[depth - 1] in (*POOLS, "autoscale"):
+                depth += 1
+            name_at = "_".join(str(part) for part in loc[:depth])
             if name_at in targets:
                 message = problem["msg"].removeprefix("Value error, ")
                 raise InputError(f"{where}: {message} (got {value!r})") from None
@@ -122,6 +125,8 @@ def _is_int_field(name: str) -> bool:
             field = PoolConfig.model_fields.get(target.partition("_")[2])
         elif target in FLAT_AUTOSCALE_KEYS:
             field = AutoscaleConfig.model_fields.get(target.removeprefix("autoscale_"))
+        elif target in FLAT_POOL_AUTOSCALE_KEYS:
+            field = AutoscaleConfig.model_fields.get(target.partition("_autoscale_")[2])
         else:
             field = ServingConfig.model_fields.get(target)
         if field is None:

@@ -35,13 +35,12 @@ from numpy.typing import NDArray
 from hardware.catalog import shipped_catalog
 from hardware.schema import Catalog
 from simulator.build import Infeasible, build_pool
-from simulator.cluster.autoscale import Autoscaler
 from simulator.cluster.driver import Cluster
-from simulator.cluster.fleet import FleetSummary, fleet_summary
+from simulator.cluster.fleet import FleetSummary
 from simulator.cluster.overlong import drop_overlong
 from simulator.config import ServingConfig
 from simulator.core import Kernel
-from simulator.cost import deployment_cost
+from simulator.cost import deployment_cost, pool_specs
 from simulator.engine import EngineInstance
 from simulator.metrics import (
     LATENCY_METRICS,
@@ -54,6 +53,7 @@ from simulator.metrics import (
 )
 from simulator.presets import load_preset
 from simulator.records import QueueSamples, Recorder, RequestRecord
+from simulator.scaling import start_scaling
 from simulator.workload.no_reuse import NoPrefixReuse
 from simulator.workload.source import RequestSource
 
@@ -87,10 +87,16 @@ class SimResult:
     """Every inter-token gap (seconds) and its weight (requests that saw it), pooled."""
     engine: str = ""
     """The resolved engine settings (``EngineParams.describe``; per pool under PD)."""
-    fleet: FleetSummary | None = None
-    """An autoscaled pool's instance counts over time and its bill (None: a fixed pool).
-    ``summary``'s cost figures are then the period's average; ``cost`` stays the price of
-    the largest fleet."""
+    fleets: dict[str, FleetSummary] = field(default_factory=dict)
+    """Each autoscaled pool's instance counts over time and its bill, by pool: ``instances``
+    for an aggregated deployment, ``prefill`` / ``decode`` under PD; empty when no pool is
+    autoscaled. ``summary``'s cost figures are then the period's average (fixed pools in
+    full); ``cost`` stays the price of the largest fleet."""
+
+    @property
+    def fleet(self) -> FleetSummary | None:
+        """The autoscaled aggregated pool's fleet (None otherwise; PD pools: ``fleets``)."""
+        return self.fleets.get("instances")
 
     def metrics_for_slo(self, stats: Iterable[str] = ()) -> dict[str, float]:
         """Flat metrics for ``slo.evaluate`` (``ttft_ms.p90``, ``usd_per_hour``, …).
@@ -144,6 +150,8 @@ class SimResult:
             data["summary"] = self.summary.to_dict()
         if self.fleet is not None:
             data["fleet"] = self.fleet.to_dict()
+        elif self.fleets:
+            data["fleets"] = {name: fleet.to_dict() for name, fleet in self.fleets.items()}
         return data
 
 
@@ -197,17 +205,19 @@ def simulate(
     cluster = Cluster(
         kernel, pool.instances, pool.router, source, recorder, sample_interval_s=sample_interval_s
     )
-    autoscaler = None
-    if config.autoscale is not None:
-        startup_s = config.autoscale.startup_s(pool.weight_bytes_per_gpu)
-        autoscaler = Autoscaler(cluster, config.autoscale, startup_s=startup_s)
-        autoscaler.start()
+    scaling = start_scaling(
+        config,
+        cluster,
+        pools=pool_specs(config, catalog),
+        cost=cost,
+        weight_bytes_per_gpu=pool.weight_bytes_per_gpu,
+        coordinator=pool.coordinator,
+    )
     cluster.run()
     end = max((r.finish_s for r in recorder.records), default=kernel.now)
-    fleet = None
-    if autoscaler is not None:
-        fleet = fleet_summary(autoscaler.log, cost, config.instances, end)
-        cost = fleet.average_cost
+    fleets: dict[str, FleetSummary] = {}
+    if scaling is not None:
+        fleets, cost = scaling.summaries(end)
     stats = [inst.stats(end) for inst in pool.instances]
     kv_util = float(np.mean([s.kv_utilization for s in stats]))
     diagnostics = {
@@ -249,7 +259,7 @@ def simulate(
         diagnostics,
         recorder.itl_values(),
         _describe_engines(pool.instances),
-        fleet,
+        fleets,
     )
 
 

@@ -106,8 +106,9 @@ class Pool:
     coordinator: PDCoordinator | None = None
     l3_writers: tuple[StoreWriter, ...] = ()
     """The write queue of every L3 store (one per server for a drive, one for a pool)."""
-    weight_bytes_per_gpu: float = 0.0
-    """Weights each GPU of an (aggregated, or prefill) instance loads at start-up, bytes."""
+    weight_bytes_per_gpu: tuple[float, ...] = ()
+    """Weights each GPU of an instance loads at start-up, bytes, per pool (one, or prefill
+    then decode)."""
 
 
 def _seconds(link: Link) -> TransferTime:
@@ -421,7 +422,7 @@ def build_pool(
             builder.l3_blocks,
             engines[0].memory,
             l3_writers=builder.writers,
-            weight_bytes_per_gpu=engines[0].weight_bytes_per_gpu,
+            weight_bytes_per_gpu=(engines[0].weight_bytes_per_gpu,),
         )
     return _pd_pool(config, hw, pools, engines, builder)
 
@@ -463,6 +464,7 @@ def _pd_pool(
         memory,
         coordinator,
         builder.writers,
+        tuple(engine.weight_bytes_per_gpu for engine in engines),
     )
 
 

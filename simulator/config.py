@@ -322,13 +322,11 @@ class ServingConfig(BaseModel):
         self._check_pd()
         if self.autoscale is not None:
             if self.pd_mode != "aggregated":
-                raise ValueError("autoscale: only an aggregated pool is autoscaled")
-            lowest = max(self.autoscale.min_instances, self.autoscale.initial_instances or 0)
-            if lowest > self.instances:
                 raise ValueError(
-                    f"autoscale: min/initial instances ({lowest}) exceed instances "
-                    f"({self.instances}), the most the pool may run"
+                    "autoscale: a disaggregated deployment scales each pool on its own; set "
+                    "prefill.autoscale and/or decode.autoscale instead"
                 )
+            _check_autoscale_bounds("autoscale", self.autoscale, self.instances)
         return self
 
     def _check_pd(self) -> None:
@@ -359,6 +357,9 @@ class ServingConfig(BaseModel):
             tp = self.pool_shape(pool)[1]
             if self.ep is not None and tp % self.ep:
                 raise ValueError(f"ep ({self.ep}) must divide {pool}.tp ({tp})")
+            settings = self.pool(pool)
+            if settings.autoscale is not None:
+                _check_pool_autoscale(pool, settings.autoscale, count)
             budget, running = self.pool_limits(pool)
             if budget and running and budget < running:
                 raise ValueError(
@@ -398,3 +399,32 @@ class ServingConfig(BaseModel):
     def from_yaml(cls, path: str | Path) -> ServingConfig:
         """Read a config file (YAML, TOML or JSON; keys are the field names), one-line errors."""
         return load_input_file(path, cls)
+
+
+def _check_autoscale_bounds(where: str, policy: AutoscaleConfig, instances: int) -> None:
+    lowest = max(policy.min_instances, policy.initial_instances or 0)
+    if lowest > instances:
+        raise ValueError(
+            f"{where}: min/initial instances ({lowest}) exceed instances ({instances}), the "
+            "most the pool may run"
+        )
+
+
+#: The latency target each PD pool's SLO policy may act on, and the pool that makes the other:
+#: the first token is emitted by the prefill instance, every later one by the decode instance.
+_POOL_TARGET = {
+    "prefill": ("ttft_ms_target", "tpot_ms_target"),
+    "decode": ("tpot_ms_target", "ttft_ms_target"),
+}
+
+
+def _check_pool_autoscale(pool: PoolName, policy: AutoscaleConfig, instances: int) -> None:
+    """A pool's policy fits the pool: its bounds, and (policy slo) only the target it makes."""
+    _check_autoscale_bounds(f"{pool}.autoscale", policy, instances)
+    own, other = _POOL_TARGET[pool]
+    if policy.policy == "slo" and getattr(policy, other) is not None:
+        maker = "decode" if pool == "prefill" else "prefill"
+        raise ValueError(
+            f"{pool}.autoscale.{other}: the {maker} pool makes that latency, not the {pool} "
+            f"pool; give it under {maker}.autoscale (this pool scales on {own})"
+        )

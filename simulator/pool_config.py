@@ -8,6 +8,11 @@ count, GPU type, TP and engine limits; a ``None`` field means the deployment's t
     prefill: {instances: 2, tp: 4, max_batched_tokens: 16384}
     decode: {instances: 4, gpu: h200_sxm, router: least_loaded}
 
+A pool may carry its own ``autoscale`` policy (``simulator/cluster/autoscale.py``; its
+``instances`` is then the most it may run): the prefill and decode pools scale separately, each
+on its own signal — the prefill pool on TTFT (its queue and prefills make it), the decode pool
+on TPOT (the hand-off wait and the decode steps make it).
+
 Config files written before the nesting used flat twin keys (``prefill_tp``, ``decode_router``,
 ...). ``fold_pool_keys`` moves them into the nested form, so those files keep working;
 ``ServingConfig`` applies it to every input and the CLI prints a deprecation note naming the
@@ -21,9 +26,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from simulator.cluster.autoscale import AutoscaleConfig, fold_autoscale_keys
 from simulator.cluster.router import parse_router_spec
 
-__all__ = ["FLAT_POOL_KEYS", "POOLS", "POOL_FIELDS", "PoolConfig", "PoolName", "fold_pool_keys"]
+__all__ = [
+    "FLAT_POOL_AUTOSCALE_KEYS",
+    "FLAT_POOL_KEYS",
+    "POOLS",
+    "POOL_FIELDS",
+    "PoolConfig",
+    "PoolName",
+    "fold_pool_keys",
+]
 
 PoolName = Literal["prefill", "decode"]
 
@@ -52,6 +66,11 @@ class PoolConfig(BaseModel):
         description="Decode pool only: router spec that picks the decode instance when a "
         "prefill finishes (None = router).",
     )
+    autoscale: AutoscaleConfig | None = Field(
+        default=None,
+        description="Autoscaling of this pool; 'instances' is then the most it may run "
+        "(simulator/cluster/autoscale.py).",
+    )
 
     @field_validator("router")
     @classmethod
@@ -65,8 +84,17 @@ class PoolConfig(BaseModel):
         return [name for name in type(self).model_fields if getattr(self, name) is not None]
 
 
-#: The fields of a pool, i.e. the suffixes of the flat keys (``prefill_<field>``).
-POOL_FIELDS: tuple[str, ...] = tuple(PoolConfig.model_fields)
+#: The fields of a pool given flat (``prefill_<field>``); the nested ``autoscale`` policy is
+#: flattened a level further (``FLAT_POOL_AUTOSCALE_KEYS``).
+POOL_FIELDS: tuple[str, ...] = tuple(f for f in PoolConfig.model_fields if f != "autoscale")
+
+#: ``prefill_autoscale_target_concurrency``, ...: a pool's autoscaling fields by flat name (a
+#: search space's dimensions are flat, so ``optimize`` can search each pool's policy).
+FLAT_POOL_AUTOSCALE_KEYS: tuple[str, ...] = tuple(
+    f"{pool}_autoscale_{field}"
+    for pool in ("prefill", "decode")
+    for field in AutoscaleConfig.model_fields
+)
 
 #: The flat per-pool keys a config file or a search space may use (``prefill_tp``, ...); the
 #: prefill pool has no router of its own.
@@ -112,4 +140,29 @@ def fold_pool_keys(data: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         nested[field] = value
         out[pool] = nested
         folded.append(key)
-    return out, folded
+    return _fold_pool_autoscale_keys(out), folded
+
+
+def _fold_pool_autoscale_keys(data: dict[str, Any]) -> dict[str, Any]:
+    """``decode_autoscale_<field>`` moved into ``decode.autoscale`` (likewise for prefill);
+    a field given both ways differently raises ``ValueError`` naming both."""
+    for pool in POOLS:
+        prefix = f"{pool}_"
+        flat = {
+            k: v for k, v in data.items() if k in FLAT_POOL_AUTOSCALE_KEYS and k.startswith(prefix)
+        }
+        if not flat:
+            continue
+        nested = data.get(pool)
+        if isinstance(nested, PoolConfig):
+            nested = nested.model_dump(exclude_none=True)
+        if nested is not None and not isinstance(nested, Mapping):
+            continue  # left for the model's own validation to reject
+        inner = {k.removeprefix(prefix): v for k, v in flat.items()}
+        try:
+            merged = fold_autoscale_keys({**dict(nested or {}), **inner})
+        except ValueError as err:
+            raise ValueError(f"{pool}: {err}") from None
+        data = {k: v for k, v in data.items() if k not in flat}
+        data[pool] = merged
+    return data

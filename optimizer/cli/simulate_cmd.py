@@ -310,7 +310,8 @@ def _window_slo(slo_file: Path | None, serving: ServingConfig, *, capacity: bool
     config); ``--slo`` otherwise belongs to ``--capacity``."""
     if slo_file is None or capacity:
         return None
-    if serving.autoscale is None:
+    pools = [serving.pool(name).autoscale for name in ("prefill", "decode")]
+    if serving.autoscale is None and all(policy is None for policy in pools):
         raise InputError(
             "--slo: only with --capacity or an autoscaled config (attainment per window); "
             "kvplan slo check evaluates one run"

@@ -39,7 +39,8 @@ def simulation_summary(result: SimResult, spec: SloSpec | None = None) -> dict[s
     """The ``--json`` object: ``feasible``, ``reason``, latency stats (ms) per metric,
     ``throughput``, ``cache``, ``cost``, ``requests``, ``utilization``, ``load_imbalance``,
     ``config``, ``diagnostics``; ``fleet`` (timeline, bill, windows) for an autoscaled pool,
-    the windows with SLO attainment when ``spec`` is given.
+    or ``fleets`` (one such object per autoscaled PD pool), the windows with SLO attainment
+    when ``spec`` is given.
 
     An infeasible result has the same keys: latencies and hit ratios are None, throughput 0,
     cost per million tokens None (nothing was served).
@@ -87,8 +88,14 @@ def simulation_summary(result: SimResult, spec: SloSpec | None = None) -> dict[s
     data["seed"] = result.seed
     data["config"] = result.config.model_dump()
     data["diagnostics"] = dict(result.diagnostics)
+    fleets = {
+        name: fleet.to_dict() | {"windows": fleet_windows(result, spec, name)}
+        for name, fleet in result.fleets.items()
+    }
     if result.fleet is not None:
-        data["fleet"] = result.fleet.to_dict() | {"windows": fleet_windows(result, spec)}
+        data["fleet"] = fleets["instances"]
+    elif fleets:
+        data["fleets"] = fleets
     return data
 
 
@@ -100,11 +107,13 @@ def window_seconds(period_s: float) -> float:
     return 600.0 if period_s >= 2400 else 60.0
 
 
-def fleet_windows(result: SimResult, spec: SloSpec | None = None) -> list[dict[str, Any]]:
-    """Per window of an autoscaled run: requests, mean serving / paid instances, TTFT and
-    TPOT p90 (ms), and with ``spec`` the share of the window's requests that met every target
-    (its SLO attainment). Empty for a fixed pool."""
-    fleet = result.fleet
+def fleet_windows(
+    result: SimResult, spec: SloSpec | None = None, pool: str = "instances"
+) -> list[dict[str, Any]]:
+    """Per window of an autoscaled run: requests, mean serving / paid instances of ``pool``
+    (``SimResult.fleets``), TTFT and TPOT p90 (ms), and with ``spec`` the share of the
+    window's requests that met every target (its SLO attainment). Empty for a fixed pool."""
+    fleet = result.fleets.get(pool)
     if fleet is None:
         return []
     met = None
@@ -121,22 +130,24 @@ def fleet_windows(result: SimResult, spec: SloSpec | None = None) -> list[dict[s
     return rows
 
 
-def print_fleet(result: SimResult, windows: list[dict[str, Any]]) -> None:
-    """The autoscaled fleet: starts, stops, the bill, and one row per window (``windows``:
-    ``fleet_windows``'s rows)."""
-    fleet = result.fleet
+def print_fleet(result: SimResult, windows: list[dict[str, Any]], pool: str = "instances") -> None:
+    """An autoscaled pool's fleet: starts, stops, the bill, and one row per window
+    (``windows``: ``fleet_windows``'s rows for ``pool``)."""
+    fleet = result.fleets.get(pool)
     if fleet is None:
         return
     log = fleet.log
+    which = "autoscaled" if pool == "instances" else f"{pool} pool autoscaled"
     console.print(
-        f"autoscaled: {fleet.mean_instances:.2f} instances on average (start-up "
+        f"{which}: {fleet.mean_instances:.2f} instances on average (start-up "
         f"{log.startup_s:.0f} s; {log.n_started} started, {log.n_stopped} stopped), "
         f"USD {fleet.usd_for_period:,.2f} for {fleet.period_s / 3600:.2f} h "
         f"(USD {fleet.average_cost.usd_per_hour:,.2f}/h on average)",
         markup=False,
         highlight=False,
     )
-    table = Table(title="Fleet over time (p90 latencies in ms)", title_justify="left")
+    title = "Fleet over time" if pool == "instances" else f"{pool.capitalize()} pool over time"
+    table = Table(title=f"{title} (p90 latencies in ms)", title_justify="left")
     columns = ["window", "requests", "serving", "paid", "ttft", "tpot"]
     if windows and "attainment" in windows[0]:
         columns.append("attainment")
@@ -236,6 +247,14 @@ def print_tables(result: SimResult, workload: dict[str, Any], spec: SloSpec | No
     console.print(figures)
     if "fleet" in data:
         print_fleet(result, data["fleet"]["windows"])
+    for name, fleet in data.get("fleets", {}).items():
+        print_fleet(result, fleet["windows"], name)
+    if "fleets" in data and result.summary is not None:
+        console.print(
+            f"both pools together: USD {result.summary.cost.usd_per_hour:,.2f}/h on average",
+            markup=False,
+            highlight=False,
+        )
 
 
 def _describe(workload: dict[str, Any]) -> str:

@@ -50,6 +50,8 @@ from __future__ import annotations
 import functools
 import math
 from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -57,8 +59,16 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from simulator.cluster.driver import Cluster
 from simulator.cluster.fleet import FleetLog
 from simulator.cluster.slo_signal import RecentLatency
+from simulator.engine.instance import EngineInstance
 
-__all__ = ["FLAT_AUTOSCALE_KEYS", "AutoscaleConfig", "Autoscaler", "fold_autoscale_keys"]
+__all__ = [
+    "FLAT_AUTOSCALE_KEYS",
+    "AutoscaleConfig",
+    "Autoscaler",
+    "ScaledPool",
+    "aggregated_pool",
+    "fold_autoscale_keys",
+]
 
 State = Literal["off", "starting", "serving", "draining"]
 
@@ -172,14 +182,49 @@ def fold_autoscale_keys(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class Autoscaler:
-    """Drives the states of a cluster's instances (module docstring) and the serving prefix
-    the cluster routes to (``Cluster.routable``)."""
+@dataclass(frozen=True, slots=True)
+class ScaledPool:
+    """The instances one autoscaler drives, and how it tells their router which serve.
 
-    def __init__(self, cluster: Cluster, config: AutoscaleConfig, *, startup_s: float) -> None:
-        """Takes over ``cluster.routable``; the ticks stop once no request will arrive any more
-        (``cluster.arrivals_done``) and every instance is idle."""
-        instances = cluster.instances
+    ``set_routable(k)``: the router picks among the pool's first ``k`` instances from now on;
+    ``forget(i)``: the pool's instance ``i`` stopped (its cache is gone). ``queue_signal``:
+    whether policy ``slo`` reads the share of TTFT spent queueing (the queue in front of this
+    pool's prefills; a PD decode pool's latency is TPOT only, whose queue that is not).
+    """
+
+    name: str
+    instances: Sequence[EngineInstance]
+    set_routable: Callable[[int], None]
+    forget: Callable[[int], None]
+    queue_signal: bool = True
+
+
+def aggregated_pool(cluster: Cluster) -> ScaledPool:
+    """Every instance of ``cluster``, routed by its router through ``Cluster.routable``."""
+
+    def set_routable(k: int) -> None:
+        cluster.routable = k
+
+    return ScaledPool("instances", cluster.instances, set_routable, cluster.router.forget)
+
+
+class Autoscaler:
+    """Drives the states of one pool's instances (module docstring) and the serving prefix
+    its router picks from (``ScaledPool.set_routable``)."""
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        config: AutoscaleConfig,
+        *,
+        startup_s: float,
+        pool: ScaledPool | None = None,
+    ) -> None:
+        """Drives ``pool`` (default: every instance of ``cluster``); the ticks stop once no
+        request will arrive any more (``cluster.arrivals_done``) and every instance of the
+        cluster is idle (a PD pool's work can still come from the other pool)."""
+        pool = pool or aggregated_pool(cluster)
+        instances = pool.instances
         initial = config.initial_instances or config.min_instances  # ≥ min_instances
         if initial > len(instances):
             raise ValueError(
@@ -188,13 +233,15 @@ class Autoscaler:
             )
         self.cluster = cluster
         self.kernel = cluster.kernel
+        self.pool = pool
         self.instances = instances
-        self.router = cluster.router
         self.config = config
         self.startup_s = startup_s
         serving: list[State] = ["serving"] * initial
         self.state: list[State] = serving + ["off"] * (len(instances) - initial)
-        cluster.routable = initial
+        self.routable = initial
+        """Serving prefix ``0 .. routable − 1`` of the pool (what its router picks from)."""
+        pool.set_routable(initial)
         self._samples: deque[tuple[float, int]] = deque()
         self._sum = 0
         self._wanted: deque[tuple[float, int]] = deque()
@@ -213,7 +260,7 @@ class Autoscaler:
         self._bill(now)
         self._stop_idle_drained()
         wanted = self._wanted_now(now)
-        paid = self.cluster.routable + self._count("starting")
+        paid = self.routable + self._count("starting")
         if wanted > paid:
             self._scale_up(wanted - paid)
         else:
@@ -242,11 +289,11 @@ class Autoscaler:
     def _wanted_by_slo(self, now: float) -> int:
         """Policy slo (module doc): one more, one fewer, or as many as are paid for."""
         c, signal = self.config, self._latency
-        paid = self.cluster.routable + self._count("starting")
+        paid = self.routable + self._count("starting")
         held = signal.update(now)
         ttft = _ratio(signal.percentile("ttft_ms", c.slo_percentile), c.ttft_ms_target)
         tpot = _ratio(signal.percentile("tpot_ms", c.slo_percentile), c.tpot_ms_target)
-        queued = signal.queue_share()
+        queued = signal.queue_share() if self.pool.queue_signal else 0.0
         wanted = paid
         if tpot > 1.0 or (ttft > 1.0 and queued >= c.scale_up_queue_share):
             wanted = paid if self._count("starting") else paid + 1
@@ -290,7 +337,7 @@ class Autoscaler:
             if self.state[i] == "starting":
                 self.state[i] = "off"  # cancelled; ``_ready`` will find it off
                 n -= 1
-        for i in reversed(range(self.cluster.routable)):
+        for i in reversed(range(self.routable)):
             if n == 0:
                 break
             self.state[i] = "draining"
@@ -311,7 +358,7 @@ class Autoscaler:
             if self.state[i] == "draining" and inst.n_outstanding == 0:
                 self.state[i] = "off"
                 inst.cold_restart()
-                self.router.forget(i)
+                self.pool.forget(i)
                 self.log.n_stopped += 1
                 stopped = True
         if stopped:
@@ -322,14 +369,16 @@ class Autoscaler:
         k = 0
         while k < len(self.state) and self.state[k] == "serving":
             k += 1
-        self.cluster.routable = k
+        self.routable = k
+        self.pool.set_routable(k)
 
     # ----- accounting ---------------------------------------------------------------------------
     def _count(self, state: State) -> int:
         return sum(1 for s in self.state if s == state)
 
     def _busy(self) -> bool:
-        return any(inst.n_outstanding for inst in self.instances) or self._count("starting") > 0
+        everywhere = self.cluster.instances  # a PD pool's work may still come from the other
+        return any(inst.n_outstanding for inst in everywhere) or self._count("starting") > 0
 
     def _bill(self, now: float) -> None:
         paid = sum(1 for s in self.state if s != "off")

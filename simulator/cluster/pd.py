@@ -146,6 +146,9 @@ class EntryRouter(Router):
     def route(self, request: TraceRequest, instances: Sequence[InstanceView]) -> int:
         return self.inner.route(request, instances[: self.n_instances])
 
+    def forget(self, index: int) -> None:
+        self.inner.forget(index)
+
 
 class PDCoordinator:
     """The hand-off between the pools (module docstring, steps 3–4); the prefill instances'
@@ -170,6 +173,9 @@ class PDCoordinator:
         self.overlap = overlap
         self.n_layers = max(1, n_layers)
         self.max_blocks = min(inst.l1_blocks for inst in self.decode)
+        self.decode_routable = len(self.decode)
+        """Hand-offs go to the first ``decode_routable`` decode instances (the decode pool's
+        autoscaler moves it; the others are starting, draining or off)."""
         self.link_free_s = [0.0] * len(self.prefill)
         """When each prefill instance's sending link is next free."""
         self.recv_free_s = [0.0] * len(self.decode)
@@ -183,7 +189,10 @@ class PDCoordinator:
 
     def send(self, source: EngineInstance, req: EngineRequest) -> None:
         """``req``'s prefill is done on ``source``: pick a decode instance and queue it there."""
-        choice = self.router.route(req.trace, self.decode)
+        serving = self.decode
+        if self.decode_routable < len(serving):
+            serving = serving[: self.decode_routable]
+        choice = self.router.route(req.trace, serving)
         target = self.decode[choice]
         follow = continuation(req, target.index, target.block_tokens)
         follow.remote = _Remote(self, source, req, choice)

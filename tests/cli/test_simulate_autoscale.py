@@ -12,6 +12,7 @@ import yaml
 from typer.testing import CliRunner
 
 from optimizer.cli.main import app
+from simulator.config import ServingConfig
 from simulator.workload.spec import load_workload
 from slo.inputfile import InputError
 
@@ -106,3 +107,41 @@ def test_the_shipped_day_is_a_day_at_the_bundled_slices_rate() -> None:
     assert spec.requests == pytest.approx(3.0 * 86_400, rel=0.01)
     config = yaml.safe_load((EXAMPLES / "simulate_autoscale.yaml").read_text())
     assert config["autoscale"]["target_concurrency"] > 0
+
+
+PD_CONFIG = {
+    "model": "Qwen/Qwen3-8B",
+    "gpu": "h100_sxm",
+    "router": "least_load",
+    "latency_model": "constant:0.02",
+    "pd_mode": "disaggregated",
+    "prefill": {"instances": 2, "autoscale": {"target_concurrency": 0.5, "engine_init_s": 20}},
+    "decode": {"instances": 3, "autoscale": {"target_concurrency": 6, "engine_init_s": 20}},
+}
+
+
+def test_pd_pools_print_a_fleet_each_and_their_bill(files: dict[str, Path], tmp_path: Path) -> None:
+    config = tmp_path / "pd.yaml"
+    config.write_text(yaml.safe_dump(PD_CONFIG))
+    pd_files = {**files, "config": config}
+    shown = _run(pd_files, "--slo", str(files["slo"]))
+    assert shown.exit_code == 0, shown.output
+    for text in ("prefill pool autoscaled:", "decode pool autoscaled:", "Prefill pool over time",
+                 "Decode pool over time", "both pools together"):  # fmt: skip
+        assert text in shown.output
+    data = json.loads(_run(pd_files, "--slo", str(files["slo"]), "--json").stdout)
+    assert "fleet" not in data
+    fleets = data["fleets"]
+    assert set(fleets) == {"prefill", "decode"}
+    assert all(max(f["timeline"]["serving"]) > 1 for f in fleets.values())
+    assert sum(w["requests"] for w in fleets["decode"]["windows"]) == 6000
+    # Both pools together, at their own prices: the sum of the pools' period averages.
+    total = sum(f["usd_per_hour"] for f in fleets.values())
+    assert data["cost"]["usd_per_hour"] == pytest.approx(total)
+
+
+def test_the_shipped_pd_example_scales_both_pools() -> None:
+    config = ServingConfig.from_yaml(EXAMPLES / "simulate_pd_autoscale.yaml")
+    assert config.pd_mode == "disaggregated"
+    policies = [config.pool(name).autoscale for name in ("prefill", "decode")]
+    assert all(policy is not None and policy.target_concurrency for policy in policies)

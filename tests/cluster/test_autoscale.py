@@ -37,7 +37,7 @@ def _config(**autoscale: Any) -> ServingConfig:
     )
 
 
-def _step_load(rate: float = 40.0, requests: int = 30_000) -> WorkloadSpec:
+def step_load(rate: float = 40.0, requests: int = 30_000, output_tokens: int = 20) -> WorkloadSpec:
     """Quiet (0.05×) for 300 s, busy (1×) for 300 s, quiet again: a load step up and down."""
     pieces = [
         {"until_s": 300, "scale": 0.05},
@@ -50,14 +50,14 @@ def _step_load(rate: float = 40.0, requests: int = 30_000) -> WorkloadSpec:
             "requests": requests,
             "arrival": {"process": "poisson", "rate_per_s": rate, "profile": {"pieces": pieces}},
             "input_tokens": 200,
-            "output_tokens": 20,
+            "output_tokens": output_tokens,
         }
     )
 
 
 @pytest.fixture(scope="module")
 def stepped() -> SimResult:
-    result = simulate(_config(), _step_load(requests=14_000), seed=0, check_invariants=True)
+    result = simulate(_config(), step_load(requests=14_000), seed=0, check_invariants=True)
     assert result.feasible, result.reason
     return result
 
@@ -111,7 +111,7 @@ def test_the_period_is_billed_by_the_instances_paid_for(stepped: SimResult) -> N
     assert fleet is not None
     assert stepped.summary is not None
     full = stepped.cost  # the fleet's price averaged; the largest fleet's is 4 × per instance
-    fixed = simulate(_config().model_copy(update={"autoscale": None}), _step_load(requests=10),
+    fixed = simulate(_config().model_copy(update={"autoscale": None}), step_load(requests=10),
                      seed=0).cost  # fmt: skip
     per_instance = fixed.usd_per_hour / 4  # no DRAM or L3 tiers here
     assert 1 < fleet.mean_instances < 4
@@ -130,7 +130,7 @@ def test_a_stopped_instance_restarts_cold() -> None:
         seed=np.random.SeedSequence(0),
     )  # fmt: skip
     assert isinstance(pool, Pool)
-    source = _step_load(requests=14_000).build(np.random.default_rng(0))
+    source = step_load(requests=14_000).build(np.random.default_rng(0))
     cluster = Cluster(kernel, pool.instances, pool.router, source, recorder)
     assert config.autoscale is not None
     scaler = Autoscaler(cluster, config.autoscale, startup_s=10.0)
@@ -146,8 +146,8 @@ def test_a_stopped_instance_restarts_cold() -> None:
 
 
 def test_deterministic_for_a_seed() -> None:
-    first = simulate(_config(), _step_load(requests=3_000), seed=3)
-    again = simulate(_config(), _step_load(requests=3_000), seed=3)
+    first = simulate(_config(), step_load(requests=3_000), seed=3)
+    again = simulate(_config(), step_load(requests=3_000), seed=3)
     assert first.records == again.records
     assert first.fleet is not None
     assert again.fleet is not None
@@ -177,7 +177,34 @@ def test_deterministic_for_a_seed() -> None:
                 "prefill": {"instances": 1},
                 "decode": {"instances": 1},
             },
-            "only an aggregated pool",
+            "set prefill.autoscale and/or decode.autoscale",
+        ),
+        (
+            {
+                "pd_mode": "disaggregated",
+                "prefill": {"instances": 1},
+                "decode": {
+                    "instances": 2,
+                    "autoscale": {"target_concurrency": 8, "min_instances": 3},
+                },
+            },
+            "decode.autoscale: min/initial instances",
+        ),
+        (
+            {
+                "pd_mode": "disaggregated",
+                "prefill": {"instances": 2, "autoscale": {"policy": "slo", "tpot_ms_target": 50}},
+                "decode": {"instances": 2},
+            },
+            "prefill.autoscale.tpot_ms_target: the decode pool makes that latency",
+        ),
+        (
+            {
+                "pd_mode": "disaggregated",
+                "prefill": {"instances": 2},
+                "decode": {"instances": 2, "autoscale": {"policy": "slo", "ttft_ms_target": 900}},
+            },
+            "decode.autoscale.ttft_ms_target: the prefill pool makes that latency",
         ),
     ],
 )
@@ -203,9 +230,14 @@ def test_a_search_space_names_the_policy_fields_flat() -> None:
          "autoscale_scale_down_delay_s": 120},
     )  # fmt: skip
     assert config.autoscale == AutoscaleConfig(target_concurrency=16, scale_down_delay_s=120)
+
+
+@pytest.mark.parametrize("prefix", ["autoscale_", "prefill_autoscale_", "decode_autoscale_"])
+def test_a_space_value_of_a_policy_field_is_checked_by_its_flat_name(prefix: str) -> None:
+    # A PD pool's policy fields are flat too (decode_autoscale_target_concurrency, ...).
     catalog = shipped_catalog()
-    check_setting("autoscale_target_concurrency", 16, catalog, "space.yaml")
-    with pytest.raises(InputError, match=r"space.yaml: autoscale_target_concurrency"):
-        check_setting("autoscale_target_concurrency", 0, catalog, "space.yaml")
-    with pytest.raises(InputError, match=r"space.yaml: autoscale_min_instances"):
-        check_setting("autoscale_min_instances", 0, catalog, "space.yaml")
+    check_setting(f"{prefix}target_concurrency", 16, catalog, "space.yaml")
+    with pytest.raises(InputError, match=rf"space.yaml: {prefix}target_concurrency"):
+        check_setting(f"{prefix}target_concurrency", 0, catalog, "space.yaml")
+    with pytest.raises(InputError, match=rf"space.yaml: {prefix}min_instances"):
+        check_setting(f"{prefix}min_instances", 0, catalog, "space.yaml")
