@@ -46,6 +46,14 @@ class ServingConfig(BaseModel):
     ep: int | None = Field(
         default=None, ge=1, description="Expert parallelism of an MoE model (None = tp)."
     )
+    attention_dp: int = Field(
+        default=1,
+        ge=1,
+        description="Attention data parallelism of an MoE model: the tp GPUs run this many "
+        "ranks of tp/attention_dp GPUs, each with its own KV cache and batch, sharing the "
+        "routed experts (SGLang --enable-dp-attention --dp-size, TensorRT-LLM "
+        "enable_attention_dp); engine limits are per rank. 1 = off.",
+    )
     allow_multi_node: bool = Field(
         default=False,
         description="Allow tensor parallelism beyond one server's GPUs (all-reduce over the "
@@ -319,6 +327,8 @@ class ServingConfig(BaseModel):
             )
         if self.ep is not None and self.tp % self.ep:
             raise ValueError(f"ep ({self.ep}) must divide tp ({self.tp})")
+        if self.pd_mode == "aggregated" and self.tp % self.attention_dp:
+            raise ValueError(f"attention_dp ({self.attention_dp}) must divide tp ({self.tp})")
         self._check_pd()
         if self.autoscale is not None:
             if self.pd_mode != "aggregated":
@@ -359,6 +369,9 @@ class ServingConfig(BaseModel):
             tp = self.pool_shape(pool)[1]
             if self.ep is not None and tp % self.ep:
                 raise ValueError(f"ep ({self.ep}) must divide {pool}.tp ({tp})")
+            dp = self.pool_attention_dp(pool)
+            if tp % dp:
+                raise ValueError(f"{pool}.attention_dp ({dp}) must divide {pool}.tp ({tp})")
             budget, running = self.pool_limits(pool)
             if budget and running and budget < running:
                 raise ValueError(
@@ -388,6 +401,12 @@ class ServingConfig(BaseModel):
         """(GPU, TP, instances) of a disaggregated pool, defaults filled in."""
         settings = self.pool(pool)
         return settings.gpu or self.gpu, settings.tp or self.tp, settings.instances or 0
+
+    def pool_attention_dp(self, pool: PoolName | None) -> int:
+        """Attention DP ranks of an instance of ``pool`` (None: the aggregated pool)."""
+        if pool is None:
+            return self.attention_dp
+        return self.pool(pool).attention_dp or self.attention_dp
 
     def decode_router(self) -> str:
         """Router spec that picks the decode instance after a prefill (the pool's, else
