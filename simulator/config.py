@@ -325,10 +325,7 @@ class ServingConfig(BaseModel):
                 f"max_running_requests ({self.max_running_requests}): every running request "
                 "decodes one token per step"
             )
-        if self.ep is not None and self.tp % self.ep:
-            raise ValueError(f"ep ({self.ep}) must divide tp ({self.tp})")
-        if self.pd_mode == "aggregated" and self.tp % self.attention_dp:
-            raise ValueError(f"attention_dp ({self.attention_dp}) must divide tp ({self.tp})")
+        self._check_layout()
         self._check_pd()
         if self.autoscale is not None:
             if self.pd_mode != "aggregated":
@@ -340,6 +337,13 @@ class ServingConfig(BaseModel):
                     f"({self.instances}), the most the pool may run"
                 )
         return self
+
+    def _check_layout(self) -> None:
+        if self.ep is not None and self.tp % self.ep:
+            raise ValueError(f"ep ({self.ep}) must divide tp ({self.tp})")
+        # Disaggregated pools check their own TP (``_check_pd``).
+        if self.pd_mode == "aggregated" and self.tp % self.attention_dp:
+            raise ValueError(f"attention_dp ({self.attention_dp}) must divide tp ({self.tp})")
 
     def _check_pd(self) -> None:
         if self.pd_mode == "aggregated":

@@ -229,9 +229,7 @@ def _check_tp(d: Deployment) -> None:
             f"{_where(d)}: {name}={tp} must divide the {kv} KV heads or be a multiple of them "
             "(KV heads are replicated when tp exceeds them)"
         )
-    if m.linear_attention_layers and (
-        m.linear_num_key_heads % tp or m.linear_num_value_heads % tp
-    ):
+    if m.linear_attention_layers and (m.linear_num_key_heads % tp or m.linear_num_value_heads % tp):
         raise InputError(
             f"{_where(d)}: {name}={tp} does not divide the {m.linear_num_key_heads} key / "
             f"{m.linear_num_value_heads} value heads of the linear-attention layers"
