@@ -89,6 +89,11 @@ class PoolLayout:
     batch_size: int | None
     """The engine's cap on running requests per instance; None = not recorded. Not applied."""
 
+    def label(self) -> str:
+        """``'3×TP16'``, ``'1×TP1×DP16'`` with attention DP (workers × TP per rank × ranks)."""
+        dp = f"×DP{self.attention_dp}" if self.attention_dp > 1 else ""
+        return f"{self.workers}×TP{self.tp}{dp}"
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return {
@@ -121,9 +126,7 @@ class DisaggRow(MeasuredRow):
     def tp(self) -> str:
         """A table's TP cell: ``'2×TP1 + 1×TP4'`` (prefill workers × TP + decode); the two pools
         differ, so this is a label, not a GPU count (see ``prefill`` / ``decode``)."""
-        return (
-            f"{self.prefill.workers}×TP{self.prefill.tp} + {self.decode.workers}×TP{self.decode.tp}"
-        )
+        return f"{self.prefill.label()} + {self.decode.label()}"
 
     def describe(self) -> dict[str, Any]:
         """The identifying fields, JSON-ready (the keys of ``SiliconRow.describe`` plus the
