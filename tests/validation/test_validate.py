@@ -75,8 +75,9 @@ def test_attention_dp_row_has_batch_size_users_per_rank(tmp_path: Path) -> None:
     # aiconfigurator records batch_size per DP rank (the MiniMax-M2.5 vLLM rows: batch_size 8
     # at attention DP 4 for silicon_concurrency=32).
     row = "m,vllm,Qwen/Qwen3-235B-A22B-FP8,h100_sxm,fp8,agg,1024,1024,fp8,8,4,1,4,1,16,90.0,10.0"
-    rows, _ = read_silicon(_csv(tmp_path, [row]))
-    assert (rows[0].concurrency, rows[0].tp, rows[0].attention_dp) == (32, 4, 4)
+    (read,), _ = read_silicon(_csv(tmp_path, [row]))
+    assert isinstance(read, SiliconRow)
+    assert (read.concurrency, read.tp, read.attention_dp) == (32, 4, 4)
 
 
 def test_missing_column_names_the_file_and_column(tmp_path: Path) -> None:
