@@ -11,12 +11,14 @@ whole instance's; ``AttentionDpModel`` prices it as
 
     step = rank(heaviest rank's batch)  − rank's routed experts  (on its own tokens)
          + routed experts on all T tokens of the instance        (the instance's layout)
-         + MoE exchange: per MoE layer an all-gather of the T tokens' hidden states before
-           the experts and a reduce-scatter after, priced together as one all-reduce of
-           ``T · hidden · activation bytes`` over ``tp`` GPUs (on a ring, all-reduce =
-           reduce-scatter + all-gather, the same bytes on the wire) by the kernel source's
-           NCCL all-reduce: the measured tables up to 8 GPUs, over the NIC (roofline, or the
-           table carried by its ratio) when the instance spans nodes.
+         + MoE exchange: per MoE layer an all-gather of the T tokens' hidden states
+           (``m = T · hidden · activation bytes``) before the experts and a reduce-scatter
+           after. Each is a collective of its own with its own latency floor, and moves
+           ``(n-1)/n · m`` per GPU on a ring, what an all-reduce of ``m / 2`` moves: so each
+           is priced as the kernel source's all-reduce of ``m / 2`` over ``tp`` GPUs (the
+           measured NCCL tables up to 8 GPUs; over the NIC, roofline or the table carried by
+           its ratio, when the instance spans nodes). The tables' all-gather and
+           reduce-scatter rows are not loaded (``profiles.py`` keeps the all-reduce only).
 
 Approximations, stated:
 
@@ -145,9 +147,10 @@ class AttentionDpModel:
 
     # ----- parts ------------------------------------------------------------------------------
     def exchange_call(self, tokens: int) -> KernelCall:
-        """The MoE exchange of ``tokens`` instance tokens over all MoE layers (module doc)."""
-        message = tokens * self._exchange_bytes
-        return KernelCall("moe_exchange", "nccl", (message, self.deployment.tp), self._moe_layers)
+        """The MoE exchange of ``tokens`` instance tokens over all MoE layers: an all-gather
+        and a reduce-scatter per layer, each an all-reduce of half the message (module doc)."""
+        half = tokens * self._exchange_bytes / 2
+        return KernelCall("moe_exchange", "nccl", (half, self.deployment.tp), 2 * self._moe_layers)
 
     def _shared_moe(self, tokens: int) -> tuple[float, float]:
         """(routed experts, exchange) seconds for the instance's ``tokens``."""
