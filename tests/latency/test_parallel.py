@@ -152,6 +152,11 @@ def test_without_attention_dp_the_model_is_the_plain_composition() -> None:
         (QWEN_MOE, {"tp": 4, "attention_dp": 3}, "attention_dp=3 must be a positive divisor"),
         (QWEN_MOE, {"tp": 6, "attention_dp": 2}, "(tp/attention_dp)=3 does not divide the 32"),
         (QWEN_MOE, {"tp": 6, "attention_dp": 6, "ep": 3}, "ep=3 does not divide the 128"),
+        (
+            CATALOG.model("MiniMaxAI/MiniMax-M2.5"),  # 48 heads, 8 KV heads
+            {"tp": 12, "attention_dp": 2, "allow_multi_node": True},
+            "(tp/attention_dp)=6 must divide the 8 KV heads",
+        ),
         (QWEN_MOE, {"tp": 16, "attention_dp": 4}, "exceeds the 8 GPUs of one h100_sxm node"),
         (CATALOG.model("Qwen/Qwen3-32B"), {"tp": 2, "attention_dp": 2}, "needs an MoE model"),
     ],
