@@ -26,8 +26,66 @@ def _reuse(p: Mapping[str, Any]) -> bool:
     return p.get("prefix_caching") is not False
 
 
+def _layout(p: Mapping[str, Any]) -> tuple[int, int, int | None]:
+    """(GPUs per instance, attention-DP ranks, expert parallelism or None = the default)."""
+    ep = p.get("ep")
+    return int(p.get("tp", 1)), int(p.get("attention_dp") or 1), None if ep is None else int(ep)
+
+
+# Parallel-layout flags, as the engines document them:
+# - vLLM (docs.vllm.ai serving/data_parallel_deployment, expert_parallel_deployment):
+#   ``--data-parallel-size D`` ranks of ``--tensor-parallel-size`` GPUs each; the experts form
+#   one TP group of DP x TP GPUs unless ``--enable-expert-parallel``, which spreads whole
+#   experts over all of them (EP = DP x TP). Other EP sizes have no flag.
+# - SGLang (docs.sglang.io advanced_features/dp_dpa_smg_guide, "DP attention"): ``--tp-size``
+#   is all the GPUs, ``--enable-dp-attention --dp-size D`` splits attention into D ranks,
+#   ``--ep-size`` the experts.
+# - TensorRT-LLM (nvidia.github.io/TensorRT-LLM features/parallel-strategy):
+#   ``tensor_parallel_size`` GPUs, ``enable_attention_dp: true`` makes every GPU its own
+#   attention rank (D = tp only), ``moe_expert_parallel_size`` the experts, both in the
+#   ``--extra_llm_api_options`` YAML.
+def _vllm_layout(p: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    tp, dp, ep = _layout(p)
+    args = ["--tensor-parallel-size", str(tp // dp)]
+    notes: list[str] = []
+    if dp > 1:
+        args += ["--data-parallel-size", str(dp)]
+    if ep is not None and ep == tp and tp > 1:
+        args += ["--enable-expert-parallel"]
+    elif ep not in (None, 1, tp):
+        notes.append(f"ep={ep}: vLLM's expert parallelism spans all {tp} GPUs or none")
+    return args, notes
+
+
+def _sglang_layout(p: Mapping[str, Any]) -> list[str]:
+    tp, dp, ep = _layout(p)
+    args = ["--tp-size", str(tp)]
+    if dp > 1:
+        args += ["--enable-dp-attention", "--dp-size", str(dp)]
+    if ep is not None and ep > 1:
+        args += ["--ep-size", str(ep)]
+    return args
+
+
+def _trtllm_layout(p: Mapping[str, Any], options: dict[str, Any]) -> list[str]:
+    """Adds the layout to the LLM API ``options``; returns the notes."""
+    tp, dp, ep = _layout(p)
+    notes = []
+    if dp > 1:
+        options["enable_attention_dp"] = True
+        if dp != tp:
+            notes.append(
+                f"attention_dp={dp} of tp={tp}: TensorRT-LLM's attention DP runs one rank per "
+                f"GPU ({tp} ranks)"
+            )
+    if ep is not None and ep > 1:
+        options["moe_expert_parallel_size"] = ep
+    return notes
+
+
 def _vllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
-    args = ["vllm", "serve", str(p["model"]), "--tensor-parallel-size", str(p.get("tp", 1))]
+    layout, notes = _vllm_layout(p)
+    args = ["vllm", "serve", str(p["model"]), *layout]
     if p.get("precision") == "fp8":
         args += ["--quantization", "fp8"]
     if p.get("kv_precision") == "fp8":
@@ -45,7 +103,6 @@ def _vllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
     args += ["--enable-prefix-caching" if _reuse(p) else "--no-enable-prefix-caching"]
     if p.get("scheduler") == "chunked":
         args += ["--enable-chunked-prefill"]
-    notes: list[str] = []
     l2 = float(p.get("l2_dram_gib") or 0)
     if l2 > 0:
         args += ["--kv-offloading-backend", "native", "--kv-offloading-size", f"{l2:g}"]
@@ -58,7 +115,7 @@ def _vllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
 
 def _sglang(p: Mapping[str, Any]) -> tuple[str, list[str]]:
     args = ["python", "-m", "sglang.launch_server", "--model-path", str(p["model"])]
-    args += ["--tp-size", str(p.get("tp", 1))]
+    args += _sglang_layout(p)
     if p.get("precision") == "fp8":
         args += ["--quantization", "fp8"]
     if p.get("kv_precision") == "fp8":
@@ -125,6 +182,7 @@ def _trtllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
         args += ["--max_batch_size", str(p["max_running_requests"])]
     options: dict[str, Any] = {}
     notes: list[str] = []
+    notes += _trtllm_layout(p, options)
     if p.get("scheduler") == "chunked":
         options["enable_chunked_prefill"] = True
     elif p.get("scheduler") == "prefill_first":
@@ -165,7 +223,8 @@ def launch_commands(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """``{engine: {"command": str, "notes": [...], "simulated": bool}}`` for one configuration,
     the simulated engine (``params["backend"]``, default vLLM) first.
 
-    ``params`` uses the optimizer's parameter names (model, backend, tp, precision,
+    ``params`` uses the optimizer's parameter names (model, backend, tp, attention_dp, ep,
+    precision,
     kv_precision, hbm_utilisation, max_batched_tokens, max_running_requests, scheduler,
     chunk_tokens, kv_admission, l2_dram_gib, l3, eviction, router, prefix_caching); missing
     ones are left to the engine's defaults (prefix caching: on).

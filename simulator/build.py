@@ -150,6 +150,7 @@ def _engine(
             weight_precision=config.weight_precision,
             kv_precision=config.kv_precision,
             allow_multi_node=config.allow_multi_node,
+            attention_dp=config.pool_attention_dp(role),
         )
     except InputError as err:
         return Infeasible(str(err))
@@ -158,11 +159,14 @@ def _engine(
     max_running = running or preset.max_running_requests
     # Every running request needs one token of the step's budget.
     max_running = min(max_running, max_batched)
+    # Engine limits are per attention-DP rank; the instance runs its ranks' worth at once
+    # (simulator/latency/data_parallel.py).
+    ranks = deployment.attention_dp
     params = EngineParams(
         block_tokens=block_tokens,
         scheduler=config.scheduler or preset.scheduler,
-        max_batched_tokens=max_batched,
-        max_running=max_running,
+        max_batched_tokens=max_batched * ranks,
+        max_running=max_running * ranks,
         chunk_tokens=min(
             config.chunk_tokens or preset.chunked_prefill_tokens_for(pool.gpu.hbm_bytes, pool.tp),
             max_batched,

@@ -46,6 +46,14 @@ class ServingConfig(BaseModel):
     ep: int | None = Field(
         default=None, ge=1, description="Expert parallelism of an MoE model (None = tp)."
     )
+    attention_dp: int = Field(
+        default=1,
+        ge=1,
+        description="Attention data parallelism of an MoE model: the tp GPUs run this many "
+        "ranks of tp/attention_dp GPUs, each with its own KV cache and batch, sharing the "
+        "routed experts (SGLang --enable-dp-attention --dp-size, TensorRT-LLM "
+        "enable_attention_dp); engine limits are per rank. 1 = off.",
+    )
     allow_multi_node: bool = Field(
         default=False,
         description="Allow tensor parallelism beyond one server's GPUs (all-reduce over the "
@@ -317,8 +325,7 @@ class ServingConfig(BaseModel):
                 f"max_running_requests ({self.max_running_requests}): every running request "
                 "decodes one token per step"
             )
-        if self.ep is not None and self.tp % self.ep:
-            raise ValueError(f"ep ({self.ep}) must divide tp ({self.tp})")
+        self._check_layout()
         self._check_pd()
         if self.autoscale is not None:
             if self.pd_mode != "aggregated":
@@ -328,6 +335,13 @@ class ServingConfig(BaseModel):
                 )
             _check_autoscale_bounds("autoscale", self.autoscale, self.instances)
         return self
+
+    def _check_layout(self) -> None:
+        if self.ep is not None and self.tp % self.ep:
+            raise ValueError(f"ep ({self.ep}) must divide tp ({self.tp})")
+        # Disaggregated pools check their own TP (``_check_pd``).
+        if self.pd_mode == "aggregated" and self.tp % self.attention_dp:
+            raise ValueError(f"attention_dp ({self.attention_dp}) must divide tp ({self.tp})")
 
     def _check_pd(self) -> None:
         if self.pd_mode == "aggregated":
@@ -360,6 +374,9 @@ class ServingConfig(BaseModel):
             settings = self.pool(pool)
             if settings.autoscale is not None:
                 _check_pool_autoscale(pool, settings.autoscale, count)
+            dp = self.pool_attention_dp(pool)
+            if tp % dp:
+                raise ValueError(f"{pool}.attention_dp ({dp}) must divide {pool}.tp ({tp})")
             budget, running = self.pool_limits(pool)
             if budget and running and budget < running:
                 raise ValueError(
@@ -389,6 +406,12 @@ class ServingConfig(BaseModel):
         """(GPU, TP, instances) of a disaggregated pool, defaults filled in."""
         settings = self.pool(pool)
         return settings.gpu or self.gpu, settings.tp or self.tp, settings.instances or 0
+
+    def pool_attention_dp(self, pool: PoolName | None) -> int:
+        """Attention DP ranks of an instance of ``pool`` (None: the aggregated pool)."""
+        if pool is None:
+            return self.attention_dp
+        return self.pool(pool).attention_dp or self.attention_dp
 
     def decode_router(self) -> str:
         """Router spec that picks the decode instance after a prefill (the pool's, else

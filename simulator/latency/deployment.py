@@ -12,12 +12,23 @@ refuse to launch:
 - ``tp`` that does not divide the query heads, or that neither divides nor is a multiple of the
   KV heads (vLLM replicates KV heads when ``tp > num_kv_heads``, so tp=8 on 4 KV heads is fine);
 - ``tp`` beyond one node without ``allow_multi_node`` (the all-reduce then crosses the NIC);
-- ``ep`` that does not divide ``tp`` or the expert count, or ``ep`` on a dense model.
+- ``ep`` that does not divide ``tp`` or the expert count, or ``ep`` on a dense model;
+- ``attention_dp`` that does not divide ``tp``, or above 1 on a dense model (the heads and KV
+  checks above then apply to the attention TP ``tp / attention_dp``).
 
 Parallelism model: one instance = ``tp`` GPUs. Attention and dense MLPs are split ``tp`` ways;
 an MoE layer's experts are split ``ep`` ways and each expert ``tp / ep`` ways (``ep = tp``: whole
 experts per GPU, vLLM's ``--enable-expert-parallel``; ``ep = 1``: every expert split by TP, the
-vLLM default). Pipeline parallelism and data-parallel attention are out of scope.
+vLLM default).
+
+Attention data parallelism (``attention_dp = D``; SGLang ``--enable-dp-attention --dp-size D``,
+vLLM ``--data-parallel-size D`` with expert parallelism, TensorRT-LLM ``enable_attention_dp``):
+the ``tp`` GPUs run ``D`` ranks of ``tp / D`` GPUs each (``attention_tp``). Each rank holds its
+own copy of everything but the routed experts — attention, dense MLPs, shared experts,
+embedding and LM head, split ``tp / D`` ways — its own KV cache and its own batch; the routed
+experts are shared by all ranks, split ``ep`` ways by expert and ``tp / ep`` ways within one,
+and run on every rank's tokens together. ``rank()`` is the deployment one rank sees.
+Pipeline parallelism is out of scope.
 """
 
 from __future__ import annotations
@@ -51,9 +62,11 @@ class Deployment:
     kv_precision: str = "bf16"
     activation_precision: str = "bf16"
     allow_multi_node: bool = False
+    attention_dp: int = 1
 
     def __post_init__(self) -> None:
         _check_precisions(self)
+        _check_dp(self)
         _check_tp(self)
         _check_ep(self)
 
@@ -69,6 +82,31 @@ class Deployment:
         return math.ceil(self.tp / self.gpu.gpus_per_node)
 
     @property
+    def attention_tp(self) -> int:
+        """GPUs of one attention data-parallel rank (``tp / attention_dp``; ``tp`` without DP)."""
+        return self.tp // self.attention_dp
+
+    def rank(self) -> Deployment:
+        """The deployment one attention-DP rank runs: ``attention_tp`` GPUs, no DP (itself
+        when ``attention_dp`` is 1). Its own routed-expert layout is a placeholder (experts
+        split as widely as its GPUs and the expert count allow): callers price the routed
+        experts with this instance's layout instead (``data_parallel.py``)."""
+        if self.attention_dp == 1:
+            return self
+        tp = self.attention_tp
+        ep = math.gcd(tp, self.model.num_experts) if self.model.is_moe else None
+        return Deployment(
+            self.model,
+            self.gpu,
+            tp=tp,
+            ep=ep,
+            weight_precision=self.weight_precision,
+            kv_precision=self.kv_precision,
+            activation_precision=self.activation_precision,
+            allow_multi_node=self.allow_multi_node,
+        )
+
+    @property
     def expert_parallel(self) -> int:
         """Ways the experts are split (``ep``, default ``tp``; 1 for a dense model)."""
         if not self.model.is_moe:
@@ -82,16 +120,17 @@ class Deployment:
 
     @property
     def heads_per_gpu(self) -> int:
-        """Query heads one GPU computes."""
-        return self.model.num_attention_heads // self.tp
+        """Query heads one GPU computes (split ``attention_tp`` ways)."""
+        return self.model.num_attention_heads // self.attention_tp
 
     @property
     def kv_heads_per_gpu(self) -> int:
-        """KV heads one GPU stores: ``num_kv_heads / tp``, at least 1 (replicated when
-        ``tp > num_kv_heads``). For MLA: 1, the shared latent, replicated on every GPU."""
+        """KV heads one GPU stores: ``num_kv_heads / attention_tp``, at least 1 (replicated
+        when ``attention_tp > num_kv_heads``). For MLA: 1, the shared latent, replicated on
+        every GPU of a rank."""
         if self.model.attention == "mla":
             return 1
-        return max(1, self.model.num_kv_heads // self.tp)
+        return max(1, self.model.num_kv_heads // self.attention_tp)
 
     # ----- sizes -------------------------------------------------------------------------------
     @property
@@ -110,21 +149,23 @@ class Deployment:
         GQA: ``2 · kv_heads_per_gpu · head_dim`` per layer, so replicated KV heads count on every
         GPU that holds them. MLA: the whole latent on every GPU (vLLM and SGLang replicate it
         across TP ranks). Times ``tp``, this exceeds ``ModelSpec.kv_bytes_per_token`` exactly when
-        something is replicated.
+        something is replicated. With attention DP the split is the rank's (``attention_tp``):
+        each rank stores its own requests' tokens.
         """
-        return kv_bytes_per_gpu(self.model, 1, self.kv_precision, self.tp)
+        return kv_bytes_per_gpu(self.model, 1, self.kv_precision, self.attention_tp)
 
     def request_state_bytes_per_gpu(self) -> float:
         """Bytes one running request holds on each GPU besides its cached tokens' KV: its
         sliding-window KV and linear-attention state (``transfer.request_state_bytes_per_gpu``;
         0 for a model with full attention only)."""
-        return request_state_bytes_per_gpu(self.model, self.kv_precision, self.tp)
+        return request_state_bytes_per_gpu(self.model, self.kv_precision, self.attention_tp)
 
     def describe(self) -> str:
         """Short label, e.g. ``'Llama-3.1-70B bf16 on h100_sxm TP4'``."""
         short = self.model.name.rsplit("/", 1)[-1]
         ep = f" EP{self.expert_parallel}" if self.model.is_moe else ""
-        return f"{short} {self.weight_precision} on {self.gpu.name} TP{self.tp}{ep}"
+        dp = f" DP{self.attention_dp}" if self.attention_dp > 1 else ""
+        return f"{short} {self.weight_precision} on {self.gpu.name} TP{self.tp}{dp}{ep}"
 
 
 def _where(d: Deployment) -> str:
@@ -159,30 +200,43 @@ def _check_precisions(d: Deployment) -> None:
         )
 
 
-def _check_tp(d: Deployment) -> None:
-    m = d.model
+def _check_dp(d: Deployment) -> None:
     if not isinstance(d.tp, int) or d.tp < 1:
         raise InputError(f"{_where(d)}: tp: expected a positive integer, got {d.tp!r}")
-    if m.num_attention_heads % d.tp:
+    dp = d.attention_dp
+    if not isinstance(dp, int) or dp < 1 or d.tp % dp:
         raise InputError(
-            f"{_where(d)}: tp={d.tp} does not divide the {m.num_attention_heads} attention heads"
+            f"{_where(d)}: attention_dp={dp!r} must be a positive divisor of tp={d.tp}"
+        )
+    if dp > 1 and not d.model.is_moe:
+        raise InputError(
+            f"{_where(d)}: attention_dp={dp} needs an MoE model (the ranks share routed "
+            f"experts); a dense model is replicated with more instances instead"
+        )
+
+
+def _check_tp(d: Deployment) -> None:
+    m, tp = d.model, d.attention_tp
+    # With attention DP the heads are split within a rank: name that split in the messages.
+    name = "tp" if d.attention_dp == 1 else "attention TP (tp/attention_dp)"
+    if m.num_attention_heads % tp:
+        raise InputError(
+            f"{_where(d)}: {name}={tp} does not divide the {m.num_attention_heads} attention heads"
         )
     kv = m.num_kv_heads
-    if m.attention == "gqa" and (kv % d.tp if d.tp <= kv else d.tp % kv):
+    if m.attention == "gqa" and (kv % tp if tp <= kv else tp % kv):
         raise InputError(
-            f"{_where(d)}: tp={d.tp} must divide the {kv} KV heads or be a multiple of them "
+            f"{_where(d)}: {name}={tp} must divide the {kv} KV heads or be a multiple of them "
             "(KV heads are replicated when tp exceeds them)"
         )
-    if m.linear_attention_layers and (
-        m.linear_num_key_heads % d.tp or m.linear_num_value_heads % d.tp
-    ):
+    if m.linear_attention_layers and (m.linear_num_key_heads % tp or m.linear_num_value_heads % tp):
         raise InputError(
-            f"{_where(d)}: tp={d.tp} does not divide the {m.linear_num_key_heads} key / "
+            f"{_where(d)}: {name}={tp} does not divide the {m.linear_num_key_heads} key / "
             f"{m.linear_num_value_heads} value heads of the linear-attention layers"
         )
     has_dense_mlp = m.num_layers > m.num_moe_layers
-    if has_dense_mlp and m.ffn_size % d.tp:
-        raise InputError(f"{_where(d)}: tp={d.tp} does not divide ffn_size {m.ffn_size}")
+    if has_dense_mlp and m.ffn_size % tp:
+        raise InputError(f"{_where(d)}: {name}={tp} does not divide ffn_size {m.ffn_size}")
     if d.tp > d.gpu.gpus_per_node and not d.allow_multi_node:
         raise InputError(
             f"{_where(d)}: tp={d.tp} exceeds the {d.gpu.gpus_per_node} GPUs of one "

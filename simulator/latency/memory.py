@@ -15,6 +15,11 @@ Per GPU of an instance::
                 after sizing the pool; TensorRT-LLM's live in the 1 - fraction it leaves): it
                 must fit in what the accounting leaves free, or the engine would fail to start.
 
+Attention DP (``Deployment.attention_dp`` = D): ``tp`` above reads ``tp / D`` for everything
+but the routed experts (still split ``tp`` ways), the KV pool is one rank's (its GPUs store
+only their rank's requests) and the instance holds D of them; the activation peak is a rank's
+at the engine limits, which are per rank (``Deployment.rank``).
+
 ``hbm_utilization`` None means the engine derives its fraction from the GPU (SGLang 0.5.4+,
 ``memory_rules.sglang_memory_defaults``). The fit's sentence names the KV dtype, the bytes per
 token and the rule, so that ``simulate`` and ``models show`` say how the capacity came about.
@@ -90,7 +95,8 @@ class MemoryFit:
     fits: bool
     #: One sentence: why it does not fit, or what fits.
     reason: str
-    #: KV tokens the instance can hold (every GPU holds its shard of every token).
+    #: KV tokens the instance can hold (every GPU holds its shard of every token of its rank;
+    #: with attention DP, ``attention_dp`` ranks' worth).
     kv_tokens: int
     kv_blocks: int
     weights_gib_per_gpu: float
@@ -103,7 +109,17 @@ class MemoryFit:
 
 def weight_bytes_per_gpu(d: Deployment) -> float:
     """Bytes of weights on each GPU (module doc). At TP1 this equals
-    ``ModelSpec.weight_bytes(weight_precision)``."""
+    ``ModelSpec.weight_bytes(weight_precision)``. With attention DP everything but the routed
+    experts is split ``attention_tp`` ways (each rank holds a copy), the routed experts ``tp``
+    ways (``ep`` by expert × ``tp / ep`` within one) across all ranks."""
+    if d.attention_dp > 1:
+        return _weight_bytes(d.rank(), routed_split=d.tp)
+    return _weight_bytes(d, routed_split=None)
+
+
+def _weight_bytes(d: Deployment, routed_split: int | None) -> float:
+    """``weight_bytes_per_gpu`` of ``d``; ``routed_split`` = ways the routed experts are split
+    when that differs from ``d.tp`` (attention DP), None otherwise."""
     m, tp = d.model, d.tp
     h = m.hidden_size
     replicated = 2 * h * m.num_layers + h  # the two norms per layer and the final norm
@@ -134,11 +150,18 @@ def weight_bytes_per_gpu(d: Deployment) -> float:
     sharded += m.linear_attention_layers * m.linear_mixer_params()  # heads split tp ways
     dense_layers = m.num_layers - m.num_moe_layers
     sharded += dense_layers * m.dense_mlp_params()
+    routed = 0.0
     if m.is_moe:
-        experts = m.num_experts + m.num_shared_experts
-        sharded += m.num_moe_layers * experts * m.expert_params()
+        if routed_split is None:
+            experts = m.num_experts + m.num_shared_experts
+            sharded += m.num_moe_layers * experts * m.expert_params()
+        else:
+            sharded += m.num_moe_layers * m.num_shared_experts * m.expert_params()
+            routed = m.num_moe_layers * m.num_experts * m.expert_params() / routed_split
         replicated += m.num_moe_layers * h * m.num_experts  # router
     quantised = replicated + sharded / tp
+    if routed:  # kept apart so that the expression without attention DP is unchanged
+        quantised += routed
     kept_bf16 = m.vocab_size * h * (1 if m.tie_word_embeddings else 2) / tp
     stored = RECIPES[m.checkpoint_recipe].weight_bytes(d.weight_precision, quantised, attention)
     return math.ceil(stored + kept_bf16 * BYTES_PER_ELEMENT["bf16"])
@@ -148,7 +171,10 @@ def activation_bytes_per_gpu(d: Deployment, max_batched_tokens: int, max_request
     """Peak activation memory of a step of ``max_batched_tokens`` tokens (what an engine's
     profiling run measures): four hidden-state buffers plus the larger of the attention
     projections' output and the MLP's intermediates (fused-MoE workspaces: gate+up, activation
-    and output per routed token), plus the sampler's fp32 logits for ``max_requests`` rows."""
+    and output per routed token), plus the sampler's fp32 logits for ``max_requests`` rows.
+    With attention DP, the limits are one rank's and the shapes the rank's (``rank()``): an
+    approximation for the routed experts' workspace, which runs on every rank's tokens."""
+    d = d.rank()
     m, t, a = d.model, max_batched_tokens, d.activation_bytes
     h = m.hidden_size
     hidden = 4.0 * t * h * a
@@ -188,6 +214,8 @@ def memory_fit(d: Deployment, params: MemoryParams | None = None) -> MemoryFit:
         usable = hbm * util
         kv = usable - weights - (reserve if p.accounting == "reserve_inside" else 0.0)
     per_token = d.kv_bytes_per_token_per_gpu()
+    # Per rank with attention DP (each rank's GPUs hold their own requests' tokens); the
+    # instance holds ``attention_dp`` ranks' worth.
     blocks = max(0, int(kv // (per_token * p.block_tokens))) if kv > 0 else 0
     tokens = blocks * p.block_tokens
     state_blocks = math.ceil(d.request_state_bytes_per_gpu() / (per_token * p.block_tokens))
@@ -198,8 +226,8 @@ def memory_fit(d: Deployment, params: MemoryParams | None = None) -> MemoryFit:
     return MemoryFit(
         fits=reason is None,
         reason=reason or fit.summary(),
-        kv_tokens=tokens,
-        kv_blocks=blocks,
+        kv_tokens=tokens * d.attention_dp,
+        kv_blocks=blocks * d.attention_dp,
         weights_gib_per_gpu=weights / GIB,
         reserve_gib_per_gpu=reserve / GIB,
         usable_gib_per_gpu=usable / GIB,
@@ -229,9 +257,10 @@ class _Sizes:
         d = self.d
         name = d.model.name.rsplit("/", 1)[-1]
         ep = f" EP{d.expert_parallel}" if d.model.is_moe and d.expert_parallel > 1 else ""
+        dp = f" DP{d.attention_dp}" if d.attention_dp > 1 else ""
         return (
             f"{name} {d.weight_precision} needs {self.weights / GIB:.1f} GiB of weights per GPU "
-            f"at TP{d.tp}{ep}"
+            f"at TP{d.tp}{dp}{ep}"
         )
 
     def _budget(self) -> str:
@@ -301,9 +330,13 @@ class _Sizes:
             split += f" ({p.cuda_graph_gib:g} GiB of CUDA graphs outside)"
         per_token = d.kv_bytes_per_token_per_gpu() / 1024
         rule = f"; {self.rule}" if self.rule else ""
+        dp, ranks = "", ""
+        if d.attention_dp > 1:
+            dp = f" DP{d.attention_dp}"
+            ranks = f" per rank x {d.attention_dp} ranks = {self.tokens * d.attention_dp:,}"
         return (
-            f"{name} {d.weight_precision} fits on {d.gpu.name} at TP{d.tp}: {split} = "
-            f"{self.tokens:,} tokens ({self.blocks:,} blocks of {p.block_tokens}) of "
+            f"{name} {d.weight_precision} fits on {d.gpu.name} at TP{d.tp}{dp}: {split} = "
+            f"{self.tokens:,} tokens ({self.blocks:,} blocks of {p.block_tokens}){ranks} of "
             f"{d.kv_precision} KV at {per_token:g} KiB per token per GPU{self._layers()}{rule}"
         )
 

@@ -192,6 +192,17 @@ class ComposedLatencyModel:
             calls += planner.decode_token_calls(b.num_decode)
         return calls
 
+    def routed_expert_seconds(self, tokens: int) -> float:
+        """Seconds of every MoE layer's routed experts for ``tokens`` tokens (measured fused
+        MoE where the kernel source has it, else composed; 0 for a dense model): the part an
+        attention-DP instance prices on all its ranks' tokens (``data_parallel.py``)."""
+        if tokens <= 0 or not self._planner.moe_layers:
+            return 0.0
+        routed = self._measured_routed(tokens)
+        if routed is None:
+            routed = self._sum(self._planner.routed_expert_calls(tokens))
+        return routed
+
     def call_seconds(self, call: KernelCall) -> float:
         """Seconds of one call of ``call`` (ignoring ``count``)."""
         return self._price[call.kind](*call.args)

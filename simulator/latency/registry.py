@@ -9,6 +9,9 @@ model is adding one entry here; CLI choices and search-space names derive from t
 ``auto`` (the default of ``ServingConfig``) is the ``table`` model wherever measured kernel
 profiles of the GPU and engine exist (shipped or imported), else the ``roofline``;
 ``latency_note`` says so in one line for the CLI to print.
+
+A deployment with attention DP gets an ``AttentionDpModel`` over the factory's model and a
+model of one rank on the same kernel source (``data_parallel.py``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Protocol
 from simulator.latency.base import LatencyModel
 from simulator.latency.calibrated import calibrated_kernels
 from simulator.latency.compose import ComposeParams
+from simulator.latency.data_parallel import AttentionDpModel
 from simulator.latency.deployment import Deployment
 from simulator.latency.model import ComposedLatencyModel, RooflineModel
 from simulator.latency.profile_files import DEFAULT_ENGINE, engine_of
@@ -148,12 +152,16 @@ def make_latency_model(
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.5)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise InputError(f"unknown latency model '{spec}'{hint}; known: {', '.join(known)}")
-    return factory(
-        deployment,
-        arg.strip() if sep else None,
-        params or ComposeParams(),
-        context or LatencyContext(),
-    )
+    argument, compose, ctx = arg.strip() if sep else None, params or ComposeParams(), context
+    model = factory(deployment, argument, compose, ctx or LatencyContext())
+    if deployment.attention_dp == 1:
+        return model
+    # Attention DP: the same kernel source prices one rank and the shared MoE
+    # (``data_parallel.py``); every factory above composes, so the rank is one more composition.
+    if not isinstance(model, ComposedLatencyModel):
+        raise InputError(f"latency model '{spec}' cannot price attention_dp > 1")
+    rank = ComposedLatencyModel(deployment.rank(), model.timer, name=model.name, params=compose)
+    return AttentionDpModel(model, rank)
 
 
 def latency_note(

@@ -56,9 +56,13 @@ frontend, tokenisation, the executor's request intake and response path) that th
 does not model. It is fitted to the measured rows, not derived from documentation; see
 ``bench/README.md`` for the fit and the held-out error. Off by default.
 
+A row with attention data parallelism (``attention_dp_size`` D > 1) is a worker of
+``tp_size × D`` GPUs with ``attention_dp: D`` and its experts split ``moe_ep_size`` ways
+(``silicon/layout.py``); its ``batch_size`` is per rank (``silicon/rows.py``).
+
 Rows that cannot be simulated are returned as ``Skipped`` with the reason, never dropped:
-models or GPUs not in the catalog, pipeline or attention-data parallelism, MoE layouts the
-simulator cannot express (for disaggregated rows also multi-node TP and per-pool expert
+models or GPUs not in the catalog, pipeline parallelism, MoE layouts the simulator cannot
+express (``moe_tp × moe_ep`` ≠ the worker's GPUs; for disaggregated rows also per-pool expert
 parallelism), and configurations that do not fit in memory.
 
 Errors: a malformed CSV raises ``InputError`` from ``read_silicon`` (file, line, column); a
@@ -94,6 +98,7 @@ from simulator.validation.rules import (
     weight_precision,
 )
 from simulator.validation.silicon.disagg import DisaggRow, disagg_config
+from simulator.validation.silicon.layout import worker_layout
 from simulator.validation.silicon.read import read_silicon
 from simulator.validation.silicon.rows import Row, SiliconRow, Skipped, select_rows
 from simulator.workload.closed_loop import closed_loop_workload
@@ -196,11 +201,9 @@ def _unsupported(row: Row, catalog: Catalog) -> str | None:
     its pools) cannot be simulated, if so."""
     if row.backend not in BACKEND_PRESETS:
         return f"backend '{row.backend}' has no preset (known: {', '.join(BACKEND_PRESETS)})"
-    if isinstance(row, SiliconRow):  # a DisaggRow's pools are checked by disagg_config
-        if row.pp > 1:
-            return f"pipeline parallelism (pp_size={row.pp}) is not modelled"
-        if row.attention_dp > 1:
-            return f"data-parallel attention (attention_dp_size={row.attention_dp}) is not modelled"
+    # A DisaggRow's pools are checked by disagg_config.
+    if isinstance(row, SiliconRow) and row.pp > 1:
+        return f"pipeline parallelism (pp_size={row.pp}) is not modelled"
     if weight_precision(row, catalog) is None:
         return f"unknown precision '{row.precision}'"
     return None
@@ -236,26 +239,21 @@ def row_config(
         gpu = catalog.gpu(row.system)
     except InputError as err:
         return str(err).split(";", 1)[0]  # "unknown model 'x' (did you mean ...)"
-    ep: int | None = None
-    if model.is_moe:
-        moe_tp, moe_ep = row.moe_tp or 1, row.moe_ep or 1
-        if moe_tp * moe_ep != row.tp:
-            return (
-                f"MoE layout moe_tp_size={moe_tp} × moe_ep_size={moe_ep} != tp_size={row.tp} "
-                "cannot be expressed"
-            )
-        ep = moe_ep
+    layout = worker_layout(row.tp, row.attention_dp, row.moe_tp, row.moe_ep, moe=model.is_moe)
+    if isinstance(layout, str):
+        return layout
     fields = {
         "model": model.name,
         "gpu": gpu.name,
-        "tp": row.tp,
-        "ep": ep,
+        **layout,
         "weight_precision": weights,
         "kv_precision": kv_precision(row, catalog),
         "backend": row.backend,
         "latency_model": latency_model,
-        **version_settings(row, row.tp),
+        **version_settings(row, layout["tp"]),
     }
+    if layout["tp"] > gpu.gpus_per_node:  # the benchmark ran it: model the network
+        fields["allow_multi_node"] = True
     if deployment != "defaults":
         fields.update(benchmark_engine_settings(row, literal=deployment == "generator"))
     try:

@@ -237,3 +237,12 @@ def test_moe_active_params_grow_with_top_k(
         (experts - top_k) * one_expert_all_layers
     )
     assert build(experts).active_param_count() == model.param_count()
+
+
+def test_minimax_m25_published_totals(catalog: Catalog) -> None:
+    # Published 230B total, 10B active; the derived active count includes the 1.23B of
+    # embedding + LM head (2 x 200,064 x 3072), the published one rounds it away.
+    model = catalog.model("MiniMaxAI/MiniMax-M2.5")
+    assert model.param_count() / 1e9 == pytest.approx(230, rel=0.01)
+    active_without_embeddings = model.active_param_count() - 2 * 200_064 * 3072
+    assert active_without_embeddings / 1e9 == pytest.approx(10, rel=0.03)

@@ -93,3 +93,30 @@ def test_speculative_decoding_is_a_note_naming_each_engines_option() -> None:
     assert any("--speculative-algorithm" in note for note in out["sglang"]["notes"])
     assert any("speculative_config" in note for note in out["trtllm"]["notes"])
     assert not any("speculative" in n for n in launch_commands({"model": "m"})["vllm"]["notes"])
+
+
+def test_attention_dp_and_expert_parallel_flags() -> None:
+    params = {"model": "deepseek-ai/DeepSeek-V3", "tp": 16, "attention_dp": 16, "ep": 16}
+    out = launch_commands(params)
+
+    def values(engine: str, *flags: str) -> list[str]:
+        args = shlex.split(out[engine]["command"])
+        return [args[args.index(flag) + 1] for flag in flags]
+
+    # vLLM: DP ranks of TP GPUs each; --enable-expert-parallel spreads experts over DP x TP.
+    assert values("vllm", "--tensor-parallel-size", "--data-parallel-size") == ["1", "16"]
+    assert "--enable-expert-parallel" in out["vllm"]["command"]
+    assert values("sglang", "--tp-size", "--dp-size", "--ep-size") == ["16", "16", "16"]
+    assert "--enable-dp-attention" in out["sglang"]["command"]
+    options = json.loads(out["trtllm"]["notes"][1].split(": ", 1)[1])
+    assert options["enable_attention_dp"] is True
+    assert options["moe_expert_parallel_size"] == 16
+
+
+def test_layouts_an_engine_cannot_launch_get_a_note() -> None:
+    out = launch_commands({"model": "m", "tp": 8, "attention_dp": 2, "ep": 4, "backend": "trtllm"})
+    assert any("one rank per GPU" in n for n in out["trtllm"]["notes"])
+    assert any("spans all 8 GPUs or none" in n for n in out["vllm"]["notes"])
+    vllm = shlex.split(out["vllm"]["command"])
+    assert vllm[vllm.index("--tensor-parallel-size") + 1] == "4"
+    assert "--enable-expert-parallel" not in vllm

@@ -71,6 +71,15 @@ def test_read_silicon_parses_agg_rows_and_skips_disagg(tmp_path: Path) -> None:
     assert "disagg" in skipped[0].reason
 
 
+def test_attention_dp_row_has_batch_size_users_per_rank(tmp_path: Path) -> None:
+    # aiconfigurator records batch_size per DP rank (the MiniMax-M2.5 vLLM rows: batch_size 8
+    # at attention DP 4 for silicon_concurrency=32).
+    row = "m,vllm,Qwen/Qwen3-235B-A22B-FP8,h100_sxm,fp8,agg,1024,1024,fp8,8,4,1,4,1,16,90.0,10.0"
+    (read,), _ = read_silicon(_csv(tmp_path, [row]))
+    assert isinstance(read, SiliconRow)
+    assert (read.concurrency, read.tp, read.attention_dp) == (32, 4, 4)
+
+
 def test_missing_column_names_the_file_and_column(tmp_path: Path) -> None:
     header = HEADER.replace(",silicon_tpot_ms", "")
     rows = [r.rsplit(",", 1)[0] for r in ROWS]
@@ -131,6 +140,14 @@ def test_row_config_resolves_precision_and_names() -> None:
     )  # fmt: skip
     assert not isinstance(moe, str)
     assert (moe.weight_precision, moe.ep) == ("fp8", 4)
+    # Attention DP: tp_size is a rank's TP; the worker has tp_size x attention_dp_size GPUs.
+    adp = row_config(
+        _row(model="Qwen/Qwen3-235B-A22B-FP8", tp=2, attention_dp=4, moe_tp=1, moe_ep=8),
+        catalog,
+        latency_model="roofline",
+    )
+    assert not isinstance(adp, str)
+    assert (adp.tp, adp.attention_dp, adp.ep, adp.allow_multi_node) == (8, 4, 8, False)
 
 
 @pytest.mark.parametrize(
@@ -139,7 +156,11 @@ def test_row_config_resolves_precision_and_names() -> None:
         ({"model": "org/NoSuchModel"}, "unknown model 'org/NoSuchModel'"),
         ({"system": "h999"}, "unknown GPU 'h999'"),
         ({"pp": 2}, "pipeline parallelism"),
-        ({"attention_dp": 4}, "data-parallel attention"),
+        ({"attention_dp": 4}, "attention_dp_size=4 on a dense model"),
+        (
+            {"model": "Qwen/Qwen3-235B-A22B-FP8", "tp": 1, "attention_dp": 4, "moe_ep": 2},
+            "moe_tp_size=1 × moe_ep_size=2 != tp_size=1 × attention_dp_size=4",
+        ),
         ({"backend": "tgi"}, "backend 'tgi' has no preset"),
         ({"precision": "q3_k"}, "unknown precision 'q3_k'"),
         (

@@ -189,14 +189,35 @@ def test_an_moe_row_gets_the_one_expert_parallelism_of_both_pools() -> None:
     assert (config.ep, config.pool("prefill").tp, config.pool("decode").tp) == (4, 4, 4)
 
 
+def test_attention_dp_pool_is_a_worker_of_tp_times_dp_gpus() -> None:
+    # The DeepSeek-V3 TensorRT-LLM rows: prefill TP1 x DP16 (EP16), decode TP16 (EP16).
+    config = disagg_config(
+        _row(
+            "deepseek-ai/DeepSeek-V3",
+            prefill=_pool(tp=1, attention_dp=16, moe_tp=1, moe_ep=16, batch_size=1),
+            decode=_pool(tp=16, moe_tp=1, moe_ep=16, workers=3),
+        ),
+        shipped_catalog(),
+        latency_model="roofline",
+        weight_precision="fp8",
+        kv_precision="fp8",
+    )
+    assert not isinstance(config, str)
+    prefill, decode = config.pool("prefill"), config.pool("decode")
+    assert (prefill.tp, prefill.attention_dp, prefill.max_running_requests) == (16, 16, 1)
+    assert (decode.tp, decode.attention_dp, decode.instances) == (16, 1, 3)
+    assert (config.ep, config.allow_multi_node) == (16, True)
+
+
 @pytest.mark.parametrize(
     ("model", "prefill", "decode", "reason"),
     [
         (
             "deepseek-ai/DeepSeek-V3",
-            _pool(tp=1, attention_dp=16, moe_tp=1, moe_ep=16),
+            _pool(tp=1, attention_dp=16, moe_tp=1, moe_ep=8),
             _pool(tp=16, moe_tp=1, moe_ep=16),
-            "data-parallel attention (prefill_attention_dp_size=16) is not modelled",
+            "MoE layout prefill_moe_tp_size=1 × prefill_moe_ep_size=8 != prefill_tp_size=1 × "
+            "prefill_attention_dp_size=16",
         ),
         (
             "Qwen/Qwen3-32B",
@@ -272,18 +293,23 @@ def test_report_groups_disagg_rows_apart_and_lists_skips(tmp_path: Path) -> None
     report = run_validation(rows, latency_model="roofline", rounds=2, skipped=skipped)
     data = report.to_dict()
     assert [(r["id"], r["mode"]) for r in data["rows"]] == [
-        ("qwen_agg", "agg"), ("qwen_pd", "disagg"),
+        ("qwen_agg", "agg"), ("qwen_pd", "disagg"), ("dsv3_adp", "disagg"),
     ]  # fmt: skip
     pd = data["rows"][1]
     assert pd["prefill"]["tp"] == pd["decode"]["tp"] == 2
     assert pd["predicted_ttft_ms"] > 0
     assert pd["predicted_tpot_ms"] > 0
-    assert [(g["model"], g["backend"], g["mode"], g["n"]) for g in data["groups"]] == [
+    assert {(g["model"], g["backend"], g["mode"], g["n"]) for g in data["groups"]} == {
         ("Qwen/Qwen3-32B", "sglang", "agg", 1),
         ("Qwen/Qwen3-32B", "sglang", "disagg", 1),
-    ]
-    assert [(s["id"], s["line"]) for s in data["skipped"]] == [("dsv3_adp", 4)]
-    assert "data-parallel attention (prefill_attention_dp_size=16)" in data["skipped"][0]["reason"]
+        ("deepseek-ai/DeepSeek-V3", "trtllm", "disagg", 1),
+    }
+    # The attention-DP row is simulated now (prefill TP1 x DP16 + 3 decode workers of TP16).
+    adp = data["rows"][2]
+    assert (adp["prefill"]["attention_dp"], adp["decode"]["workers"]) == (16, 3)
+    assert adp["predicted_ttft_ms"] > 0
+    assert 0 < adp["predicted_tpot_ms"] < 100
+    assert data["skipped"] == []
 
 
 def test_cli_json_says_each_row_mode(tmp_path: Path) -> None:
@@ -293,8 +319,10 @@ def test_cli_json_says_each_row_mode(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert [(r["id"], r["mode"]) for r in data["rows"]] == [("qwen_pd", "disagg")]
-    assert [s["id"] for s in data["skipped"]] == ["dsv3_adp"]
+    assert [(r["id"], r["mode"]) for r in data["rows"]] == [
+        ("qwen_pd", "disagg"), ("dsv3_adp", "disagg"),
+    ]  # fmt: skip
+    assert data["rows"][1]["prefill"]["attention_dp"] == 16
 
 
 def test_cli_malformed_disagg_number_is_an_input_error(tmp_path: Path) -> None:

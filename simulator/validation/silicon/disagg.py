@@ -20,9 +20,12 @@ empty and name only TP and EP in their ids, i.e. one worker per role (a document
 Deploying (``disagg_problem``, ``disagg_config``): ``pd_mode: disaggregated`` with
 ``prefill_instances`` / ``decode_instances`` workers of ``prefill_tp`` / ``decode_tp`` GPUs of
 ``system`` (a TP wider than one server is modelled with the all-reduce over the network).
-Not expressible, so skipped with the reason: pipeline parallelism, data-parallel attention, an
-MoE split with ``moe_tp × moe_ep ≠ tp`` (the aggregated rows' rule: 0 counts as 1), and prefill
-and decode pools with different expert parallelism (``ServingConfig`` has one ``ep``).
+A role with attention DP is a worker of ``tp × attention_dp`` GPUs (``layout.py``; the
+DeepSeek-V3 TensorRT-LLM rows' prefill worker: TP1 × DP16, experts EP16). Not expressible, so
+skipped with the reason: pipeline parallelism, an MoE split with ``moe_tp × moe_ep`` ≠ the
+worker's GPUs (the aggregated rows' rule: 0 counts as 1), and prefill and decode pools with
+different expert parallelism (``ServingConfig`` has one ``ep``). The recorded batch sizes are
+per attention-DP rank, as the engine limits are (``simulator/latency/data_parallel.py``).
 Engine limits per pool (``role_limits``, aiconfigurator's benchmark rules): each role's
 recorded batch size caps the running requests of its workers (a prefill cap of 1 serialises
 prefills), a prefill step holds the prompt + 1,500 tokens and a decode step one token per
@@ -42,6 +45,7 @@ from typing import Any, Literal
 
 from hardware.schema import Catalog
 from simulator.config import ServingConfig
+from simulator.validation.silicon.layout import worker_layout
 from simulator.validation.silicon.rows import (
     ROLE_SUFFIXES,
     MeasuredRow,
@@ -85,6 +89,11 @@ class PoolLayout:
     batch_size: int | None
     """The engine's cap on running requests per instance; None = not recorded. Not applied."""
 
+    def label(self) -> str:
+        """``'3×TP16'``, ``'1×TP1×DP16'`` with attention DP (workers × TP per rank × ranks)."""
+        dp = f"×DP{self.attention_dp}" if self.attention_dp > 1 else ""
+        return f"{self.workers}×TP{self.tp}{dp}"
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready."""
         return {
@@ -117,9 +126,7 @@ class DisaggRow(MeasuredRow):
     def tp(self) -> str:
         """A table's TP cell: ``'2×TP1 + 1×TP4'`` (prefill workers × TP + decode); the two pools
         differ, so this is a label, not a GPU count (see ``prefill`` / ``decode``)."""
-        return (
-            f"{self.prefill.workers}×TP{self.prefill.tp} + {self.decode.workers}×TP{self.decode.tp}"
-        )
+        return f"{self.prefill.label()} + {self.decode.label()}"
 
     def describe(self) -> dict[str, Any]:
         """The identifying fields, JSON-ready (the keys of ``SiliconRow.describe`` plus the
@@ -231,32 +238,28 @@ def disagg_problem(row: DisaggRow) -> str | None:
         pool: PoolLayout = getattr(row, role)
         if pool.pp > 1:
             return f"pipeline parallelism ({role}_pp_size={pool.pp}) is not modelled"
-        if pool.attention_dp > 1:
-            return (
-                f"data-parallel attention ({role}_attention_dp_size={pool.attention_dp}) "
-                "is not modelled"
-            )
     return None
 
 
-def _expert_parallel(row: DisaggRow) -> int | str:
-    """The one ``ep`` of both pools of an MoE model, or why there is none."""
-    eps = []
+def _layouts(row: DisaggRow, moe: bool) -> dict[str, dict[str, Any]] | str:
+    """Each pool's ``{"tp", "attention_dp", "ep"}`` (``layout.worker_layout``), or why they
+    cannot be expressed (one ``ep`` applies to both pools)."""
+    layouts: dict[str, dict[str, Any]] = {}
     for role in _ROLES:
         pool: PoolLayout = getattr(row, role)
-        moe_tp, moe_ep = pool.moe_tp or 1, pool.moe_ep or 1
-        if moe_tp * moe_ep != pool.tp:
-            return (
-                f"MoE layout {role}_moe_tp_size={moe_tp} × {role}_moe_ep_size={moe_ep} != "
-                f"{role}_tp_size={pool.tp} cannot be expressed"
-            )
-        eps.append(moe_ep)
+        layout = worker_layout(
+            pool.tp, pool.attention_dp, pool.moe_tp, pool.moe_ep, moe=moe, role=f"{role}_"
+        )
+        if isinstance(layout, str):
+            return layout
+        layouts[role] = layout
+    eps = [layouts[role]["ep"] for role in _ROLES]
     if eps[0] != eps[1]:
         return (
             f"prefill and decode expert parallelism differ ({eps[0]} vs {eps[1]}): "
             "one ep applies to both pools"
         )
-    return eps[0]
+    return layouts
 
 
 #: aiconfigurator's benchmark rules: a prefill worker's step budget is the prompt + 1,500
@@ -303,20 +306,17 @@ def disagg_config(
         gpu = catalog.gpu(row.system)
     except InputError as err:
         return str(err).split(";", 1)[0]  # "unknown model 'x' (did you mean ...)"
+    layouts = _layouts(row, model.is_moe)
+    if isinstance(layouts, str):
+        return layouts
     # The benchmark ran it, so a TP wider than one server is real: model it (inter-node
     # all-reduce) rather than refuse it.
-    multi_node = any(getattr(row, role).tp > gpu.gpus_per_node for role in _ROLES)
-    ep: int | None = None
-    if model.is_moe:
-        layout = _expert_parallel(row)
-        if isinstance(layout, str):
-            return layout
-        ep = layout
+    multi_node = any(layouts[role]["tp"] > gpu.gpus_per_node for role in _ROLES)
     fields = {
         "model": model.name,
         "gpu": gpu.name,
-        "tp": row.decode.tp,
-        "ep": ep,
+        "tp": layouts["decode"]["tp"],
+        "ep": layouts["decode"]["ep"],
         "weight_precision": weight_precision,
         "kv_precision": kv_precision,
         "backend": row.backend,
@@ -326,8 +326,13 @@ def disagg_config(
     }
     limits = role_limits(row) if engine_limits else {"prefill": {}, "decode": {}}
     for role in _ROLES:
-        shape = getattr(row, role)
-        fields[role] = {"instances": shape.workers, "tp": shape.tp, **limits[role]}
+        shape, layout = getattr(row, role), layouts[role]
+        fields[role] = {
+            "instances": shape.workers,
+            "tp": layout["tp"],
+            "attention_dp": layout["attention_dp"],
+            **limits[role],
+        }
     try:
         return validate(ServingConfig, fields, f"row {row.id}")
     except InputError as err:

@@ -2,8 +2,10 @@
 
 The format is aiconfigurator's ``silicon_sample.csv``: one row per benchmarked deployment
 (``backend``, ``model_path``, ``system``, ``mode`` agg/disagg, ``isl``, ``osl``,
-``batch_size`` = concurrent users, ``tp_size``, optional ``pp_size``, ``attention_dp_size``,
-``moe_tp_size``, ``moe_ep_size``, ``precision``, ``gemm_quant_mode``) with the measured means
+``batch_size`` = concurrent users per attention-DP rank, ``tp_size`` (GPUs per rank: a worker
+has ``tp_size × attention_dp_size``), optional ``pp_size``, ``attention_dp_size``,
+``moe_tp_size``, ``moe_ep_size`` (``moe_tp × moe_ep`` = the worker's GPUs), ``precision``,
+``gemm_quant_mode``) with the measured means
 ``silicon_ttft_ms`` and ``silicon_tpot_ms``. ``read.read_silicon`` returns the
 aggregated rows (``SiliconRow``) and the disaggregated ones (``DisaggRow``, parsed by
 ``disagg.py`` from the per-role ``prefill_*`` / ``decode_*`` columns), checked,
@@ -262,11 +264,13 @@ def parse_agg_row(path: Path, line: int, record: dict[str, Any]) -> SiliconRow:
             optional[column] = 0
         else:
             optional[column] = int(parse_number(path, line, column, text, integer=True))
+    # aiconfigurator's batch_size is per attention-DP rank: the benchmark's users are D times
+    # it (the MiniMax-M2.5 rows at attention DP 4 record silicon_concurrency = 4 x batch_size).
     return SiliconRow(
         **identity_fields(line, record),
         isl=ints["isl"],
         osl=ints["osl"],
-        concurrency=ints["batch_size"],
+        concurrency=ints["batch_size"] * max(1, optional["attention_dp_size"]),
         tp=ints["tp_size"],
         pp=optional["pp_size"],
         attention_dp=optional["attention_dp_size"],
