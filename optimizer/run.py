@@ -151,10 +151,13 @@ def open_setup_study(
 ) -> optuna.Study:
     """Create or resume the study of ``setup`` (refusing one with another definition)."""
     storage = make_storage(setup.storage)
+    grid = setup.sampler == "grid"
+    # A grid sampler's seed shuffles the grid, and the storage records each trial's place in
+    # that order: every worker must shuffle alike, or they disagree on what is still unvisited.
     sampler = make_sampler(
         setup.sampler,
-        setup.seed + worker,
-        evaluator.space.grid() if setup.sampler == "grid" else None,
+        setup.seed if grid else setup.seed + worker,
+        evaluator.space.grid() if grid else None,
     )
     return open_study(
         name=setup.study_name,

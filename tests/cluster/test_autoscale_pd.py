@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from test_autoscale import step_load
 
 from hardware.catalog import shipped_catalog
 from optimizer.configs import known_names, to_config
@@ -18,7 +19,6 @@ from simulator.cluster.fleet import FleetLog
 from simulator.config import ServingConfig
 from simulator.cost import deployment_cost
 from simulator.workload.spec import WorkloadSpec
-from tests.cluster.test_autoscale import step_load
 
 MODEL = "Qwen/Qwen3-8B"
 PREFILL, DECODE = 3, 4

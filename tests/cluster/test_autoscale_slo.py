@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_autoscale import MODEL, _config, _step_load
+from test_autoscale import MODEL, _config, step_load
 
 from simulator.api import SimResult, simulate
 from simulator.cluster.slo_signal import RecentLatency
@@ -30,7 +30,7 @@ def _token_bound(**autoscale: object) -> ServingConfig:
 @pytest.fixture(scope="module")
 def overloaded() -> SimResult:
     config = _token_bound(policy="slo", ttft_ms_target=TTFT_TARGET_MS, window_s=30)
-    result = simulate(config, _step_load(requests=14_000), seed=0, check_invariants=True)
+    result = simulate(config, step_load(requests=14_000), seed=0, check_invariants=True)
     assert result.fleet is not None
     return result
 
@@ -58,7 +58,7 @@ def test_it_peaks_lower_than_concurrency_tracking_for_the_same_load(
 ) -> None:
     # Concurrency tracking (8 per instance) runs all 4 in the busy phase; the SLO needs 3.
     # (It steps down one instance per stabilisation window, so it is not cheaper here.)
-    tracking = simulate(_token_bound(target_concurrency=8), _step_load(requests=14_000), seed=0)
+    tracking = simulate(_token_bound(target_concurrency=8), step_load(requests=14_000), seed=0)
     assert tracking.fleet is not None
     fleet = overloaded.fleet
     assert fleet is not None
@@ -69,7 +69,7 @@ def test_a_target_below_the_prefill_time_starts_nothing() -> None:
     # 1 ms TTFT is below any prefill: every request misses it, but at 2 requests/s one
     # instance has no queue to shorten, so more instances would not help and none is started.
     result = simulate(
-        _token_bound(policy="slo", ttft_ms_target=1.0), _step_load(rate=2.0, requests=600), seed=0
+        _token_bound(policy="slo", ttft_ms_target=1.0), step_load(rate=2.0, requests=600), seed=0
     )
     ttft = [r.ttft_s for r in result.records]
     assert min(ttft) > 1e-3  # the target is missed throughout
@@ -81,9 +81,9 @@ def test_it_does_not_scale_on_concurrency_alone() -> None:
     # Constant 20 ms steps: one instance keeps TTFT near 40 ms through the busy phase, where
     # concurrency tracking (target 8 per instance) starts more.
     slo = simulate(
-        _config(policy="slo", ttft_ms_target=TTFT_TARGET_MS), _step_load(requests=14_000), seed=0
+        _config(policy="slo", ttft_ms_target=TTFT_TARGET_MS), step_load(requests=14_000), seed=0
     )
-    tracking = simulate(_config(), _step_load(requests=14_000), seed=0)
+    tracking = simulate(_config(), step_load(requests=14_000), seed=0)
     assert slo.fleet is not None
     assert tracking.fleet is not None
     assert slo.fleet.log.n_started == 0 < tracking.fleet.log.n_started
