@@ -12,6 +12,7 @@ carry their unit in the name), ``results.json`` (strict JSON, validated by
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -174,7 +175,7 @@ def _write_csv(
     # Whole numbers stay whole where a column has gaps (a trial ruled out without simulating
     # has no request counts; a parameter may not apply): pandas' nullable integers, not floats.
     for name in columns:
-        values = [row[name] for row in rows if row[name] is not None]
+        values = [row[name] for row in rows if not _missing(row[name])]
         counted = name in _COUNT_COLUMNS and all(float(v).is_integer() for v in values)
         whole = name.startswith("param.") and values and all(_is_int(v) for v in values)
         if counted or whole:
@@ -186,6 +187,11 @@ def _write_csv(
 _COUNT_COLUMNS = frozenset(
     ("trial", "metric.n_requests", "metric.n_rejected", "metric.gpus", "metric.simulated_requests")
 )
+
+
+def _missing(value: object) -> bool:
+    """No value: None, or NaN (a metric a trial ruled out without simulating does not have)."""
+    return value is None or (isinstance(value, float) and math.isnan(value))
 
 
 def _is_int(value: object) -> bool:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from optimizer.results import TrialRecord, summarise
+import csv
+from pathlib import Path
+
+from optimizer.cli.optimize_output import _write_csv
+from optimizer.results import StudyResult, TrialRecord, summarise
 
 DIRECTIONS = {"latency": "minimize", "throughput": "maximize", "cost": "minimize"}
 
@@ -45,3 +49,18 @@ def test_no_feasible_trial_gives_empty_front() -> None:
     result = summarise([_rec(0, 1, 1, 1, feasible=False)], DIRECTIONS)
     assert result.front == ()
     assert result.picks == ()
+
+
+def test_count_columns_stay_whole_where_a_trial_has_nan(tmp_path: Path) -> None:
+    # A trial ruled out before simulating can carry NaN (not None) for a count; the column is
+    # still written as whole numbers with an empty cell, not as 16.0.
+    records = [
+        TrialRecord(0, {"tp": 2}, {"latency": 1.0}, (0.0,), {"gpus": 16.0, "n_requests": 749}),
+        TrialRecord(1, {"tp": 4}, {}, (1.0,), {"gpus": float("nan"), "n_requests": None}),
+    ]
+    result = StudyResult({"latency": "minimize"}, 2, 1, (records[0],), ())
+    path = tmp_path / "trials.csv"
+    _write_csv(path, records, result, records)
+    rows = list(csv.DictReader(path.open()))
+    assert [r["metric.gpus"] for r in rows] == ["16", ""]
+    assert [r["metric.n_requests"] for r in rows] == ["749", ""]
