@@ -96,11 +96,12 @@ class KVManager:
     def match_l12(self, blocks: Sequence[int]) -> PrefixMatch:
         """The longest prefix of ``blocks`` cached in L1 ∪ L2 and where each block is
         (read-only)."""
-        l1_has, l2 = self.l1.has, self.l2
+        l1, l2 = self.l1, self.l2
+        l1_pins, l1_resident = l1.pins, l1.resident()
         from_l2: list[bool] = []
         n_l2 = 0
         for block in blocks:
-            if l1_has(block):
+            if block in l1_pins or block in l1_resident:  # ``l1.has``, inlined
                 from_l2.append(False)
             elif l2 is not None and l2.has(block):
                 from_l2.append(True)
@@ -328,13 +329,13 @@ def _pin_all(tier: CacheTier, blocks: Sequence[int]) -> list[int]:
     """Pin every occurrence of ``blocks`` in ``tier``, adding the absent ones (room was
     checked); return the added blocks. Resident blocks are pinned first so that making room
     for the others cannot evict them."""
-    has, pin = tier.has, tier.pin
+    pins, resident, pin = tier.pins, tier.resident(), tier.pin
     missing: dict[int, None] = {}
     repeats: list[int] = []
     for block in blocks:
         if block in missing:
             repeats.append(block)  # a repeated id inside one request: pinned once added
-        elif has(block):
+        elif block in pins or block in resident:  # ``tier.has``, inlined
             pin(block)
         else:
             missing[block] = None
