@@ -239,8 +239,7 @@ class EngineInstance:
     def grow(self, req: EngineRequest, n_tokens: int) -> bool:
         """See ``SchedulerHost.grow``."""
         target = req.processed + n_tokens
-        n_held = len(req.blocks)
-        if req.n_pinned == n_held and -(-target // self.block_tokens) <= n_held + req.n_private:
+        if target <= req.kv_room:
             return True  # every prompt block pinned and room in the last block: most decodes
         kv, l1 = self.kv, self.kv.l1
         need = kv.grow_need(req, target)

@@ -165,6 +165,7 @@ class KVManager:
         if self.state_blocks:
             l1.alloc_private(self.state_blocks)
             req.n_state = self.state_blocks
+        self._set_room(req)
         return n_loaded
 
     # ----- growth -------------------------------------------------------------------------------
@@ -183,6 +184,8 @@ class KVManager:
 
     def grow(self, req: EngineRequest, tokens: int) -> None:
         """Allocate L1 blocks so ``req`` covers ``tokens`` tokens (the need was checked)."""
+        if tokens <= req.kv_room:
+            return  # every prompt block pinned and room in the blocks held: most decodes
         l1 = self.l1
         n_blocks = -(-tokens // self.block_tokens)
         n_prompt = len(req.blocks)
@@ -194,6 +197,14 @@ class KVManager:
         if extra > 0:
             l1.alloc_private(extra)
             req.n_private += extra
+        self._set_room(req)
+
+    def _set_room(self, req: EngineRequest) -> None:
+        """Recompute ``req.kv_room`` after its pinned or private blocks changed."""
+        n_prompt = len(req.blocks)
+        req.kv_room = (
+            (n_prompt + req.n_private) * self.block_tokens if req.n_pinned == n_prompt else 0
+        )
 
     def complete_blocks(self, req: EngineRequest, tokens: int) -> int:
         """Prompt blocks whose every token is among the first ``tokens`` processed."""
@@ -223,6 +234,7 @@ class KVManager:
         req.n_pinned = 0
         req.n_private = 0
         req.n_state = 0
+        req.kv_room = 0
 
     def swap_out_need(self, req: EngineRequest) -> int:
         """L2 slots swapping ``req`` out consumes (-1 without L2)."""
@@ -263,6 +275,7 @@ class KVManager:
         l2.free_private(req.swap_private)
         req.swap_private = 0
         self.release_l2(req)
+        self._set_room(req)
         return loaded
 
     def release_l2(self, req: EngineRequest) -> None:

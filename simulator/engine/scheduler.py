@@ -137,8 +137,9 @@ class Scheduler(ABC):
             remaining = req.prompt_len + req.generated - req.processed
             if decoding is not None and (req.generated > 0 and remaining == 1) != decoding:
                 continue
-            n = min(remaining, cap, budget)
-            if grow(req, n):
+            n = 1 if remaining == 1 else min(remaining, cap, budget)  # budget, cap >= 1
+            # ``grow`` has nothing to do within ``kv_room`` (most decodes): skip the call.
+            if req.processed + n <= req.kv_room or grow(req, n):
                 batch[req] = n
                 budget -= n
         return budget
