@@ -1,10 +1,11 @@
 """Consistency checks of one engine instance, for tests (``check_invariants=True``).
 
 What is checked: each queue holds only requests in its state and no request is in two queues;
-token progress is within bounds; ``kv_room`` is no more than the blocks held cover; no request that has produced its last token here is still
-queued; the running queue respects ``max_running``; pins and private blocks of every tier equal
-what the requests hold and no tier exceeds its capacity (``KVManager.check``). It walks every
-request, so it is far too slow for normal runs.
+token progress is within bounds; ``kv_room`` is no more than the blocks held cover; no request
+that has produced its last token here is still queued; the running queue respects
+``max_running``; pins and private blocks of every tier equal what the requests hold and no tier
+exceeds its capacity (``KVManager.check``). It walks every request, so it is far too slow for
+normal runs.
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ def apply_step(batch: Batch, end_s: float, kv: KVManager, recorder: Recorder) ->
             req.generated = generated + 1
             gap = end_s - req.last_token_s
             gaps.append(gap)
-            if gap > req.max_gap_s:  # max(), without the call
+            if gap > req.max_gap_s:  # noqa: PLR1730  (max() without the call)
                 req.max_gap_s = gap
             req.last_token_s = end_s
             if generated + 1 >= req.stop_at:
