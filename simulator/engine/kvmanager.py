@@ -216,7 +216,10 @@ class KVManager:
         """Blocks completed between ``before`` and ``after`` processed tokens (write-through)."""
         if not self.write_through:
             return
-        lo, hi = self.complete_blocks(req, before), self.complete_blocks(req, after)
+        # ``complete_blocks`` of both ends, inlined (called for every prefill chunk).
+        n_prompt, bt, prompt_len = len(req.blocks), self.block_tokens, req.prompt_len
+        lo = n_prompt if before >= prompt_len else min(n_prompt, before // bt)
+        hi = n_prompt if after >= prompt_len else min(n_prompt, after // bt)
         if hi <= lo:
             return
         done = list(req.blocks[lo:hi])

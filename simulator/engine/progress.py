@@ -108,15 +108,17 @@ def apply_run(
     first_gaps = [first_end - req.last_token_s for req in batch]
     recorder.gaps(first_gaps, durations, len(batch))
     progress = Progress([], decode_tokens=m * len(batch), steps=m)
+    done = progress.done
     for req, gap in zip(batch, first_gaps, strict=True):
-        req.processed += m
-        req.generated += m
+        processed = req.processed = req.processed + m
+        generated = req.generated = req.generated + m
         req.computed_total += m
         req.last_token_s = end_s
         req.max_gap_s = max(req.max_gap_s, gap, repeated_max)
-        kv.grow(req, req.processed)
-        if req.generated >= req.stop_at:
-            progress.done.append(req)
+        if processed > req.kv_room:  # ``kv.grow`` has nothing to do within it
+            kv.grow(req, processed)
+        if generated >= req.stop_at:
+            done.append(req)
     return progress
 
 

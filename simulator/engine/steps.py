@@ -94,10 +94,15 @@ def quiescent_decode_steps(
     the KV growth exceeds ``budget`` free + evictable L1 blocks (``memory_bound``)."""
     if max(batch.values()) != 1:  # a prefill chunk (checked in C: batches are large)
         return 1
+    k = max_steps
     for req in batch:
-        if not req.decoding:
+        generated = req.generated
+        # ``req.decoding``, inlined (every request of every decode run passes here).
+        if not (generated > 0 and req.processed + 1 == req.prompt_len + generated):
             return 1
-    k = min(max_steps, *(req.stop_at - req.generated for req in batch))
+        left = req.stop_at - generated
+        if left < k:  # noqa: PLR1730  (min() without the call)
+            k = left
     if k <= 1:
         return 1
     return memory_bound(batch, k, block_tokens, budget)

@@ -31,6 +31,9 @@ __all__ = ["Batch", "BatchLike", "DecodeRun", "as_batch"]
 
 IntArray = npt.NDArray[np.int64]
 
+#: What ``Batch.of`` takes as it is (anything else is listed first).
+_SEQUENCES = (list, tuple)
+
 #: Largest batch that ``Batch.of`` groups in plain Python rather than with numpy (measured
 #: break-even on the development machine: 256 to 512 requests).
 _SMALL = 256
@@ -67,7 +70,7 @@ class Batch:
     @classmethod
     def of(cls, pairs: Iterable[tuple[int, int]], *, logit_tokens: int | None = None) -> Batch:
         """A batch from ``(cache_len, new_tokens)`` pairs."""
-        seq = pairs if isinstance(pairs, list | tuple) else list(pairs)
+        seq = pairs if isinstance(pairs, _SEQUENCES) else list(pairs)
         if not seq:
             return cls(0, 0, _logits(logit_tokens, 0), np.zeros(0, dtype=np.int64), (), ())
         cache, new = zip(*seq, strict=True)
@@ -86,8 +89,13 @@ class Batch:
             num_tokens = size
         else:
             kv_lens = [c + 1 for c, n in seq if n == 1]
-            shapes = Counter((c, n) for c, n in seq if n > 1)
-            prefill = tuple(sorted((c, n, k) for (c, n), k in shapes.items()))
+            chunks = [pair for pair in seq if pair[1] > 1]
+            if len(chunks) == 1:  # one prefill chunk, the usual mixed step: no counting
+                ((c, n),) = chunks
+                prefill = ((c, n, 1),)
+            else:
+                shapes = Counter(chunks)
+                prefill = tuple(sorted((c, n, k) for (c, n), k in shapes.items()))
             num_tokens = sum(new)
         return cls(
             size=size,
