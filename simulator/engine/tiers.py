@@ -171,8 +171,7 @@ class CacheTier:
             for block in blocks:
                 self.insert(block)
             return
-        pins, resident = self.pins, self.resident()
-        access, n = self.policy.access, len(blocks)
+        pins, resident, n = self.pins, self.resident(), len(blocks)
         i = 0
         while i < n:
             run: dict[int, None] = {}
@@ -187,8 +186,7 @@ class CacheTier:
                 i += 1  # resident now: nothing to do, as ``insert``
                 continue
             if self.make_room(len(run), one_by_one=True):
-                for block in run:
-                    access(block, 1.0, NEVER)
+                self._access_all(list(run))
             else:
                 for block in run:
                     self.insert(block)
@@ -246,17 +244,24 @@ class CacheTier:
         another request stays parked and untouched. A non-parking policy is touched as
         ``touch`` does, every block, pinned or not.
         """
-        pins, access = self.pins, self.policy.access
+        pins = self.pins
         for block in blocks:
             count = pins[block] - 1
             if count:
                 pins[block] = count
             else:
                 del pins[block]
-        park = self.park
-        for block in reversed(blocks):
-            if not (park and block in pins):
-                access(block, 1.0, NEVER)
+        if self.park:
+            touched = [block for block in reversed(blocks) if block not in pins]
+        else:
+            touched = list(reversed(blocks))
+        self._access_all(touched)
+
+    def _access_all(self, blocks: Sequence[int]) -> None:
+        """``policy.access(block, 1.0, NEVER)`` for every block, in order, as one
+        ``access_request`` (equal by its contract; hot policies loop in it without a call per
+        block)."""
+        self.policy.access_request(blocks, [1.0] * len(blocks), None, False)
 
     def unpin_all(self, blocks: Iterable[int]) -> None:
         """``unpin`` every block of ``blocks``."""
