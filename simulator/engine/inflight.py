@@ -19,7 +19,7 @@ from numpy.typing import NDArray
 
 from simulator.core import Kernel
 from simulator.engine.scheduler import Batch
-from simulator.engine.steps import StepTimer, decode_run_durations
+from simulator.engine.steps import StepPricer
 
 __all__ = ["InFlight"]
 
@@ -30,16 +30,14 @@ class InFlight:
     __slots__ = ("_kernel", "_on_end", "_token", "batch", "ends", "k", "start_s")
 
     def __init__(
-        self, kernel: Kernel, timer: StepTimer, batch: Batch, k: int, on_end: Callable[[], None]
+        self, kernel: Kernel, pricer: StepPricer, batch: Batch, k: int, on_end: Callable[[], None]
     ) -> None:
         now = kernel.now
         if k == 1:
-            pairs = [(req.processed, n) for req, n in batch.items()]
-            ends = np.array([now + timer.step_seconds(pairs)])
+            ends = np.array([now + pricer.step(batch)])
         else:
-            cache_lens = [req.processed for req in batch]
             # ``now + cumsum``, bit for bit, without numpy's function dispatch (µs per call).
-            ends = decode_run_durations(timer, cache_lens, k).cumsum()
+            ends = pricer.decode_run(batch, k).cumsum()
             ends += now
         self.batch = batch
         self.ends: NDArray[np.float64] = ends

@@ -89,13 +89,7 @@ class Batch:
             num_tokens = size
         else:
             kv_lens = [c + 1 for c, n in seq if n == 1]
-            chunks = [pair for pair in seq if pair[1] > 1]
-            if len(chunks) == 1:  # one prefill chunk, the usual mixed step: no counting
-                ((c, n),) = chunks
-                prefill = ((c, n, 1),)
-            else:
-                shapes = Counter(chunks)
-                prefill = tuple(sorted((c, n, k) for (c, n), k in shapes.items()))
+            prefill = _prefill_groups([pair for pair in seq if pair[1] > 1])
             num_tokens = sum(new)
         return cls(
             size=size,
@@ -104,6 +98,24 @@ class Batch:
             decode_kv_lens=np.array(kv_lens, dtype=np.int64),
             prefill_groups=prefill,
             decode_buckets=_octaves(kv_lens),
+        )
+
+    @classmethod
+    def of_split(cls, kv_lens: list[int], chunks: list[tuple[int, int]], num_tokens: int) -> Batch:
+        """``of(pairs)`` from pairs already split by the caller (the engine's fast path: one
+        pass over its requests instead of a list of pairs and several passes here).
+        ``kv_lens`` are the decodes' ``cache_len + 1`` and ``chunks`` the other pairs, each in
+        batch order; ``num_tokens`` is ``len(kv_lens)`` plus the chunks' new tokens. Not
+        validated (``of`` checks ``cache_len >= 0`` and ``new_tokens >= 1``)."""
+        size = len(kv_lens) + len(chunks)
+        decode_kv_lens = np.array(kv_lens, dtype=np.int64)
+        return cls(
+            size=size,
+            num_tokens=num_tokens,
+            logit_tokens=size,
+            decode_kv_lens=decode_kv_lens,
+            prefill_groups=_prefill_groups(chunks) if chunks else (),
+            decode_buckets=_octaves(kv_lens) if size <= _SMALL else _octaves_np(decode_kv_lens),
         )
 
     @classmethod
@@ -200,6 +212,14 @@ BatchLike = Batch | Sequence[tuple[int, int]]
 def as_batch(batch: BatchLike) -> Batch:
     """``batch`` itself when it is a ``Batch``, else ``Batch.of(batch)``."""
     return batch if isinstance(batch, Batch) else Batch.of(batch)
+
+
+def _prefill_groups(chunks: list[tuple[int, int]]) -> tuple[tuple[int, int, int], ...]:
+    """``Batch.prefill_groups`` of the ``(cache_len, new_tokens)`` prefill pairs ``chunks``."""
+    if len(chunks) == 1:  # one prefill chunk, the usual mixed step: no counting
+        ((c, n),) = chunks
+        return ((c, n, 1),)
+    return tuple(sorted((c, n, k) for (c, n), k in Counter(chunks).items()))
 
 
 def _octaves(kv_lens: list[int]) -> tuple[tuple[int, int, int], ...]:
