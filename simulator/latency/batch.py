@@ -178,11 +178,14 @@ class DecodeRun:
     __slots__ = ("_base", "_prefix", "_sorted")
 
     def __init__(self, cache_lens: Sequence[int]) -> None:
-        if not cache_lens or min(cache_lens) < 0:
+        ordered = sorted(cache_lens)
+        if not ordered or ordered[0] < 0:
             raise ValueError("need at least one request and cache_len >= 0 for every request")
-        self._sorted = sorted(cache_lens)
-        self._prefix = [0, *accumulate(self._sorted)]
-        self._base = np.array(self._sorted, dtype=np.int64) + 1
+        self._sorted = ordered
+        self._prefix = [0, *accumulate(ordered)]
+        base = np.array(ordered, dtype=np.int64)
+        base += 1
+        self._base = base
 
     def at(self, k: int) -> Batch:
         """The batch of step ``k`` (≥ 0) of the run."""
@@ -195,14 +198,9 @@ class DecodeRun:
             j = bisect_left(ordered, (1 << e) - shift, i)
             buckets.append((e, j - i, prefix[j] - prefix[i] + (j - i) * shift))
             i = j
-        return Batch(
-            size=n,
-            num_tokens=n,
-            logit_tokens=n,
-            decode_kv_lens=self._base + k,
-            prefill_groups=(),
-            decode_buckets=tuple(buckets),
-        )
+        # size, num_tokens, logit_tokens, decode_kv_lens, prefill_groups, decode_buckets
+        # (positional: this is called a few times per decode run).
+        return Batch(n, n, n, self._base + k, (), tuple(buckets))
 
 
 #: Anything ``step_seconds`` accepts as a batch.
