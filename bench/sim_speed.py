@@ -31,7 +31,15 @@ from simulator.api import simulate
 from simulator.config import ServingConfig
 from simulator.workload.spec import WorkloadSpec
 
-DEFAULT_TRACE = Path(__file__).resolve().parents[1].parent / "shared/data/traces"
+#: ``shared/data/traces`` next to the checkout, or next to a folder above it (a worktree).
+DEFAULT_TRACE = next(
+    (
+        folder / "shared/data/traces"
+        for folder in Path(__file__).resolve().parents[2:]
+        if (folder / "shared/data/traces").is_dir()
+    ),
+    Path(__file__).resolve().parents[1].parent / "shared/data/traces",
+)
 TRACE = DEFAULT_TRACE / "mooncake_conversation_trace.jsonl"
 
 

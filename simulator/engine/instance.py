@@ -65,7 +65,7 @@ from simulator.engine.remote import Handoff, admit_remote
 from simulator.engine.request import FINISHED, SENDING, SWAPPED, WAITING, EngineRequest
 from simulator.engine.scheduler import SCHEDULERS, Batch, StepPlan
 from simulator.engine.stats import InstanceStats, StepTotals
-from simulator.engine.steps import StepTimer, quiescent_decode_steps
+from simulator.engine.steps import StepPricer, StepTimer, quiescent_decode_steps
 from simulator.engine.transfer import Channel, LoadLink
 from simulator.records import Recorder
 from simulator.workload.request import TraceRequest
@@ -101,6 +101,7 @@ class EngineInstance:
         self.kernel = kernel
         self.params = params
         self.timer = timer
+        self._pricer = StepPricer(timer)
         self.kv = kv
         self.load_link = load_link
         self.prefetcher = (
@@ -239,8 +240,7 @@ class EngineInstance:
     def grow(self, req: EngineRequest, n_tokens: int) -> bool:
         """See ``SchedulerHost.grow``."""
         target = req.processed + n_tokens
-        n_held = len(req.blocks)
-        if req.n_pinned == n_held and -(-target // self.block_tokens) <= n_held + req.n_private:
+        if target <= req.kv_room:
             return True  # every prompt block pinned and room in the last block: most decodes
         kv, l1 = self.kv, self.kv.l1
         need = kv.grow_need(req, target)
@@ -326,7 +326,7 @@ class EngineInstance:
             return
         # Requests not yet seen must get their turn at the next boundary, not after a run.
         k = 1 if unseen else self._run_length(plan)
-        self._run = InFlight(self.kernel, self.timer, batch, k, self._end_run)
+        self._run = InFlight(self.kernel, self._pricer, batch, k, self._end_run)
 
     def _sleep(self) -> None:
         """Idle: wake when the first pending L2→L1 load completes (arrivals poke anyway)."""

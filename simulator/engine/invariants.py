@@ -1,10 +1,11 @@
 """Consistency checks of one engine instance, for tests (``check_invariants=True``).
 
 What is checked: each queue holds only requests in its state and no request is in two queues;
-token progress is within bounds; no request that has produced its last token here is still
-queued; the running queue respects ``max_running``; pins and private blocks of every tier equal
-what the requests hold and no tier exceeds its capacity (``KVManager.check``). It walks every
-request, so it is far too slow for normal runs.
+token progress is within bounds; ``kv_room`` is no more than the blocks held cover; no request
+that has produced its last token here is still queued; the running queue respects
+``max_running``; pins and private blocks of every tier equal what the requests hold and no tier
+exceeds its capacity (``KVManager.check``). It walks every request, so it is far too slow for
+normal runs.
 """
 
 from __future__ import annotations
@@ -44,6 +45,15 @@ def check_instance(inst: Host) -> None:
             # A PD prefill waiting to send has produced its one token here, by design.
             if state != SENDING and req.generated >= req.stop_at:
                 raise AssertionError(f"{req}: finished but still queued")
+            holds_l1 = state in (RUNNING, SENDING)
+            if req.kv_room > (_room(req, inst.block_tokens) if holds_l1 else 0):
+                raise AssertionError(f"{req}: kv_room {req.kv_room} beyond the blocks it holds")
     if len(inst.running) > inst.max_running:
         raise AssertionError("more running requests than max_running")
     inst.kv.check(held)
+
+
+def _room(req: EngineRequest, block_tokens: int) -> int:
+    """Tokens the L1 blocks a running ``req`` holds cover (``kv_room``'s exact value)."""
+    n_prompt = len(req.blocks)
+    return (n_prompt + req.n_private) * block_tokens if req.n_pinned == n_prompt else 0

@@ -96,11 +96,12 @@ class KVManager:
     def match_l12(self, blocks: Sequence[int]) -> PrefixMatch:
         """The longest prefix of ``blocks`` cached in L1 ∪ L2 and where each block is
         (read-only)."""
-        l1_has, l2 = self.l1.has, self.l2
+        l1, l2 = self.l1, self.l2
+        l1_pins, l1_resident = l1.pins, l1.resident()
         from_l2: list[bool] = []
         n_l2 = 0
         for block in blocks:
-            if l1_has(block):
+            if block in l1_pins or block in l1_resident:  # ``l1.has``, inlined
                 from_l2.append(False)
             elif l2 is not None and l2.has(block):
                 from_l2.append(True)
@@ -164,6 +165,7 @@ class KVManager:
         if self.state_blocks:
             l1.alloc_private(self.state_blocks)
             req.n_state = self.state_blocks
+        self._set_room(req)
         return n_loaded
 
     # ----- growth -------------------------------------------------------------------------------
@@ -182,6 +184,8 @@ class KVManager:
 
     def grow(self, req: EngineRequest, tokens: int) -> None:
         """Allocate L1 blocks so ``req`` covers ``tokens`` tokens (the need was checked)."""
+        if tokens <= req.kv_room:
+            return  # every prompt block pinned and room in the blocks held: most decodes
         l1 = self.l1
         n_blocks = -(-tokens // self.block_tokens)
         n_prompt = len(req.blocks)
@@ -193,6 +197,14 @@ class KVManager:
         if extra > 0:
             l1.alloc_private(extra)
             req.n_private += extra
+        self._set_room(req)
+
+    def _set_room(self, req: EngineRequest) -> None:
+        """Recompute ``req.kv_room`` after its pinned or private blocks changed."""
+        n_prompt = len(req.blocks)
+        req.kv_room = (
+            (n_prompt + req.n_private) * self.block_tokens if req.n_pinned == n_prompt else 0
+        )
 
     def complete_blocks(self, req: EngineRequest, tokens: int) -> int:
         """Prompt blocks whose every token is among the first ``tokens`` processed."""
@@ -204,7 +216,10 @@ class KVManager:
         """Blocks completed between ``before`` and ``after`` processed tokens (write-through)."""
         if not self.write_through:
             return
-        lo, hi = self.complete_blocks(req, before), self.complete_blocks(req, after)
+        # ``complete_blocks`` of both ends, inlined (called for every prefill chunk).
+        n_prompt, bt, prompt_len = len(req.blocks), self.block_tokens, req.prompt_len
+        lo = n_prompt if before >= prompt_len else min(n_prompt, before // bt)
+        hi = n_prompt if after >= prompt_len else min(n_prompt, after // bt)
         if hi <= lo:
             return
         done = list(req.blocks[lo:hi])
@@ -222,6 +237,7 @@ class KVManager:
         req.n_pinned = 0
         req.n_private = 0
         req.n_state = 0
+        req.kv_room = 0
 
     def swap_out_need(self, req: EngineRequest) -> int:
         """L2 slots swapping ``req`` out consumes (-1 without L2)."""
@@ -262,6 +278,7 @@ class KVManager:
         l2.free_private(req.swap_private)
         req.swap_private = 0
         self.release_l2(req)
+        self._set_room(req)
         return loaded
 
     def release_l2(self, req: EngineRequest) -> None:
@@ -328,13 +345,13 @@ def _pin_all(tier: CacheTier, blocks: Sequence[int]) -> list[int]:
     """Pin every occurrence of ``blocks`` in ``tier``, adding the absent ones (room was
     checked); return the added blocks. Resident blocks are pinned first so that making room
     for the others cannot evict them."""
-    has, pin = tier.has, tier.pin
+    pins, resident, pin = tier.pins, tier.resident(), tier.pin
     missing: dict[int, None] = {}
     repeats: list[int] = []
     for block in blocks:
         if block in missing:
             repeats.append(block)  # a repeated id inside one request: pinned once added
-        elif has(block):
+        elif block in pins or block in resident:  # ``tier.has``, inlined
             pin(block)
         else:
             missing[block] = None

@@ -32,7 +32,8 @@ class KvUseIntegral:
         """L1 use may have changed at ``now``: close the constant piece since the last mark."""
         self._area += self._last_u * (now - self._last_s)
         self._last_s = now
-        self._last_u = self._l1.in_use() / self._l1.capacity
+        l1 = self._l1
+        self._last_u = (len(l1.pins) + l1.private) / l1.capacity  # ``in_use()``, inlined
 
     def run_ended(self, end_s: float) -> None:
         """A decode run ended at ``end_s``: its use grew from the last mark's to today's."""

@@ -69,6 +69,7 @@ class EngineRequest:
         "generated",
         "index",
         "instance",
+        "kv_room",
         "l2_pins",
         "l3_blocks",
         "last_token_s",
@@ -109,6 +110,11 @@ class EngineRequest:
         self.n_private = 0
         self.n_state = 0
         """Private blocks of its sliding-window KV and linear-attention state while admitted."""
+        self.kv_room = 0
+        """Tokens whose KV fits in the L1 blocks it holds, so that growing to that many needs
+        no allocation: ``(len(blocks) + n_private) × block_tokens`` once every prompt block is
+        pinned, else 0 (``KVManager`` keeps it; the per-step hot paths test it instead of
+        calling ``grow``)."""
         self.ready_s = 0.0
         """Time its L2→L1 load (or PD KV transfer) completes; it is not scheduled before."""
         self.start_s = -1.0

@@ -129,16 +129,24 @@ class Scheduler(ABC):
         # The hottest loop of an overloaded engine (every running request, every step): the
         # request's ``remaining`` and ``decoding`` properties are inlined.
         now, grow = host.now, host.grow
+        fresh = not batch  # nothing scheduled yet: no running request can be in the batch
         for req in list(host.running):  # a copy: ``grow`` may preempt from the tail
             if budget <= 0:
                 break
-            if req.state != RUNNING or req in batch or req.ready_s > now:
+            if req.state != RUNNING or req.ready_s > now or (not fresh and req in batch):
                 continue
-            remaining = req.prompt_len + req.generated - req.processed
-            if decoding is not None and (req.generated > 0 and remaining == 1) != decoding:
-                continue
-            n = min(remaining, cap, budget)
-            if grow(req, n):
+            processed = req.processed
+            remaining = req.prompt_len + req.generated - processed
+            if remaining == 1:  # decoding when it has generated a token
+                if decoding is not None and (req.generated > 0) != decoding:
+                    continue
+                n = 1  # budget and cap are >= 1
+            else:  # not decoding
+                if decoding:
+                    continue
+                n = min(remaining, cap, budget)
+            # ``grow`` has nothing to do within ``kv_room`` (most decodes): skip the call.
+            if processed + n <= req.kv_room or grow(req, n):
                 batch[req] = n
                 budget -= n
         return budget

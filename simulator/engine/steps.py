@@ -24,11 +24,15 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from simulator.latency.base import LatencyModel
+from simulator.latency.batch import Batch as StepShapes
+
 if TYPE_CHECKING:
     from simulator.engine.request import EngineRequest
 
 __all__ = [
     "DecodeRunTimer",
+    "StepPricer",
     "StepTimer",
     "decode_run_durations",
     "memory_bound",
@@ -58,6 +62,44 @@ class DecodeRunTimer(Protocol):
     def decode_run_seconds(self, cache_lens: Sequence[int], n_steps: int) -> NDArray[np.float64]:
         """Durations of ``n_steps`` decode steps; step ``k`` has KV lengths ``c + k``."""
         ...
+
+
+class StepPricer:
+    """Seconds of one engine step of a ``{request: new_tokens}`` batch, from a ``StepTimer``.
+
+    A ``LatencyModel`` (``simulator/latency``) also takes a prebuilt ``latency.Batch``: the
+    pricer then splits the step's requests into decode KV lengths and prefill chunks in one
+    pass (``Batch.of_split``), the same batch ``step_seconds(pairs)`` would build for several
+    times the work on a large step. Any other timer gets the pairs.
+    """
+
+    __slots__ = ("_shapes", "timer")
+
+    def __init__(self, timer: StepTimer) -> None:
+        self.timer = timer
+        # Once per instance: a runtime protocol check costs more than a step.
+        self._shapes = isinstance(timer, LatencyModel)
+
+    def step(self, batch: Mapping[EngineRequest, int]) -> float:
+        """Seconds of one step of ``batch`` (non-empty)."""
+        if not self._shapes:
+            return self.timer.step_seconds([(req.processed, n) for req, n in batch.items()])
+        kv_lens: list[int] = []
+        chunks: list[tuple[int, int]] = []
+        chunk_tokens = 0
+        for req, n in batch.items():
+            if n == 1:
+                kv_lens.append(req.processed + 1)
+            else:
+                chunks.append((req.processed, n))
+                chunk_tokens += n
+        shapes = StepShapes.of_split(kv_lens, chunks, len(kv_lens) + chunk_tokens)
+        # A LatencyModel's step_seconds takes the prebuilt batch (BatchLike).
+        return self.timer.step_seconds(shapes)  # type: ignore[arg-type]
+
+    def decode_run(self, batch: Iterable[EngineRequest], n_steps: int) -> NDArray[np.float64]:
+        """Durations of ``n_steps`` decode steps of ``batch`` (``decode_run_durations``)."""
+        return decode_run_durations(self.timer, [req.processed for req in batch], n_steps)
 
 
 def decode_run_durations(
@@ -94,10 +136,15 @@ def quiescent_decode_steps(
     the KV growth exceeds ``budget`` free + evictable L1 blocks (``memory_bound``)."""
     if max(batch.values()) != 1:  # a prefill chunk (checked in C: batches are large)
         return 1
+    k = max_steps
     for req in batch:
-        if not req.decoding:
+        generated = req.generated
+        # ``req.decoding``, inlined (every request of every decode run passes here).
+        if not (generated > 0 and req.processed + 1 == req.prompt_len + generated):
             return 1
-    k = min(max_steps, *(req.stop_at - req.generated for req in batch))
+        left = req.stop_at - generated
+        if left < k:  # noqa: PLR1730  (min() without the call)
+            k = left
     if k <= 1:
         return 1
     return memory_bound(batch, k, block_tokens, budget)

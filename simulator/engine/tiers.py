@@ -26,7 +26,7 @@ requests; ``kvmanager.py`` composes tiers into request-level operations.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 
 from simulator.kvcache.policies.base import NEVER, EvictionPolicy
 
@@ -74,6 +74,13 @@ class CacheTier:
         """Whether ``block`` is cached here, pinned or not (read-only probe)."""
         return block in self.pins or self.policy.find(block)
 
+    def resident(self) -> Container[int]:
+        """A live container of the policy's resident blocks (``in`` is ``policy.find``): the
+        policy's own where it has one, so per-block loops probe without a call per block;
+        ``has(b)`` is ``b in pins or b in resident()``."""
+        view = self.policy.resident_view()
+        return view if view is not None else _Finder(self.policy.find)
+
     def cached(self) -> int:
         """Cached blocks, pinned ones included."""
         return len(self.policy) + (len(self.pins) if self.park else 0)
@@ -108,8 +115,10 @@ class CacheTier:
         if short > self.capacity - self.private - len(self.pins) - free:
             return False
         on_evict = self.on_evict
+        # A parking tier's pinned blocks are outside the policy: nothing to pass over.
+        pinned = () if self.park else self.pins
         while short > 0:
-            victims = policy.evict_n(short, self.pins)
+            victims = policy.evict_n(short, pinned)
             if not victims:
                 raise RuntimeError(
                     f"{self.name}: policy {policy.name!r} evicted nothing with "
@@ -162,20 +171,22 @@ class CacheTier:
             for block in blocks:
                 self.insert(block)
             return
-        has, access, n = self.has, self.policy.access, len(blocks)
+        pins, resident, n = self.pins, self.resident(), len(blocks)
         i = 0
         while i < n:
             run: dict[int, None] = {}
             j = i
-            while j < n and blocks[j] not in run and not has(blocks[j]):
-                run[blocks[j]] = None
+            while j < n:
+                block = blocks[j]
+                if block in run or block in pins or block in resident:  # inlined ``has``
+                    break
+                run[block] = None
                 j += 1
             if not run:
                 i += 1  # resident now: nothing to do, as ``insert``
                 continue
             if self.make_room(len(run), one_by_one=True):
-                for block in run:
-                    access(block, 1.0, NEVER)
+                self._access_all(list(run))
             else:
                 for block in run:
                     self.insert(block)
@@ -233,17 +244,24 @@ class CacheTier:
         another request stays parked and untouched. A non-parking policy is touched as
         ``touch`` does, every block, pinned or not.
         """
-        pins, access = self.pins, self.policy.access
+        pins = self.pins
         for block in blocks:
             count = pins[block] - 1
             if count:
                 pins[block] = count
             else:
                 del pins[block]
-        park = self.park
-        for block in reversed(blocks):
-            if not (park and block in pins):
-                access(block, 1.0, NEVER)
+        if self.park:
+            touched = [block for block in reversed(blocks) if block not in pins]
+        else:
+            touched = list(reversed(blocks))
+        self._access_all(touched)
+
+    def _access_all(self, blocks: Sequence[int]) -> None:
+        """``policy.access(block, 1.0, NEVER)`` for every block, in order, as one
+        ``access_request`` (equal by its contract; hot policies loop in it without a call per
+        block)."""
+        self.policy.access_request(blocks, [1.0] * len(blocks), None, False)
 
     def unpin_all(self, blocks: Iterable[int]) -> None:
         """``unpin`` every block of ``blocks``."""
@@ -276,3 +294,15 @@ class CacheTier:
             if count <= 0 or inside == self.park:
                 state = "inside" if inside else "outside"
                 raise AssertionError(f"{self.name}: pinned block {block} ({count}) {state} policy")
+
+
+class _Finder:
+    """``policy.find`` as a container, for policies without a resident view."""
+
+    __slots__ = ("_find",)
+
+    def __init__(self, find: Callable[[int], bool]) -> None:
+        self._find = find
+
+    def __contains__(self, block: object) -> bool:
+        return isinstance(block, int) and self._find(block)

@@ -31,6 +31,9 @@ __all__ = ["Batch", "BatchLike", "DecodeRun", "as_batch"]
 
 IntArray = npt.NDArray[np.int64]
 
+#: What ``Batch.of`` takes as it is (anything else is listed first).
+_SEQUENCES = (list, tuple)
+
 #: Largest batch that ``Batch.of`` groups in plain Python rather than with numpy (measured
 #: break-even on the development machine: 256 to 512 requests).
 _SMALL = 256
@@ -67,7 +70,7 @@ class Batch:
     @classmethod
     def of(cls, pairs: Iterable[tuple[int, int]], *, logit_tokens: int | None = None) -> Batch:
         """A batch from ``(cache_len, new_tokens)`` pairs."""
-        seq = pairs if isinstance(pairs, list | tuple) else list(pairs)
+        seq = pairs if isinstance(pairs, _SEQUENCES) else list(pairs)
         if not seq:
             return cls(0, 0, _logits(logit_tokens, 0), np.zeros(0, dtype=np.int64), (), ())
         cache, new = zip(*seq, strict=True)
@@ -86,8 +89,7 @@ class Batch:
             num_tokens = size
         else:
             kv_lens = [c + 1 for c, n in seq if n == 1]
-            shapes = Counter((c, n) for c, n in seq if n > 1)
-            prefill = tuple(sorted((c, n, k) for (c, n), k in shapes.items()))
+            prefill = _prefill_groups([pair for pair in seq if pair[1] > 1])
             num_tokens = sum(new)
         return cls(
             size=size,
@@ -96,6 +98,24 @@ class Batch:
             decode_kv_lens=np.array(kv_lens, dtype=np.int64),
             prefill_groups=prefill,
             decode_buckets=_octaves(kv_lens),
+        )
+
+    @classmethod
+    def of_split(cls, kv_lens: list[int], chunks: list[tuple[int, int]], num_tokens: int) -> Batch:
+        """``of(pairs)`` from pairs already split by the caller (the engine's fast path: one
+        pass over its requests instead of a list of pairs and several passes here).
+        ``kv_lens`` are the decodes' ``cache_len + 1`` and ``chunks`` the other pairs, each in
+        batch order; ``num_tokens`` is ``len(kv_lens)`` plus the chunks' new tokens. Not
+        validated (``of`` checks ``cache_len >= 0`` and ``new_tokens >= 1``)."""
+        size = len(kv_lens) + len(chunks)
+        decode_kv_lens = np.array(kv_lens, dtype=np.int64)
+        return cls(
+            size=size,
+            num_tokens=num_tokens,
+            logit_tokens=size,
+            decode_kv_lens=decode_kv_lens,
+            prefill_groups=_prefill_groups(chunks) if chunks else (),
+            decode_buckets=_octaves(kv_lens) if size <= _SMALL else _octaves_np(decode_kv_lens),
         )
 
     @classmethod
@@ -158,11 +178,14 @@ class DecodeRun:
     __slots__ = ("_base", "_prefix", "_sorted")
 
     def __init__(self, cache_lens: Sequence[int]) -> None:
-        if not cache_lens or min(cache_lens) < 0:
+        ordered = sorted(cache_lens)
+        if not ordered or ordered[0] < 0:
             raise ValueError("need at least one request and cache_len >= 0 for every request")
-        self._sorted = sorted(cache_lens)
-        self._prefix = [0, *accumulate(self._sorted)]
-        self._base = np.array(self._sorted, dtype=np.int64) + 1
+        self._sorted = ordered
+        self._prefix = [0, *accumulate(ordered)]
+        base = np.array(ordered, dtype=np.int64)
+        base += 1
+        self._base = base
 
     def at(self, k: int) -> Batch:
         """The batch of step ``k`` (≥ 0) of the run."""
@@ -175,14 +198,9 @@ class DecodeRun:
             j = bisect_left(ordered, (1 << e) - shift, i)
             buckets.append((e, j - i, prefix[j] - prefix[i] + (j - i) * shift))
             i = j
-        return Batch(
-            size=n,
-            num_tokens=n,
-            logit_tokens=n,
-            decode_kv_lens=self._base + k,
-            prefill_groups=(),
-            decode_buckets=tuple(buckets),
-        )
+        # size, num_tokens, logit_tokens, decode_kv_lens, prefill_groups, decode_buckets
+        # (positional: this is called a few times per decode run).
+        return Batch(n, n, n, self._base + k, (), tuple(buckets))
 
 
 #: Anything ``step_seconds`` accepts as a batch.
@@ -192,6 +210,14 @@ BatchLike = Batch | Sequence[tuple[int, int]]
 def as_batch(batch: BatchLike) -> Batch:
     """``batch`` itself when it is a ``Batch``, else ``Batch.of(batch)``."""
     return batch if isinstance(batch, Batch) else Batch.of(batch)
+
+
+def _prefill_groups(chunks: list[tuple[int, int]]) -> tuple[tuple[int, int, int], ...]:
+    """``Batch.prefill_groups`` of the ``(cache_len, new_tokens)`` prefill pairs ``chunks``."""
+    if len(chunks) == 1:  # one prefill chunk, the usual mixed step: no counting
+        ((c, n),) = chunks
+        return ((c, n, 1),)
+    return tuple(sorted((c, n, k) for (c, n), k in Counter(chunks).items()))
 
 
 def _octaves(kv_lens: list[int]) -> tuple[tuple[int, int, int], ...]:

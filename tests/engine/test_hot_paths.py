@@ -4,7 +4,8 @@ One eviction per run of new blocks (``CacheTier.insert_all`` / ``add_pinned_all`
 the same victims, hand them down in the same order and leave the same policy order as one
 ``insert`` / ``add_pinned`` per block, and ``release`` the same order as ``unpin`` then
 ``touch``; the plain-Python batch grouping must equal numpy's; the
-decode-run interpolation must equal ``np.linspace`` bit for bit.
+decode-run interpolation must equal ``np.linspace`` bit for bit; the engine's one-pass split of
+a step must build and price the batch its pairs do.
 """
 
 from __future__ import annotations
@@ -12,11 +13,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.engine.steps import _linspace_into
+from hardware import shipped_catalog
+from simulator.engine.analytic import LinearLatency
+from simulator.engine.request import EngineRequest
+from simulator.engine.steps import StepPricer, _linspace_into
 from simulator.engine.tiers import CacheTier
 from simulator.kvcache.policies import POLICIES
+from simulator.latency import Deployment, make_latency_model
 from simulator.latency import batch as batch_module
 from simulator.latency.batch import Batch, DecodeRun
+from simulator.workload.request import TraceRequest
 
 
 def _tier(policy: str, capacity: int, sink: list[list[int]]) -> CacheTier:
@@ -114,3 +120,49 @@ def test_decode_run_batches_price_as_their_pairs() -> None:
                 slow.logit_tokens,
             )
             assert fast.decode_kv_lens.tolist() == sorted(slow.decode_kv_lens.tolist())
+
+
+def _fields(batch: Batch) -> tuple[object, ...]:
+    return (
+        batch.size,
+        batch.num_tokens,
+        batch.logit_tokens,
+        batch.decode_kv_lens.tolist(),
+        batch.prefill_groups,
+        batch.decode_buckets,
+    )
+
+
+def test_split_batches_equal_batches_of_pairs() -> None:
+    # The engine's one-pass split (``Batch.of_split``) builds what ``Batch.of`` builds from
+    # the pairs, field by field, in the plain-Python range and beyond it (numpy).
+    rng = np.random.default_rng(4)
+    for _ in range(300):
+        size = int(rng.integers(1, 400))
+        cache = rng.integers(0, 70_000, size=size).tolist()
+        chunked = rng.random(size) < rng.choice([0.0, 0.02, 0.5, 1.0])
+        new = np.where(chunked, rng.integers(2, 8, size=size), 1).tolist()
+        pairs = list(zip(cache, new, strict=True))
+        kv_lens = [c + 1 for c, n in pairs if n == 1]
+        chunks = [(c, n) for c, n in pairs if n > 1]
+        split = Batch.of_split(kv_lens, chunks, sum(new))
+        assert _fields(split) == _fields(Batch.of(pairs))
+
+
+def test_step_pricer_prices_as_the_pairs() -> None:
+    # Through a latency model the pricer hands over a prebuilt batch; through any other timer
+    # the pairs. Both give the seconds ``step_seconds(pairs)`` gives, bit for bit.
+    catalog = shipped_catalog()
+    deployment = Deployment(catalog.model("meta-llama/Llama-3.1-8B"), catalog.gpu("h100_sxm"))
+    model = make_latency_model("roofline", deployment)
+    rng = np.random.default_rng(5)
+    for timer in (model, LinearLatency(1e-3, 2e-6, 3e-9)):
+        pricer = StepPricer(timer)
+        for _ in range(100):
+            batch: dict[EngineRequest, int] = {}
+            for index in range(int(rng.integers(1, 300))):
+                req = EngineRequest(TraceRequest(index, 0.0, 9000, 10, ()), 16, 0, 0.0)
+                req.processed = int(rng.integers(0, 8000))
+                batch[req] = 1 if rng.random() < 0.9 else int(rng.integers(2, 1000))
+            pairs = [(req.processed, n) for req, n in batch.items()]
+            assert pricer.step(batch) == timer.step_seconds(pairs)
