@@ -16,11 +16,14 @@ cut down to what the catalog's models need, in the same CSV format (columns unch
 - fused-MoE rows (``*_moe.csv.gz``) of the catalog's MoE shapes (hidden, expert width, top-k,
   expert count) with balanced routing, every dtype, split and token count, of the one kernel
   per shape the loader keeps (``moe_table.read_moe_profile``);
+- MLA attention-core rows (``*_context_mla`` / ``*_generation_mla``) at the per-GPU head counts
+  of the catalog's MLA models of the measured latent shape (``mla_table.measured_mla_shape``)
+  at TP 1 to 64, context rows without a cached prefix;
 - latencies rounded to 4 significant digits (0.05% at most; kernel timings repeat to ~1-3%).
 
 Files are written gzipped with ``mtime=0`` so the bytes are reproducible; the script prints rows
-kept per file and the total size. MLA kernel files are not shipped (the latency model times MLA
-attention by the roofline).
+kept per file and the total size. Whole-module MLA files (``*_mla_*_module``) are not shipped
+(the latency model composes the projections around the attention core).
 """
 
 from __future__ import annotations
@@ -36,8 +39,9 @@ import pandas as pd
 from hardware.catalog import shipped_catalog
 from hardware.schema import ModelSpec
 from simulator.latency.fit import ShapeFilter, catalog_shape_filter
+from simulator.latency.mla_table import measured_mla_shape
 from simulator.latency.moe_table import MOE_SOURCE_PREFERENCE
-from simulator.latency.profile_files import ENGINES, MOE_KIND, directory_files
+from simulator.latency.profile_files import ENGINES, MLA_KINDS, MOE_KIND, directory_files
 from simulator.latency.profiles import load_profiles, normalise_dtype, source_rank
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -108,6 +112,21 @@ def _moe_rows(raw: pd.DataFrame, models: list[ModelSpec]) -> pd.DataFrame:
     return ordered[ordered["_n"] == best].drop(columns=["_r", "_n"]).sort_index()
 
 
+def _mla_rows(raw: pd.DataFrame, models: list[ModelSpec]) -> pd.DataFrame:
+    """MLA rows at the catalog's MLA models' heads per GPU at TP 1-64 (module doc)."""
+    heads = {
+        m.num_attention_heads // tp
+        for m in models
+        if measured_mla_shape(m)
+        for tp in (1, 2, 4, 8, 16, 32, 64)
+        if m.num_attention_heads % tp == 0
+    }
+    keep = raw["num_heads"].astype(int).isin(heads)
+    if "isl" in raw and "step" in raw and raw["op_name"].astype(str).str.contains("context").any():
+        keep &= raw["step"].astype(float) == 0
+    return raw[keep]
+
+
 def _cut(
     kind: str, raw: pd.DataFrame, shapes: ShapeFilter, models: list[ModelSpec]
 ) -> pd.DataFrame:
@@ -120,6 +139,8 @@ def _cut(
         raw = raw[[pair in keep for pair in nk]]
     elif kind == MOE_KIND:
         raw = _moe_rows(raw, models)
+    elif kind in MLA_KINDS:
+        raw = _mla_rows(raw, models)
     elif kind == "nccl":
         half = raw["nccl_dtype"].map(normalise_dtype).isin(["fp16", "bf16"])
         raw = raw[(raw["op_name"] == "all_reduce") & half]
@@ -138,8 +159,9 @@ def _cut(
     return _preferred(raw, SHAPE[kind]) if kind in SHAPE else raw
 
 
-def ship(source: Path, out: Path) -> None:
-    """Write the shipped files for every GPU of ``source`` under ``out``."""
+def ship(source: Path, out: Path, kinds: set[str] | None = None) -> None:
+    """Write the shipped files for every GPU of ``source`` under ``out`` (of the classes in
+    ``kinds`` only, when given: a new class ships without re-cutting the others)."""
     models = list(shipped_catalog().models.values())
     total = 0
     for gpu_dir in sorted(p for p in source.iterdir() if p.is_dir()):
@@ -151,6 +173,8 @@ def ship(source: Path, out: Path) -> None:
                 continue
             shapes = catalog_shape_filter(models, load_profiles(gpu_dir, engine=engine))
             for kind, path in files.items():
+                if kinds and kind not in kinds:
+                    continue
                 raw = _cut(kind, pd.read_csv(path, keep_default_na=False), shapes, models)
                 if not len(raw):  # a MoE file without the catalog's shapes
                     continue
@@ -172,8 +196,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--source", type=Path, default=ROOT.parent / "shared/data/profiles")
     parser.add_argument("--out", type=Path, default=ROOT / "hardware/data/profiles")
+    parser.add_argument(
+        "--kinds",
+        default="",
+        help="Comma-separated classes to write (gemm, context_mla, moe, ...; default: all).",
+    )
     args = parser.parse_args()
-    ship(args.source, args.out)
+    ship(args.source, args.out, kinds={k.strip() for k in args.kinds.split(",") if k.strip()})
 
 
 if __name__ == "__main__":

@@ -30,9 +30,11 @@ from optimizer.cli._output import console, print_json
 from optimizer.space import SearchSpace
 from simulator.config import ServingConfig
 from simulator.latency import latency_note
+from simulator.latency.mla_table import MLA_PHASES, read_mla_profile
 from simulator.latency.moe_table import read_moe_profile
 from simulator.latency.profile_files import (
     ENGINES,
+    LAYER_KINDS,
     MOE_KIND,
     PROFILE_KINDS,
     directory_files,
@@ -122,12 +124,15 @@ def import_profiles(directory: Path, gpu: str, cache: Path) -> list[dict[str, An
         if not files:
             continue
         # Validates every file: the kernel tables through the loader, a fused-MoE table (the
-        # table model prices routed experts from it, ``moe_table.py``) through its reader.
-        kernels = files.keys() - {MOE_KIND}
+        # table model prices routed experts from it, ``moe_table.py``) and the MLA tables
+        # (``mla_table.py``) through their readers.
+        kernels = files.keys() - set(LAYER_KINDS)
         profiles = load_profiles(directory, gpu=gpu, engine=engine) if kernels else None
         for kind, path in files.items():
             if kind == MOE_KIND:
                 n_rows = len(read_moe_profile(path))
+            elif kind in MLA_PHASES:
+                n_rows = len(read_mla_profile(path, MLA_PHASES[kind]))
             else:
                 assert profiles is not None
                 n_rows = len(profiles.frame(kind))

@@ -12,6 +12,9 @@ depend on few integers and caches each part by them:
   model on the profiled GPU, exact shape), outside the measured token range scaled by the
   composition (``measured(edge) × composed(T) / composed(edge)``), else composed from GEMMs;
 - the LM head, per distinct ``logit_tokens``; MLA's absorption GEMMs, per decode count;
+- MLA attention cores from the kernel source's measured MLA tables where it has them
+  (``mla_measured.MeasuredMla``: the table model on the profiled GPU, DeepSeek's latent shape),
+  else the generic attention calls the planner writes for MLA;
 - prefill attention per distinct ``(count, new_tokens, cache_len)`` group;
 - decode attention per *octave bucket* of KV length ``[2^(e-1), 2^e)``: the bucket's requests are
   one group of ``b`` requests at their mean KV length, priced by linear interpolation between the
@@ -42,6 +45,8 @@ from simulator.latency.compose import (
 )
 from simulator.latency.deployment import Deployment
 from simulator.latency.kernels import KernelTimer
+from simulator.latency.mla_measured import MeasuredMla
+from simulator.latency.mla_table import MlaTimer, measured_mla_shape
 from simulator.latency.moe_table import FusedMoeTimer
 from simulator.latency.roofline import RooflineKernels, RooflineParams
 from simulator.latency.transfer import Link, transfer_seconds
@@ -90,6 +95,11 @@ class ComposedLatencyModel:
             "nccl": self._all_reduce,
             "elementwise": self._elementwise,
         }
+        if isinstance(timer, MlaTimer) and measured_mla_shape(deployment.model):
+            # Measured MLA attention cores where the kernel source has them (module doc).
+            mla = MeasuredMla(timer, timer, deployment.kv_precision)
+            self._price["context_attention"] = mla.context_attention
+            self._price["generation_attention"] = mla.generation_attention
         gpu, p = deployment.gpu, self._params
         # The engines' one-shot custom all-reduce needs peer-to-peer NVLink within a node.
         self._custom_ar = p.custom_all_reduce and gpu.gpu_link == "nvlink"
@@ -319,15 +329,11 @@ class ComposedLatencyModel:
     def _decode_layers(self, count: int, kv_len: int) -> float:
         """Decode attention of ``count`` requests at ``kv_len`` over every attention layer; a
         sliding-window layer reads at most its window (linear between the bucket's edges)."""
-        planner, timer = self._planner, self._timer
-        seconds = planner.full_layers * timer.generation_attention(
-            *planner.decode_args(count, kv_len)
-        )
+        planner, attention = self._planner, self._price["generation_attention"]
+        seconds = planner.full_layers * attention(*planner.decode_args(count, kv_len))
         if planner.window_layers:
             window = min(kv_len, planner.window)
-            seconds += planner.window_layers * timer.generation_attention(
-                *planner.decode_args(count, window)
-            )
+            seconds += planner.window_layers * attention(*planner.decode_args(count, window))
         return seconds
 
     @staticmethod

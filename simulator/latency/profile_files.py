@@ -4,8 +4,10 @@ A *profile directory* holds the measurements of one GPU: gzipped (or plain) CSV 
 ``<engine>_<version>_<class>.csv.gz`` (``vllm_0.24.0_gemm.csv.gz``,
 ``sglang_0.5.14_generation_attention.csv.gz``) or without an engine prefix for kernels every
 engine shares (``nccl_2.27.3.csv.gz``, or a user's ``gemm.csv``). The classes are those of
-``PROFILE_KINDS``, plus the optional fused-MoE layer (``MOE_KIND``: ``*_moe.csv.gz``, read by
-``moe_table.py``, only where asked for with ``moe=True``); other files (MLA) are ignored. For an
+``PROFILE_KINDS``, plus the optional layer tables, only where asked for with ``moe=True``: the
+fused-MoE layer (``MOE_KIND``: ``*_moe.csv.gz``, read by ``moe_table.py``) and the MLA attention
+cores (``MLA_KINDS``: ``*_context_mla`` / ``*_generation_mla``, read by ``mla_table.py``); other
+files (whole MLA modules) are ignored. For an
 engine and a class the directory's file is the one with that engine's prefix, else the
 engine-neutral one; of several, the newest version (the numbers in the name compared as
 integers: ``nccl_2.29.2`` over ``nccl_2.27.3``).
@@ -34,6 +36,8 @@ from slo.inputfile import InputError
 __all__ = [
     "DEFAULT_ENGINE",
     "ENGINES",
+    "LAYER_KINDS",
+    "MLA_KINDS",
     "MOE_KIND",
     "PROFILE_KINDS",
     "ProfileFiles",
@@ -51,6 +55,11 @@ PROFILE_KINDS: tuple[str, ...] = ("gemm", "context_attention", "generation_atten
 #: primitives, so not in ``PROFILE_KINDS`` (calibration and import iterate those).
 MOE_KIND = "moe"
 _MOE_NAME = re.compile(r"(^|_)moe\.csv(\.gz)?$", re.IGNORECASE)
+#: The MLA attention-core tables (``mla_table.py``), by the name part that marks them.
+MLA_KINDS: tuple[str, ...] = ("context_mla", "generation_mla")
+#: Every optional layer table a directory may add to the kernel primitives.
+LAYER_KINDS: tuple[str, ...] = (MOE_KIND, *MLA_KINDS)
+_MLA_NAME = {kind: re.compile(rf"(^|_){kind}\.csv(\.gz)?$", re.IGNORECASE) for kind in MLA_KINDS}
 #: Engines whose kernels profiles can describe: the shipped backend presets' names.
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
 #: The engine assumed for a preset that names none of ``ENGINES`` (a user preset file).
@@ -79,6 +88,7 @@ def file_engine(name: str) -> str | None:
 def _kind(name: str) -> str | None:
     lowered = name.lower()
     found = next((kind for kind in PROFILE_KINDS if kind in lowered), None)
+    found = found or next((k for k, name in _MLA_NAME.items() if name.search(lowered)), None)
     return found or (MOE_KIND if _MOE_NAME.search(lowered) else None)
 
 
@@ -98,19 +108,19 @@ class ProfileFiles:
 
     def key(self) -> tuple[str, ...]:
         """A hashable identity (for caching tables built from these files)."""
-        kinds = (*PROFILE_KINDS, MOE_KIND)
+        kinds = (*PROFILE_KINDS, *LAYER_KINDS)
         return (self.gpu, self.engine, *(str(self.files.get(k, "")) for k in kinds))
 
 
 def directory_files(directory: str | Path, engine: str, *, moe: bool = False) -> dict[str, Path]:
     """Per class, the file of ``directory`` that serves ``engine`` (module doc); with ``moe``
-    also its fused-MoE file under ``MOE_KIND``. ``InputError`` for a missing directory or two
-    candidates of the same version."""
+    also its layer tables (``LAYER_KINDS``: fused MoE, MLA). ``InputError`` for a missing
+    directory or two candidates of the same version."""
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(f"{directory}: no such profile directory")
     chosen: dict[str, Path] = {}
-    for kind in (*PROFILE_KINDS, MOE_KIND) if moe else PROFILE_KINDS:
+    for kind in (*PROFILE_KINDS, *LAYER_KINDS) if moe else PROFILE_KINDS:
         files = [p for p in directory.iterdir() if _CSV.search(p.name) and _kind(p.name) == kind]
         own = [p for p in files if file_engine(p.name) == engine]
         candidates = own or [p for p in files if file_engine(p.name) is None]

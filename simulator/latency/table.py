@@ -53,9 +53,11 @@ from hardware.catalog import shipped_catalog
 from hardware.schema import GpuSpec
 from simulator.latency._cached import CachedKernels, Heads, float_heads
 from simulator.latency.kernels import KernelTimer
+from simulator.latency.mla_table import MlaTable, Phase, load_mla_table
 from simulator.latency.moe_table import MoeShape, MoeTable, load_moe_table
 from simulator.latency.profile_files import (
     DEFAULT_ENGINE,
+    MLA_KINDS,
     MOE_KIND,
     ProfileFiles,
     directory_files,
@@ -133,10 +135,13 @@ class ProfileTable:
         *,
         monotone: bool = True,
         moe: MoeTable | None = None,
+        mla: MlaTable | None = None,
     ) -> None:
         self.gpu = profiles.gpu
         #: Measured fused-MoE layers of the same GPU and engine, if the directory had them.
         self.moe = moe
+        #: Measured MLA attention cores of the same GPU and engine, if the directory had them.
+        self.mla = mla
         self.source = profiles.source
         self.monotone = monotone
         # Axes a batch grows along, made non-decreasing: GEMM m, attention batch and length,
@@ -377,6 +382,16 @@ class ProfileKernels(CachedKernels):
             return None
         return self.table.moe.lookup(tokens, shape)
 
+    def mla_attention(
+        self, phase: Phase, batch_size: int, length: int, heads: int, kv_dtype: str
+    ) -> tuple[float, tuple[int, int]] | None:
+        """``(seconds, (batch, length) anchor)`` of one MLA attention core from the measured
+        MLA table (``MlaTable.lookup``), or None: no table, unmeasured heads or KV dtype, or
+        another GPU than the profiled one."""
+        if self.table.mla is None or not self._same_gpu:
+            return None
+        return self.table.mla.lookup(phase, batch_size, length, heads, kv_dtype)
+
     def _all_reduce_uncached(self, message_bytes: float, num_gpus: int) -> float:
         if num_gpus <= 1 or message_bytes <= 0:
             return 0.0
@@ -481,6 +496,11 @@ def _shared_table(
     profiled = GpuSpec.model_validate_json(profiled_gpu_json)
     located = ProfileFiles(profiled.name.lower(), engine, {k: Path(p) for k, p in files}, source)
     moe = load_moe_table(located.files.get(MOE_KIND), monotone=monotone)
+    mla_files = {kind: located.files[kind] for kind in MLA_KINDS if kind in located.files}
     return ProfileTable(
-        load_profile_files(located), RooflineKernels(profiled), monotone=monotone, moe=moe
+        load_profile_files(located),
+        RooflineKernels(profiled),
+        monotone=monotone,
+        moe=moe,
+        mla=load_mla_table(mla_files, monotone=monotone),
     )

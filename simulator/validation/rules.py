@@ -28,7 +28,9 @@ checkpoints.py``) and the engine's ``auto`` rule: a ModelOpt FP8 or NVFP4 checkp
 FP8 KV cache, a vendor's block-FP8 checkpoint or a bf16 one does not. The checkpoint is the row's
 model name when it names a quantised repository, else the recipe its ``gemm_quant_mode``
 implies (``fp8`` → ModelOpt FP8, the NVIDIA harnesses' FP8 checkpoints; ``fp8_block`` → the
-vendor's block FP8; ``nvfp4`` → ModelOpt NVFP4; empty → the model's own checkpoint). vLLM's
+vendor's block FP8; ``nvfp4`` → ModelOpt NVFP4; empty → the model's own checkpoint), except
+where the model's own repository is already quantised with those weights (DeepSeek-V3/R1,
+natively block FP8): then that is the checkpoint served (``recipe_for``). vLLM's
 ``auto`` honours a ModelOpt KV scheme from 0.13 (PR #29980); older vLLM rows keep bf16 KV.
 """
 
@@ -252,13 +254,22 @@ def recipe_for(row: MeasuredRow, catalog: Catalog) -> Recipe | None:
     named = resolve_checkpoint(row.model, catalog.models)
     if named is not None:
         return named.recipe
+    try:
+        own: Recipe | None = catalog.checkpoint(row.model).recipe
+    except InputError:
+        own = None
     if row.precision:
         mode = _MODE_RECIPES.get(row.precision)
-        return RECIPES[mode] if mode else None
-    try:
-        return catalog.checkpoint(row.model).recipe
-    except InputError:
-        return RECIPES["fp8_block" if "fp8" in row.model.lower() else "none"]
+        if mode is None:
+            return None
+        # A model whose own repository is already quantised that way (DeepSeek-V3/R1's native
+        # block FP8) was served from it: its recipe (bf16 KV), not ModelOpt's (FP8 KV). The
+        # DeepSeek-R1 SGLang rows say so: at 64 users their 33.9 ms TPOT is half what the
+        # measured FP8-KV MLA decode kernel allows, and what the bf16-KV kernel gives.
+        if own is not None and own.name != "none" and own.weights == RECIPES[mode].weights:
+            return own
+        return RECIPES[mode]
+    return own or RECIPES["fp8_block" if "fp8" in row.model.lower() else "none"]
 
 
 def weight_precision(row: MeasuredRow, catalog: Catalog) -> str | None:
@@ -270,10 +281,20 @@ def weight_precision(row: MeasuredRow, catalog: Catalog) -> str | None:
     return recipe.weights if recipe else None
 
 
+#: (harness, backend) whose FP8-weight deployments set an FP8 KV cache whatever the checkpoint
+#: carries. InferenceX's TensorRT-LLM rows: an inference from the rows, not a launch script
+#: read in this repository — its DeepSeek-V3/R1 rows match an FP8 KV cache (TPOT 69.6% / 15.9%
+#: MAPE) and not the checkpoint's bf16 one (87.2% / 28.8%), with the measured MLA kernels.
+FP8_KV_DEPLOYMENTS: frozenset[tuple[str, str]] = frozenset({("inferencex", "trtllm")})
+
+
 def kv_precision(row: MeasuredRow, catalog: Catalog) -> str:
     """KV-cache precision of ``row``'s deployment: its checkpoint's, under the engine's
-    ``auto`` rule for the row's release (module doc)."""
+    ``auto`` rule for the row's release (module doc), unless its harness sets FP8 for FP8
+    weights (``FP8_KV_DEPLOYMENTS``)."""
     recipe = recipe_for(row, catalog) or RECIPES["none"]
+    if (harness(row), row.backend) in FP8_KV_DEPLOYMENTS and recipe.weights == "fp8":
+        return "fp8"
     version = _version(row.backend_version)
     honours = not (row.backend == "vllm" and version is not None and version < (0, 13))
     return auto_kv_precision(recipe, honours_checkpoint=honours)
