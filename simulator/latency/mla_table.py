@@ -44,7 +44,12 @@ import pandas as pd
 
 from hardware.schema import ModelSpec
 from simulator.latency.profile_grid import Grid
-from simulator.latency.profiles import KNOWN_DTYPES, normalise_dtype, profile_csv
+from simulator.latency.profiles import (
+    KNOWN_DTYPES,
+    normalise_dtype,
+    profile_csv,
+    profile_numbers,
+)
 from slo.inputfile import InputError
 
 __all__ = [
@@ -109,15 +114,7 @@ def read_mla_profile(path: Path, phase: Phase) -> pd.DataFrame:
     out = pd.DataFrame(index=raw.index)
     columns = {"num_heads": "heads", "batch_size": "batch", length: "length", "latency": "seconds"}
     for column, name in columns.items():
-        values = pd.to_numeric(raw[column], errors="coerce")
-        bad = values.isna() | (values <= 0)
-        if bad.any():
-            position = int(np.argmax(bad.to_numpy()))
-            raise InputError(
-                f"{path}: line {int(raw.index[position]) + 2}: column '{column}': expected a "
-                f"positive number, got '{raw[column].iloc[position]}'"
-            )
-        out[name] = values.astype(float)
+        out[name] = profile_numbers(raw[column], path, column)
     names = raw["kv_cache_dtype"].astype(str)
     out["kv_dtype"] = names.map(normalise_dtype)
     unknown = ~out["kv_dtype"].isin(KNOWN_DTYPES)

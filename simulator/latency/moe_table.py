@@ -45,7 +45,12 @@ import numpy as np
 import pandas as pd
 
 from simulator.latency.profile_grid import Grid
-from simulator.latency.profiles import KNOWN_DTYPES, normalise_dtype, profile_csv
+from simulator.latency.profiles import (
+    KNOWN_DTYPES,
+    normalise_dtype,
+    profile_csv,
+    profile_numbers,
+)
 from slo.inputfile import InputError
 
 __all__ = [
@@ -153,15 +158,7 @@ def read_moe_profile(path: Path) -> pd.DataFrame:
     for canonical, column in _COLUMNS.items():
         if canonical == "dtype":
             continue
-        values = pd.to_numeric(raw[column], errors="coerce")
-        bad = values.isna() | (values <= 0)
-        if bad.any():
-            position = int(np.argmax(bad.to_numpy()))
-            raise InputError(
-                f"{path}: line {int(raw.index[position]) + 2}: column '{column}': expected a "
-                f"positive number, got '{raw[column].iloc[position]}'"
-            )
-        out[canonical] = values.astype(float)
+        out[canonical] = profile_numbers(raw[column], path, column)
     names = raw["moe_dtype"].astype(str)
     out["dtype"] = names.map(_moe_dtype)
     unknown = ~out["dtype"].isin(KNOWN_DTYPES | frozenset(_MOE_ONLY_DTYPES.values()))

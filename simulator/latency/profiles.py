@@ -71,6 +71,7 @@ __all__ = [
     "load_profiles",
     "normalise_dtype",
     "profile_csv",
+    "profile_numbers",
     "shipped_profiles",
     "shipped_profiles_dir",
     "source_rank",
@@ -312,7 +313,7 @@ def _read(path: Path, kind: str) -> pd.DataFrame:
         if canonical in spec.dtype_columns or canonical == "op":
             out[canonical] = raw[column].astype(str).str.strip()
         else:
-            out[canonical] = _numbers(raw[column], path, column)
+            out[canonical] = profile_numbers(raw[column], path, column)
     for canonical in spec.dtype_columns:
         out[canonical] = _dtypes(out[canonical], path, spec.columns[canonical])
     out["seconds"] = out["seconds"] / 1e3  # the CSVs give milliseconds
@@ -350,13 +351,13 @@ def _filter_rows(raw: pd.DataFrame, path: Path) -> pd.DataFrame:
     """Drop the rows no kernel primitive can use (see the module docstring)."""
     keep = pd.Series(True, index=raw.index)
     if "window_size" in raw.columns:
-        keep &= _numbers(raw["window_size"], path, "window_size") == 0
+        keep &= profile_numbers(raw["window_size"], path, "window_size") == 0
     if "isl" in raw.columns and "step" in raw.columns and "context" in path.name:
-        keep &= _numbers(raw["step"], path, "step") == 0
+        keep &= profile_numbers(raw["step"], path, "step") == 0
     return raw[keep]
 
 
-def _numbers(column: pd.Series, path: Path, name: str) -> pd.Series:
+def profile_numbers(column: pd.Series, path: Path, name: str) -> pd.Series:
     """``column`` as floats; ``InputError`` naming the first row that is not a positive number
     (sizes and latencies are positive; ``window_size`` and ``step`` may be 0)."""
     values = column if pd.api.types.is_numeric_dtype(column) else None
