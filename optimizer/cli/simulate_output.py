@@ -16,6 +16,7 @@ from optimizer.cli._output import console
 from optimizer.cli.profiles_cmd import config_latency_notes
 from simulator.api import SimResult
 from simulator.metrics import SUMMARY_STATS
+from simulator.pool_config import POOLS
 from slo import SloSpec, slo_met_mask
 from slo.inputfile import InputError
 
@@ -196,17 +197,22 @@ def write_requests(result: SimResult, directory: Path) -> list[Path]:
 
 
 # ----- the command ------------------------------------------------------------------------------
+def _pp(stages: int) -> str:
+    """`` PP<n>`` for a pipeline-parallel instance, "" without PP."""
+    return f" PP{stages}" if stages > 1 else ""
+
+
 def print_tables(result: SimResult, workload: dict[str, Any], spec: SloSpec | None = None) -> None:
     data = simulation_summary(result, spec)
     cfg = result.config
     if cfg.pd_mode == "disaggregated":
         pools = [cfg.pool_shape("prefill"), cfg.pool_shape("decode")]
         shape = " + ".join(
-            f"{count}× {gpu} TP{tp} {role}"
-            for role, (gpu, tp, count) in zip(("prefill", "decode"), pools, strict=True)
+            f"{count}× {gpu} TP{tp}{_pp(cfg.pool_pp(role))} {role}"
+            for role, (gpu, tp, count) in zip(POOLS, pools, strict=True)
         )
     else:
-        shape = f"{cfg.instances}× {cfg.gpu} TP{cfg.tp}"
+        shape = f"{cfg.instances}× {cfg.gpu} TP{cfg.tp}{_pp(cfg.pp)}"
     where = f"{cfg.model} on {shape} ({cfg.weight_precision})"
     console.print(
         f"[bold]{where}[/bold], backend {cfg.backend}, latency {cfg.latency_model}", highlight=False
