@@ -38,9 +38,11 @@ def _stages(p: Mapping[str, Any]) -> int:
 
 
 # Pipeline parallelism: vLLM ``--pipeline-parallel-size`` (docs.vllm.ai serving/
-# distributed_serving), SGLang ``--pp-size`` (docs.sglang.io server arguments, pipeline parallelism), TensorRT-LLM
+# distributed_serving), SGLang ``--pp-size`` (docs.sglang.io server arguments), TensorRT-LLM
 # ``trtllm-serve --pp_size`` (its ``pipeline_parallel_size``); in all three the instance is
 # tp x pp GPUs.
+
+
 # Parallel-layout flags, as the engines document them:
 # - vLLM (docs.vllm.ai serving/data_parallel_deployment, expert_parallel_deployment):
 #   ``--data-parallel-size D`` ranks of ``--tensor-parallel-size`` GPUs each; the experts form
