@@ -40,8 +40,11 @@ def _fmt(value: Any) -> str:
 
 
 def _deployment(params: Mapping[str, Any]) -> str:
-    """``4×h200_sxm TP2 fp8``: instances × GPU, tensor parallelism, weight precision."""
+    """``4×h200_sxm TP2 fp8``: instances × GPU, tensor (and pipeline) parallelism, weight
+    precision."""
     text = f"{params.get('instances', 1)}×{params.get('gpu', '?')} TP{params.get('tp', 1)}"
+    if int(params.get("pp") or 1) > 1:
+        text += f" PP{params['pp']}"
     return f"{text} {params['precision']}" if params.get("precision") else text
 
 
