@@ -9,12 +9,18 @@ new batch while earlier ones are still in the pipeline; SGLang's PP event loop l
 one micro-batch per stage). The simulated engine sees one step of the whole batch, in which
 every request advances once; ``PipelineModel`` prices it as
 
-    m    = min(P, requests)  micro-batches, the requests dealt round-robin in decreasing order
-           of new tokens (``data_parallel.heaviest_rank``: the heaviest gets the largest of
-           every round)
-    step = group(heaviest micro-batch)               (the whole model on one stage's tp GPUs:
+    m    = min(P, requests)  micro-batches
+    step = group(leading micro-batch)                (the whole model on one stage's tp GPUs:
                                                       the sum of the P stages' times)
-         + (P − 1) · hop(heaviest micro-batch's tokens)
+         + (P − 1) · hop(leading micro-batch's tokens)
+
+The leading micro-batch is every ``m``-th request of each kind (decodes, prefill chunks) in
+decreasing order — the first of every round of a round-robin deal — with each kind's largest
+new-token counts paired with its longest cached contexts (``leading_micro_batch``). It is at
+least as heavy as any micro-batch of the deal, element by element, so the step is the slowest
+micro-batch's or above, and it only grows when a request grows or joins (the latency-model
+contract), which the heaviest micro-batch of a deal does not (a grown request can move to
+another micro-batch).
 
 A micro-batch's next step needs its sampled tokens, so it can start only after it has
 traversed every stage: that traversal is the step. While it runs, the other ``m − 1``
@@ -38,8 +44,10 @@ Approximations, stated (all make PP look faster than it is):
   m micro-batches takes at least ``m × slowest stage``, above the traversal when the stages
   differ. The engines' CPU work between micro-batches (scheduling, detokenising) is charged
   once per step, as without PP, although it recurs per micro-batch.
-- **Balanced micro-batches.** The heaviest micro-batch sets the step; a real scheduler fills
-  each micro-batch up to its own token budget as requests arrive, not round-robin.
+- **Balanced micro-batches.** A round-robin deal sets the step (a real scheduler fills each
+  micro-batch up to its own token budget as requests arrive), priced on its leading
+  micro-batch: pessimistic when prefill chunks of different shapes share a step (a large
+  fresh chunk is priced with the longest cached context of its kind).
 - **Hops are cheap and not overlapped with compute of the same micro-batch**: priced in full
   between stages, but only the message (no NCCL set-up beyond the link's fixed latency).
 """
@@ -48,18 +56,41 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from simulator.latency.base import LatencyModel, StepBreakdown
-from simulator.latency.batch import BatchLike, DecodeRun, as_batch
-from simulator.latency.data_parallel import heaviest_rank
+from simulator.latency.batch import Batch, BatchLike, DecodeRun, as_batch
 from simulator.latency.deployment import Deployment
 from simulator.latency.transfer import Link, gpu_gpu_link, transfer_seconds
 
-__all__ = ["PipelineModel"]
+__all__ = ["PipelineModel", "leading_micro_batch"]
 
 #: Entries per cache before it is cleared (as ``model.py``).
 _CACHE_LIMIT = 1 << 17
 #: Activation tensors a stage hands to the next: the hidden state and the residual.
 _HOP_TENSORS = 2
+
+
+def leading_micro_batch(batch: Batch, micro_batches: int) -> Batch:
+    """The leading micro-batch of ``batch`` split into ``micro_batches`` (module doc): of each
+    kind, the 1st, (m+1)-th, (2m+1)-th, ... largest new-token counts paired with the cached
+    lengths of the same ranks. ``batch`` itself for one micro-batch."""
+    m = micro_batches
+    if m == 1 or batch.size == 0:
+        return batch
+    kv = np.sort(batch.decode_kv_lens)[::-1][::m]
+    groups = batch.prefill_groups
+    counts = [k for _, _, k in groups]
+    cache = np.sort(np.repeat([c for c, _, _ in groups], counts).astype(np.int64))[::-1][::m]
+    new = np.sort(np.repeat([n for _, n, _ in groups], counts).astype(np.int64))[::-1][::m]
+    prefill_logits = max(0, batch.logit_tokens - batch.num_decode)
+    size = int(kv.shape[0] + new.shape[0])
+    logits = min(size, int(kv.shape[0]) + -(-prefill_logits // m))
+    return Batch.from_arrays(
+        np.concatenate((cache, kv - 1)),
+        np.concatenate((new, np.ones_like(kv))),
+        logit_tokens=logits,
+    )
 
 
 class PipelineModel:
@@ -117,7 +148,7 @@ class PipelineModel:
         b = as_batch(batch)
         if b.size == 0:
             return 0.0
-        mine = heaviest_rank(b, self.micro_batches(b.size))
+        mine = leading_micro_batch(b, self.micro_batches(b.size))
         return self._group.step_seconds(mine) + self.hop_seconds(mine.num_tokens)
 
     def decode_step_pricer(self, cache_lens: Sequence[int]) -> Callable[[int], float]:
@@ -126,12 +157,12 @@ class PipelineModel:
         return lambda k: self.step_seconds(run.at(k))
 
     def breakdown(self, batch: BatchLike) -> StepBreakdown:
-        """Seconds per operator of the heaviest micro-batch on the whole model, with the stage
+        """Seconds per operator of the leading micro-batch on the whole model, with the stage
         hops as ``pp_transfer``; sums to ``step_seconds``."""
         b = as_batch(batch)
         if b.size == 0:
             return StepBreakdown.of({})
-        mine = heaviest_rank(b, self.micro_batches(b.size))
+        mine = leading_micro_batch(b, self.micro_batches(b.size))
         out = dict(self._group.breakdown(mine).seconds)
         out["pp_transfer"] = self.hop_seconds(mine.num_tokens)
         return StepBreakdown.of(out)

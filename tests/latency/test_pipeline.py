@@ -20,7 +20,7 @@ from simulator.cost import deployment_cost, l3_stores
 from simulator.latency import Deployment
 from simulator.latency.batch import Batch
 from simulator.latency.memory import memory_fit, weight_bytes_per_gpu
-from simulator.latency.pipeline import PipelineModel
+from simulator.latency.pipeline import PipelineModel, leading_micro_batch
 from simulator.latency.registry import make_latency_model
 from slo.inputfile import InputError
 
@@ -119,6 +119,21 @@ def test_the_bubble_with_fewer_requests_than_stages() -> None:
         )
         assert pipeline.step_seconds(batch) > group.step_seconds(batch)
     assert pipeline.step_seconds([]) == 0.0
+
+
+def test_leading_micro_batch_takes_the_first_of_every_round() -> None:
+    batch = Batch.of([(100, 1), (5000, 1), (300, 1), (0, 2048), (8000, 512), (40, 64)])
+    lead = leading_micro_batch(batch, 2)
+    # Decodes by KV length 5001, 301, 101: the 1st and 3rd. Prefills: new tokens 2048, 512,
+    # 64 and cached lengths 8000, 40, 0: ranks 1 and 3 of each, paired (2048 with 8000).
+    assert sorted(lead.decode_kv_lens.tolist()) == [101, 5001]
+    assert lead.prefill_groups == ((0, 64, 1), (8000, 2048, 1))
+    assert lead.size == 4
+    assert leading_micro_batch(batch, 1) is batch
+    # Growing the 300-token decode to 6000 makes it the longest: KV lengths 6001, 5001, 101,
+    # ranks 1 and 3 = 6001 and 101; element by element, no lighter than 5001 and 101.
+    grown = Batch.of([(100, 1), (5000, 1), (6000, 1), (0, 2048), (8000, 512), (40, 64)])
+    assert sorted(leading_micro_batch(grown, 2).decode_kv_lens.tolist()) == [101, 6001]
 
 
 def test_stages_across_nodes_hop_over_the_nic() -> None:
