@@ -17,8 +17,9 @@ Life of a request (``pd_mode: disaggregated``):
 4. **Transfer** — on admission the prompt blocks the decode instance does not already hold
    (its own prefix cache) move from the prefill instance. Time: ``latency + bytes / (lanes ×
    per-GPU bandwidth)`` with ``bytes`` the model's KV of the moved blocks, ``lanes = min(prefill
-   TP, decode TP)`` GPU pairs in parallel, NVLink when the two instances share a node (same GPU
-   type, packed onto nodes in order: prefill instances, then decode), else the NIC (the slower
+   GPUs, decode GPUs)`` pairs in parallel (an instance's GPUs = TP × PP), NVLink when the two
+   instances share a node (same GPU type, packed onto nodes in order: prefill instances, then
+   decode), else the NIC (the slower
    of the two GPUs'). A prefill instance sends one transfer at a time and a decode instance
    receives one at a time (each side's link serialises; two prefill instances sending to the
    same decode instance queue behind each other).

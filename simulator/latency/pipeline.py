@@ -5,9 +5,10 @@ An instance with ``pp`` = P (``Deployment``; vLLM ``--pipeline-parallel-size``, 
 stages of ``tp`` GPUs, stage ``i`` holding its consecutive layers. The engines keep up to P
 scheduled batches in flight, each a disjoint set of requests (vLLM V1: the engine core's
 batch queue of ``max_concurrent_batches`` = P batches, ``step_with_batch_queue`` schedules a
-new batch while earlier ones are still in the pipeline; SGLang's PP event loop likewise runs
-one micro-batch per stage). The simulated engine sees one step of the whole batch, in which
-every request advances once; ``PipelineModel`` prices it as
+new batch while earlier ones are still in the pipeline; SGLang's pipeline parallelism
+likewise has chunks of different requests in different stages at once, its documentation's
+"dynamic chunked prefill" across stages). The simulated engine sees one step of the whole
+batch, in which every request advances once; ``PipelineModel`` prices it as
 
     m    = min(P, requests)  micro-batches
     step = group(leading micro-batch)                (the whole model on one stage's tp GPUs:
