@@ -19,10 +19,9 @@ Life of a request (``pd_mode: disaggregated``):
    per-GPU bandwidth)`` with ``bytes`` the model's KV of the moved blocks, ``lanes = min(prefill
    GPUs, decode GPUs)`` pairs in parallel (an instance's GPUs = TP × PP), NVLink when the two
    instances share a node (same GPU type, packed onto nodes in order: prefill instances, then
-   decode), else the NIC (the slower
-   of the two GPUs'). A prefill instance sends one transfer at a time and a decode instance
-   receives one at a time (each side's link serialises; two prefill instances sending to the
-   same decode instance queue behind each other).
+   decode), else the NIC (the slower of the two GPUs'). A prefill instance sends one transfer
+   at a time and a decode instance receives one at a time (each side's link serialises; two
+   prefill instances sending to the same decode instance queue behind each other).
    ``pd_transfer_overlap``:
 
    - ``none`` (default; vLLM NIXL / SGLang Mooncake connectors pull the KV after the prefill):
