@@ -30,13 +30,14 @@ micro-batches occupy the other stages, so all of the batch advances in that time
 stages idle — the pipeline bubble: the step costs the whole model's time on the micro-batch,
 like TP on ``tp`` GPUs alone, plus the hops; PP then gains nothing.
 
-``hop``: the activations that leave a stage, hidden state and residual
-(``2 · hidden · tokens · activation bytes``; vLLM's ``IntermediateTensors`` of the Llama
+``hop``: the activations that leave a stage, hidden state and residual (``2 · hidden · tokens ·
+activation bytes``; vLLM's ``IntermediateTensors`` and SGLang's ``PPProxyTensors`` of the Llama
 family carry both), each of the ``tp`` GPUs sending its ``1 / tp`` slice over its own link
 (vLLM sends the slices and all-gathers them on the receiving stage; that all-gather is not
 priced): NVLink within a node, the NIC between nodes (``Deployment.boundary_crosses_node``).
 
-Approximations, stated (all make PP look faster than it is):
+Approximations, stated (the first, the one that matters most, makes PP look faster than it
+is):
 
 - **Perfect overlap.** Every stage is assumed to take ``1 / P`` of the traversal and the
   scheduler to have the next micro-batch ready the moment a stage frees. In practice the end
