@@ -7,6 +7,7 @@ The deployment: Llama-3.1-70B (catalog entry: 80 layers, hidden 8192, 64 heads, 
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -228,3 +229,19 @@ def test_instances_wider_than_a_node_take_whole_nodes() -> None:
     assert place_on_nodes(wide) == [("h100_sxm", 0), ("h100_sxm", 2)]
     # A local-drive L3 is paid per server: 2 instances x 2 nodes.
     assert l3_stores(wide, CATALOG.storage_tier("nvme_4tib")).servers == 4
+
+
+def test_models_show_says_the_stage_split() -> None:
+    command = [sys.executable, "-m", "optimizer.cli", "models", "show", "Llama-3.1-70B"]
+    proc = subprocess.run(
+        [*command, "--gpu", "h100_sxm", "--tp", "4", "--pp", "2", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    figures = json.loads(proc.stdout)
+    assert figures["deployment"]["pp"] == 2
+    assert figures["deployment"]["stage_layers"] == [40, 40]
+    assert "PP2 (stage 1: layers 40-79, LM head)" in figures["fit"]["reason"]
+    assert figures["fit"]["kv_tokens"] > 0
