@@ -93,7 +93,8 @@ def deploy_artifacts(params: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     """``{engine: {"container": docker run line, "kubernetes": manifest YAML}}`` per engine
     that has a published serving image (vLLM, SGLang), the simulated one first."""
     out: dict[str, dict[str, str]] = {}
-    gpus = int(params.get("tp", 1))
+    # An instance is tp x pp GPUs (pipeline stages of tp GPUs each).
+    gpus = int(params.get("tp", 1)) * int(params.get("pp") or 1)
     for engine, launch in launch_commands(params).items():
         if engine not in IMAGES:
             continue

@@ -32,6 +32,17 @@ def _layout(p: Mapping[str, Any]) -> tuple[int, int, int | None]:
     return int(p.get("tp", 1)), int(p.get("attention_dp") or 1), None if ep is None else int(ep)
 
 
+def _stages(p: Mapping[str, Any]) -> int:
+    """Pipeline stages of an instance (``pp``, 1 = none)."""
+    return int(p.get("pp") or 1)
+
+
+# Pipeline parallelism: vLLM ``--pipeline-parallel-size`` (docs.vllm.ai serving/
+# distributed_serving), SGLang ``--pp-size`` (docs.sglang.io server arguments), TensorRT-LLM
+# ``trtllm-serve --pp_size`` (its ``pipeline_parallel_size``); in all three the instance is
+# tp x pp GPUs.
+
+
 # Parallel-layout flags, as the engines document them:
 # - vLLM (docs.vllm.ai serving/data_parallel_deployment, expert_parallel_deployment):
 #   ``--data-parallel-size D`` ranks of ``--tensor-parallel-size`` GPUs each; the experts form
@@ -47,6 +58,8 @@ def _layout(p: Mapping[str, Any]) -> tuple[int, int, int | None]:
 def _vllm_layout(p: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     tp, dp, ep = _layout(p)
     args = ["--tensor-parallel-size", str(tp // dp)]
+    if _stages(p) > 1:
+        args += ["--pipeline-parallel-size", str(_stages(p))]
     notes: list[str] = []
     if dp > 1:
         args += ["--data-parallel-size", str(dp)]
@@ -60,6 +73,8 @@ def _vllm_layout(p: Mapping[str, Any]) -> tuple[list[str], list[str]]:
 def _sglang_layout(p: Mapping[str, Any]) -> list[str]:
     tp, dp, ep = _layout(p)
     args = ["--tp-size", str(tp)]
+    if _stages(p) > 1:
+        args += ["--pp-size", str(_stages(p))]
     if dp > 1:
         args += ["--enable-dp-attention", "--dp-size", str(dp)]
     if ep is not None and ep > 1:
@@ -169,6 +184,8 @@ def _trtllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
         "--tp_size",
         str(p.get("tp", 1)),
     ]
+    if _stages(p) > 1:
+        args += ["--pp_size", str(_stages(p))]
     if "hbm_utilisation" in p:
         # The simulator applies TensorRT-LLM's meaning: a share of the memory left after the
         # weights and activations.
@@ -223,7 +240,7 @@ def launch_commands(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """``{engine: {"command": str, "notes": [...], "simulated": bool}}`` for one configuration,
     the simulated engine (``params["backend"]``, default vLLM) first.
 
-    ``params`` uses the optimizer's parameter names (model, backend, tp, attention_dp, ep,
+    ``params`` uses the optimizer's parameter names (model, backend, tp, pp, attention_dp, ep,
     precision,
     kv_precision, hbm_utilisation, max_batched_tokens, max_running_requests, scheduler,
     chunk_tokens, kv_admission, l2_dram_gib, l3, eviction, router, prefix_caching); missing

@@ -151,6 +151,7 @@ def _engine(
             kv_precision=config.kv_precision,
             allow_multi_node=config.allow_multi_node,
             attention_dp=config.pool_attention_dp(role),
+            pp=pool.pp,
         )
     except InputError as err:
         return Infeasible(str(err))
@@ -160,12 +161,14 @@ def _engine(
     # Every running request needs one token of the step's budget.
     max_running = min(max_running, max_batched)
     # Engine limits are per attention-DP rank; the instance runs its ranks' worth at once
-    # (simulator/latency/data_parallel.py).
+    # (simulator/latency/data_parallel.py). The token budget is per pipeline micro-batch (one
+    # scheduled batch per stage in flight); the running limit is the instance's (vLLM's
+    # max_num_seqs counts the requests of every batch in flight) (latency/pipeline.py).
     ranks = deployment.attention_dp
     params = EngineParams(
         block_tokens=block_tokens,
         scheduler=config.scheduler or preset.scheduler,
-        max_batched_tokens=max_batched * ranks,
+        max_batched_tokens=max_batched * ranks * deployment.pp,
         max_running=max_running * ranks,
         chunk_tokens=min(
             config.chunk_tokens or preset.chunked_prefill_tokens_for(pool.gpu.hbm_bytes, pool.tp),

@@ -54,10 +54,19 @@ class ServingConfig(BaseModel):
         "routed experts (SGLang --enable-dp-attention --dp-size, TensorRT-LLM "
         "enable_attention_dp); engine limits are per rank. 1 = off.",
     )
+    pp: int = Field(
+        default=1,
+        ge=1,
+        description="Pipeline parallelism: stages of tp GPUs each, holding consecutive layers "
+        "(an instance is tp x pp GPUs; vLLM --pipeline-parallel-size, SGLang --pp-size, "
+        "TensorRT-LLM pipeline_parallel_size). Engine token budgets are per micro-batch. "
+        "1 = off.",
+    )
     allow_multi_node: bool = Field(
         default=False,
-        description="Allow tensor parallelism beyond one server's GPUs (all-reduce over the "
-        "inter-node network); off, such a TP is an error.",
+        description="Allow an instance beyond one server's GPUs (tensor parallelism with its "
+        "all-reduce, or pipeline stages with their hops, over the inter-node network); off, "
+        "such a layout is an error.",
     )
     weight_precision: Literal["bf16", "fp16", "fp8", "int8", "fp4", "int4"] = Field(
         default="bf16", description="Precision of the GEMM weights."
@@ -406,6 +415,12 @@ class ServingConfig(BaseModel):
         """(GPU, TP, instances) of a disaggregated pool, defaults filled in."""
         settings = self.pool(pool)
         return settings.gpu or self.gpu, settings.tp or self.tp, settings.instances or 0
+
+    def pool_pp(self, pool: PoolName | None) -> int:
+        """Pipeline stages of an instance of ``pool`` (None: the aggregated pool)."""
+        if pool is None:
+            return self.pp
+        return self.pool(pool).pp or self.pp
 
     def pool_attention_dp(self, pool: PoolName | None) -> int:
         """Attention DP ranks of an instance of ``pool`` (None: the aggregated pool)."""

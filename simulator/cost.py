@@ -9,9 +9,10 @@ rate, and the tier is paid per server (an instance spanning several servers pays
 Each store has one write queue at the tier's write rate (``engine/store_writer.py``): a copy
 is matchable once it has landed, and dropped when the queue is ``l3_write_backlog_s`` behind.
 
-Cost (USD per hour): the GPUs of every pool at the catalog's per-GPU price, host DRAM (L2) per
-instance, and the L3 tier per store (``l3_stores``). One function, ``deployment_cost``, used
-by ``simulate()`` and by the optimizer's budget check before a trial spends a simulation.
+Cost (USD per hour): the GPUs of every pool (``tp × pp`` per instance) at the catalog's
+per-GPU price, host DRAM (L2) per instance, and the L3 tier per store (``l3_stores``). One
+function, ``deployment_cost``, used by ``simulate()`` and by the optimizer's budget check
+before a trial spends a simulation.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from hardware.schema import Catalog, GpuSpec, ModelSpec, StorageTierSpec
 from simulator.cluster.pd import PoolSpec, place_on_nodes
 from simulator.config import ServingConfig
 from simulator.metrics import Cost
+from simulator.pool_config import POOLS
 
 __all__ = [
     "DRAM_TIER",
@@ -58,17 +60,20 @@ def hardware(config: ServingConfig, catalog: Catalog) -> Hardware:
 def pool_specs(config: ServingConfig, catalog: Catalog) -> list[PoolSpec]:
     """The pools of the deployment: one, or prefill then decode."""
     if config.pd_mode == "aggregated":
-        return [PoolSpec(catalog.gpu(config.gpu), config.tp, config.instances)]
-    shapes = (config.pool_shape("prefill"), config.pool_shape("decode"))
-    return [PoolSpec(catalog.gpu(gpu), tp, count) for gpu, tp, count in shapes]
+        return [PoolSpec(catalog.gpu(config.gpu), config.tp, config.instances, config.pp)]
+    return [
+        PoolSpec(catalog.gpu(gpu), tp, count, config.pool_pp(pool))
+        for pool in POOLS
+        for gpu, tp, count in (config.pool_shape(pool),)
+    ]
 
 
 def deployment_cost(config: ServingConfig, catalog: Catalog) -> Cost:
     """USD per hour of the configuration: GPUs of every pool, L2 DRAM per instance, the L3."""
     hw = hardware(config, catalog)
     pools = pool_specs(config, catalog)
-    gpus = sum(p.instances * p.tp for p in pools)
-    gpu_usd = sum(p.instances * p.tp * p.gpu.usd_per_gpu_hour for p in pools)
+    gpus = sum(p.instances * p.gpus for p in pools)
+    gpu_usd = sum(p.instances * p.gpus * p.gpu.usd_per_gpu_hour for p in pools)
     n_instances = sum(p.instances for p in pools)
     dram = hw.dram.usd_per_hour(config.l2_dram_gib) * n_instances if hw.dram else 0.0
     l3 = hw.l3.usd_per_hour(hw.l3_gib) * l3_stores(pools, hw.l3).servers if hw.l3 else 0.0
@@ -93,10 +98,9 @@ def l3_stores(pools: list[PoolSpec], tier: StorageTierSpec) -> L3Stores:
     nodes = place_on_nodes(pools)
     index: dict[tuple[str, int], int] = {}
     spans: list[int] = []
-    tps = [p.tp for p in pools for _ in range(p.instances)]
-    gpus_per_node = [p.gpu.gpus_per_node for p in pools for _ in range(p.instances)]
-    for node, tp, per_node in zip(nodes, tps, gpus_per_node, strict=True):
+    widths = [p.nodes_per_instance for p in pools for _ in range(p.instances)]
+    for node, width in zip(nodes, widths, strict=True):
         if node not in index:
             index[node] = len(index)
-            spans.append(-(-tp // per_node))  # an instance wider than a server spans several
+            spans.append(width)  # an instance wider than a server spans several
     return L3Stores(tuple(index[node] for node in nodes), sum(spans))

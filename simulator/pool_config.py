@@ -2,7 +2,8 @@
 
 A disaggregated deployment has a ``prefill`` and a ``decode`` pool, each with its own instance
 count, GPU type, TP and engine limits; a ``None`` field means the deployment's top-level value
-(``gpu``, ``tp``, ``attention_dp``, ``max_running_requests``, ``max_batched_tokens``, ``router``)::
+(``gpu``, ``tp``, ``pp``, ``attention_dp``, ``max_running_requests``, ``max_batched_tokens``,
+``router``)::
 
     pd_mode: disaggregated
     prefill: {instances: 2, tp: 4, max_batched_tokens: 16384}
@@ -53,6 +54,9 @@ class PoolConfig(BaseModel):
     instances: int | None = Field(default=None, ge=0, description="Instances of the pool.")
     gpu: str | None = Field(default=None, description="Catalog GPU of the pool (None = gpu).")
     tp: int | None = Field(default=None, ge=1, description="TP of an instance (None = tp).")
+    pp: int | None = Field(
+        default=None, ge=1, description="Pipeline stages of an instance (None = pp)."
+    )
     attention_dp: int | None = Field(
         default=None,
         ge=1,

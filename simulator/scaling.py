@@ -102,8 +102,8 @@ def start_scaling(
             else _started(cluster, policy, weight_bytes_per_gpu[index], handle)
         )
         price = Cost(
-            spec.instances * spec.tp,
-            spec.instances * spec.tp * spec.gpu.usd_per_gpu_hour,
+            spec.instances * spec.gpus,
+            spec.instances * spec.gpus * spec.gpu.usd_per_gpu_hour,
             spec.instances * dram_per_instance,
             0.0,
         )

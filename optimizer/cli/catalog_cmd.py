@@ -281,6 +281,7 @@ def models_show(  # noqa: PLR0917  (one parameter per CLI option, as typer requi
         ),
     ] = None,
     tp: Annotated[int, typer.Option("--tp", min=1, help="Tensor parallelism (with --gpu).")] = 1,
+    pp: Annotated[int, typer.Option("--pp", min=1, help="Pipeline stages (with --gpu).")] = 1,
     precision: Annotated[
         str, typer.Option("--precision", help="Weight precision (with --gpu).")
     ] = "bf16",
@@ -309,6 +310,7 @@ def models_show(  # noqa: PLR0917  (one parameter per CLI option, as typer requi
     if gpu is None:
         defaults = (
             ("--tp", tp, 1),
+            ("--pp", pp, 1),
             ("--precision", precision, "bf16"),
             ("--kv-precision", kv_precision, "bf16"),
             ("--backend", backend, "vllm"),
@@ -321,6 +323,7 @@ def models_show(  # noqa: PLR0917  (one parameter per CLI option, as typer requi
             model,
             cat.gpu(gpu),
             tp=tp,
+            pp=pp,
             weight_precision=recipe.weights if precision == "bf16" else precision,
             kv_precision=recipe.kv_cache if kv_precision == "bf16" else kv_precision,
         )
@@ -364,6 +367,11 @@ def deployment_figures(deployment: Deployment, preset: BackendPreset) -> dict[st
         "deployment": {
             "gpu": deployment.gpu.name,
             "tp": deployment.tp,
+            **(
+                {"pp": deployment.pp, "stage_layers": list(deployment.stage_layers())}
+                if deployment.pp > 1
+                else {}
+            ),
             "weight_precision": deployment.weight_precision,
             "kv_precision": deployment.kv_precision,
             "backend": preset.name,

@@ -42,10 +42,12 @@ def _fmt(value: Any) -> str:
 
 def _deployment(params: Mapping[str, Any]) -> str:
     """``4×h200_sxm TP2 fp8``: instances × GPU, tensor parallelism (`` DP4`` with attention
-    data parallelism), weight precision."""
+    data parallelism, `` PP2`` with pipeline stages), weight precision."""
     text = f"{params.get('instances', 1)}×{params.get('gpu', '?')} TP{params.get('tp', 1)}"
     if (params.get("attention_dp") or 1) > 1:
         text += f" DP{params['attention_dp']}"
+    if int(params.get("pp") or 1) > 1:
+        text += f" PP{params['pp']}"
     return f"{text} {params['precision']}" if params.get("precision") else text
 
 

@@ -202,17 +202,23 @@ def _dp(ranks: int) -> str:
     return f" DP{ranks}" if ranks > 1 else ""
 
 
+def _pp(stages: int) -> str:
+    """`` PP<n>`` for a pipeline-parallel instance, "" without PP."""
+    return f" PP{stages}" if stages > 1 else ""
+
+
 def print_tables(result: SimResult, workload: dict[str, Any], spec: SloSpec | None = None) -> None:
     data = simulation_summary(result, spec)
     cfg = result.config
     if cfg.pd_mode == "disaggregated":
         pools = [cfg.pool_shape("prefill"), cfg.pool_shape("decode")]
         shape = " + ".join(
-            f"{count}× {gpu} TP{tp}{_dp(cfg.pool_attention_dp(role))} {role}"
+            f"{count}× {gpu} TP{tp}{_dp(cfg.pool_attention_dp(role))}{_pp(cfg.pool_pp(role))}"
+            f" {role}"
             for role, (gpu, tp, count) in zip(POOLS, pools, strict=True)
         )
     else:
-        shape = f"{cfg.instances}× {cfg.gpu} TP{cfg.tp}{_dp(cfg.attention_dp)}"
+        shape = f"{cfg.instances}× {cfg.gpu} TP{cfg.tp}{_dp(cfg.attention_dp)}{_pp(cfg.pp)}"
     where = f"{cfg.model} on {shape} ({cfg.weight_precision})"
     console.print(
         f"[bold]{where}[/bold], backend {cfg.backend}, latency {cfg.latency_model}", highlight=False

@@ -17,11 +17,11 @@ Life of a request (``pd_mode: disaggregated``):
 4. **Transfer** — on admission the prompt blocks the decode instance does not already hold
    (its own prefix cache) move from the prefill instance. Time: ``latency + bytes / (lanes ×
    per-GPU bandwidth)`` with ``bytes`` the model's KV of the moved blocks, ``lanes = min(prefill
-   TP, decode TP)`` GPU pairs in parallel, NVLink when the two instances share a node (same GPU
-   type, packed onto nodes in order: prefill instances, then decode), else the NIC (the slower
-   of the two GPUs'). A prefill instance sends one transfer at a time and a decode instance
-   receives one at a time (each side's link serialises; two prefill instances sending to the
-   same decode instance queue behind each other).
+   GPUs, decode GPUs)`` pairs in parallel (an instance's GPUs = TP × PP), NVLink when the two
+   instances share a node (same GPU type, packed onto nodes in order: prefill instances, then
+   decode), else the NIC (the slower of the two GPUs'). A prefill instance sends one transfer
+   at a time and a decode instance receives one at a time (each side's link serialises; two
+   prefill instances sending to the same decode instance queue behind each other).
    ``pd_transfer_overlap``:
 
    - ``none`` (default; vLLM NIXL / SGLang Mooncake connectors pull the KV after the prefill):
@@ -72,18 +72,33 @@ Overlap = Literal["none", "layerwise"]
 
 @dataclass(frozen=True, slots=True)
 class PoolSpec:
-    """One pool's hardware: its GPU, TP (GPUs per instance) and instance count."""
+    """One pool's hardware: its GPU, TP, pipeline stages and instance count (an instance is
+    ``tp × pp`` GPUs)."""
 
     gpu: GpuSpec
     tp: int
     instances: int
+    pp: int = 1
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of one instance (``tp × pp``)."""
+        return self.tp * self.pp
+
+    @property
+    def nodes_per_instance(self) -> int:
+        """Servers one instance spans (1 when it fits on one)."""
+        return -(-self.gpus // self.gpu.gpus_per_node)
 
 
 def place_on_nodes(pools: Sequence[PoolSpec]) -> list[tuple[str, int]]:
-    """Node of every instance, pools in order: ``(gpu name, node number)``.
+    """Node of every instance, pools in order: ``(gpu name, node number)``; an instance
+    spanning several nodes is named by its first.
 
     Instances are packed onto nodes of ``gpus_per_node`` GPUs of their type in order; an
-    instance never straddles two nodes (a TP group stays on one node's NVLink).
+    instance that fits on one node never straddles two (a TP group stays on one node's
+    NVLink); a wider one (multi-node TP, or pipeline stages on several nodes) starts on a
+    fresh node and occupies ``nodes_per_instance`` whole nodes.
     """
     cursor: dict[str, tuple[int, int]] = {}  # gpu -> (node, GPUs used on it)
     nodes: list[tuple[str, int]] = []
@@ -91,10 +106,14 @@ def place_on_nodes(pools: Sequence[PoolSpec]) -> list[tuple[str, int]]:
         per_node = pool.gpu.gpus_per_node
         for _ in range(pool.instances):
             node, used = cursor.get(pool.gpu.name, (0, 0))
-            if used and used + pool.tp > per_node:
+            if used and used + pool.gpus > per_node:
                 node, used = node + 1, 0
-            cursor[pool.gpu.name] = (node, used + pool.tp)
             nodes.append((pool.gpu.name, node))
+            if pool.gpus > per_node:  # whole nodes: the next instance starts after them
+                node, used = node + pool.nodes_per_instance - 1, per_node
+            else:
+                used += pool.gpus
+            cursor[pool.gpu.name] = (node, used)
     return nodes
 
 
@@ -104,7 +123,8 @@ class TransferTimes:
 
     def __init__(self, prefill: PoolSpec, decode: PoolSpec, *, bytes_per_block: float) -> None:
         self.bytes_per_block = bytes_per_block
-        self.lanes = min(prefill.tp, decode.tp)
+        # Every GPU holds its shard of its stage's layers and moves it over its own link.
+        self.lanes = min(prefill.gpus, decode.gpus)
         nodes = place_on_nodes((prefill, decode))
         self._prefill_nodes = nodes[: prefill.instances]
         self._decode_nodes = nodes[prefill.instances :]

@@ -14,7 +14,10 @@ refuse to launch:
 - ``tp`` beyond one node without ``allow_multi_node`` (the all-reduce then crosses the NIC);
 - ``ep`` that does not divide ``tp`` or the expert count, or ``ep`` on a dense model;
 - ``attention_dp`` that does not divide ``tp``, or above 1 on a dense model (the heads and KV
-  checks above then apply to the attention TP ``tp / attention_dp``).
+  checks above then apply to the attention TP ``tp / attention_dp``);
+- ``pp`` above the layer count, a stage left without a full-attention layer, ``pp`` together
+  with attention DP (not modelled), or ``tp × pp`` GPUs beyond one node without
+  ``allow_multi_node``.
 
 Parallelism model: one instance = ``tp`` GPUs. Attention and dense MLPs are split ``tp`` ways;
 an MoE layer's experts are split ``ep`` ways and each expert ``tp / ep`` ways (``ep = tp``: whole
@@ -28,11 +31,23 @@ own copy of everything but the routed experts — attention, dense MLPs, shared 
 embedding and LM head, split ``tp / D`` ways — its own KV cache and its own batch; the routed
 experts are shared by all ranks, split ``ep`` ways by expert and ``tp / ep`` ways within one,
 and run on every rank's tokens together. ``rank()`` is the deployment one rank sees.
-Pipeline parallelism is out of scope.
+
+Pipeline parallelism (``pp`` = P; vLLM ``--pipeline-parallel-size``, SGLang ``--pp-size``,
+TensorRT-LLM ``pipeline_parallel_size`` / ``--pp_size``): an instance is ``tp × pp`` GPUs, P
+stages of ``tp`` GPUs, each holding consecutive layers (``stage_layers``: vLLM's
+``get_pp_indices`` rule — ``num_layers // P`` each, the remainder one layer each to the
+stages before the last, from the second-to-last backwards, since the last also holds the
+final norm and LM head); the embedding sits on the first stage, the LM head on the last.
+``stage(i)`` is the deployment of stage ``i`` alone (a model of its layers, ``pp`` = 1) that
+the memory fit sizes; ``tp_group()`` is the whole model on one stage's ``tp`` GPUs, what one
+micro-batch's traversal of the pipeline costs in compute (``pipeline.py``). Stages are packed
+onto nodes in order, ``gpus_per_node // tp`` per node: a stage boundary between two nodes goes
+over the NIC (``boundary_crosses_node``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -63,23 +78,25 @@ class Deployment:
     activation_precision: str = "bf16"
     allow_multi_node: bool = False
     attention_dp: int = 1
+    pp: int = 1
 
     def __post_init__(self) -> None:
         _check_precisions(self)
         _check_dp(self)
         _check_tp(self)
         _check_ep(self)
+        _check_pp(self)
 
     # ----- layout ------------------------------------------------------------------------------
     @property
     def num_gpus(self) -> int:
-        """GPUs of one instance (= ``tp``)."""
-        return self.tp
+        """GPUs of one instance (``tp × pp``)."""
+        return self.tp * self.pp
 
     @property
     def num_nodes(self) -> int:
         """Servers one instance spans."""
-        return math.ceil(self.tp / self.gpu.gpus_per_node)
+        return math.ceil(self.num_gpus / self.gpu.gpus_per_node)
 
     @property
     def attention_tp(self) -> int:
@@ -105,6 +122,60 @@ class Deployment:
             activation_precision=self.activation_precision,
             allow_multi_node=self.allow_multi_node,
         )
+
+    # ----- pipeline stages ---------------------------------------------------------------------
+    def stage_layers(self) -> tuple[int, ...]:
+        """Layers of each pipeline stage, first to last (module doc: vLLM's rule)."""
+        base, extra = divmod(self.model.num_layers, self.pp)
+        counts = [base] * self.pp
+        for i in range(extra):  # the second-to-last stage first, then backwards
+            counts[(self.pp - 2 - i) % self.pp] += 1
+        return tuple(counts)
+
+    def stage_span(self, index: int) -> tuple[int, int]:
+        """``(first layer, end layer)`` of stage ``index`` (end exclusive)."""
+        counts = self.stage_layers()
+        start = sum(counts[:index])
+        return start, start + counts[index]
+
+    def stage(self, index: int) -> Deployment:
+        """Stage ``index`` alone: this layout with ``pp`` = 1 on a model of the stage's layers
+        (its share of dense, sliding-window and linear-attention layers: the leading dense
+        layers where they fall, the other families spread evenly over the depth, as they
+        interleave in the catalog's hybrid models). Itself when ``pp`` is 1. The embedding and
+        LM head are not part of it: ``memory.py`` adds them to the end stages."""
+        if self.pp == 1:
+            return self
+        start, end = self.stage_span(index)
+        m = self.model
+        layers = end - start
+        update = {
+            "num_layers": layers,
+            "first_dense_layers": max(0, min(end, m.first_dense_layers) - start),
+            "sliding_window_layers": _spread(start, end, m.sliding_window_layers, m.num_layers),
+            "linear_attention_layers": _spread(start, end, m.linear_attention_layers, m.num_layers),
+        }
+        # A copy without re-validation: a stage may legitimately be all dense layers.
+        return dataclasses.replace(self, model=m.model_copy(update=update), pp=1)
+
+    def tp_group(self) -> Deployment:
+        """The whole model on one stage's ``tp`` GPUs (``pp`` = 1): the compute of one
+        micro-batch's traversal of every stage (``pipeline.py``). Itself when ``pp`` is 1."""
+        return self if self.pp == 1 else dataclasses.replace(self, pp=1)
+
+    def boundary_crosses_node(self, index: int) -> bool:
+        """Whether the hop from stage ``index`` to ``index + 1`` leaves the node: stages are
+        packed in order, ``gpus_per_node // tp`` to a node (one stage per node, or several
+        nodes per stage, when ``tp`` fills a node)."""
+        per_node = max(1, self.gpu.gpus_per_node // self.tp)
+        return (index + 1) % per_node == 0
+
+    def _kv_stage(self) -> Deployment:
+        """The stage holding the most KV bytes per token per GPU (itself without PP)."""
+        if self.pp == 1:
+            return self
+        stages = [self.stage(i) for i in range(self.pp)]
+        return max(stages, key=lambda s: s.kv_bytes_per_token_per_gpu())
 
     @property
     def expert_parallel(self) -> int:
@@ -150,14 +221,20 @@ class Deployment:
         GPU that holds them. MLA: the whole latent on every GPU (vLLM and SGLang replicate it
         across TP ranks). Times ``tp``, this exceeds ``ModelSpec.kv_bytes_per_token`` exactly when
         something is replicated. With attention DP the split is the rank's (``attention_tp``):
-        each rank stores its own requests' tokens.
+        each rank stores its own requests' tokens. With PP, the stage with the most: each GPU
+        holds its own stage's layers only.
         """
+        if self.pp > 1:
+            return self._kv_stage().kv_bytes_per_token_per_gpu()
         return kv_bytes_per_gpu(self.model, 1, self.kv_precision, self.attention_tp)
 
     def request_state_bytes_per_gpu(self) -> float:
         """Bytes one running request holds on each GPU besides its cached tokens' KV: its
         sliding-window KV and linear-attention state (``transfer.request_state_bytes_per_gpu``;
-        0 for a model with full attention only)."""
+        0 for a model with full attention only). With PP, that of the stage with the most KV
+        per token (``kv_bytes_per_token_per_gpu``)."""
+        if self.pp > 1:
+            return self._kv_stage().request_state_bytes_per_gpu()
         return request_state_bytes_per_gpu(self.model, self.kv_precision, self.attention_tp)
 
     def describe(self) -> str:
@@ -165,7 +242,13 @@ class Deployment:
         short = self.model.name.rsplit("/", 1)[-1]
         ep = f" EP{self.expert_parallel}" if self.model.is_moe else ""
         dp = f" DP{self.attention_dp}" if self.attention_dp > 1 else ""
-        return f"{short} {self.weight_precision} on {self.gpu.name} TP{self.tp}{dp}{ep}"
+        pp = f" PP{self.pp}" if self.pp > 1 else ""
+        return f"{short} {self.weight_precision} on {self.gpu.name} TP{self.tp}{pp}{dp}{ep}"
+
+
+def _spread(start: int, end: int, count: int, total: int) -> int:
+    """Of ``count`` layers spread evenly over ``total``, those in ``[start, end)``."""
+    return end * count // total - start * count // total
 
 
 def _where(d: Deployment) -> str:
@@ -258,4 +341,31 @@ def _check_ep(d: Deployment) -> None:
     if m.expert_ffn_size % (d.tp // ep):
         raise InputError(
             f"{_where(d)}: tp/ep={d.tp // ep} does not divide expert_ffn_size {m.expert_ffn_size}"
+        )
+
+
+def _check_pp(d: Deployment) -> None:
+    pp, m = d.pp, d.model
+    if not isinstance(pp, int) or pp < 1 or pp > m.num_layers:
+        raise InputError(
+            f"{_where(d)}: pp={pp!r} must be a positive integer of at most the "
+            f"{m.num_layers} layers"
+        )
+    if pp == 1:
+        return
+    if d.attention_dp > 1:
+        raise InputError(
+            f"{_where(d)}: pp={pp} with attention_dp={d.attention_dp} is not modelled; use one"
+        )
+    for i in range(pp):
+        if d.stage(i).model.full_attention_layers < 1:
+            start, end = d.stage_span(i)
+            raise InputError(
+                f"{_where(d)}: pp={pp} leaves stage {i} (layers {start}-{end - 1}) without a "
+                "full-attention layer; use fewer stages"
+            )
+    if d.num_gpus > d.gpu.gpus_per_node and not d.allow_multi_node:
+        raise InputError(
+            f"{_where(d)}: tp x pp = {d.num_gpus} GPUs exceed the {d.gpu.gpus_per_node} GPUs "
+            f"of one {d.gpu.name} node; allow multi-node to put stages on other nodes"
         )

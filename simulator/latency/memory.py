@@ -20,6 +20,16 @@ but the routed experts (still split ``tp`` ways), the KV pool is one rank's (its
 only their rank's requests) and the instance holds D of them; the activation peak is a rank's
 at the engine limits, which are per rank (``Deployment.rank``).
 
+Pipeline parallelism (``Deployment.pp`` = P): each stage is fitted on its own
+(``Deployment.stage``): weights = the stage's layers as above, plus one vocabulary matrix / tp
+on the first stage (the embedding) and on the last (the LM head, and the final norm; a tied
+embedding is held by both end stages, as vLLM does) and none in between; KV per token = the
+stage's full-attention layers only, so each stage holds ~P times the tokens of the whole model
+on the same ``tp``. Every stage must hold every cached token of its layers: the instance's KV
+capacity is the smallest stage's, and the fit reports that stage (or the first that does not
+fit). Activations are a stage's at the per-micro-batch engine limits (the sampler's logits on
+the last stage only).
+
 ``hbm_utilization`` None means the engine derives its fraction from the GPU (SGLang 0.5.4+,
 ``memory_rules.sglang_memory_defaults``). The fit's sentence names the KV dtype, the bytes per
 token and the rule, so that ``simulate`` and ``models show`` say how the capacity came about.
@@ -111,18 +121,34 @@ def weight_bytes_per_gpu(d: Deployment) -> float:
     """Bytes of weights on each GPU (module doc). At TP1 this equals
     ``ModelSpec.weight_bytes(weight_precision)``. With attention DP everything but the routed
     experts is split ``attention_tp`` ways (each rank holds a copy), the routed experts ``tp``
-    ways (``ep`` by expert × ``tp / ep`` within one) across all ranks."""
+    ways (``ep`` by expert × ``tp / ep`` within one) across all ranks. With PP, the heaviest
+    stage's (module doc)."""
+    if d.pp > 1:
+        return max(_weight_bytes(*_stage(d, i), routed_split=None) for i in range(d.pp))
     if d.attention_dp > 1:
         return _weight_bytes(d.rank(), routed_split=d.tp)
     return _weight_bytes(d, routed_split=None)
 
 
-def _weight_bytes(d: Deployment, routed_split: int | None) -> float:
+#: Which ends of the model a pipeline stage holds: (embedding, LM head and final norm).
+_Ends = tuple[bool, bool]
+_WHOLE: _Ends = (True, True)
+
+
+def _stage(d: Deployment, index: int) -> tuple[Deployment, _Ends]:
+    """Stage ``index`` of ``d`` and the ends it holds."""
+    return d.stage(index), (index == 0, index == d.pp - 1)
+
+
+def _weight_bytes(d: Deployment, ends: _Ends = _WHOLE, *, routed_split: int | None) -> float:
     """``weight_bytes_per_gpu`` of ``d``; ``routed_split`` = ways the routed experts are split
-    when that differs from ``d.tp`` (attention DP), None otherwise."""
+    when that differs from ``d.tp`` (attention DP), None otherwise; ``ends`` = which of the
+    embedding and the LM head (with the final norm) it holds (a pipeline stage)."""
     m, tp = d.model, d.tp
     h = m.hidden_size
-    replicated = 2 * h * m.num_layers + h  # the two norms per layer and the final norm
+    head = ends[1]
+    # The two norms per layer and the final norm (on the stage with the LM head).
+    replicated = 2 * h * m.num_layers + h * head
     sharded = 0.0
     attention = 0.0  # of which attention projections, per GPU (a recipe may keep them bf16)
     if m.attention == "mla":
@@ -162,18 +188,30 @@ def _weight_bytes(d: Deployment, routed_split: int | None) -> float:
     quantised = replicated + sharded / tp
     if routed:  # kept apart so that the expression without attention DP is unchanged
         quantised += routed
-    kept_bf16 = m.vocab_size * h * (1 if m.tie_word_embeddings else 2) / tp
+    kept_bf16 = m.vocab_size * h * _vocab_matrices(m.tie_word_embeddings, ends) / tp
     stored = RECIPES[m.checkpoint_recipe].weight_bytes(d.weight_precision, quantised, attention)
     return math.ceil(stored + kept_bf16 * BYTES_PER_ELEMENT["bf16"])
 
 
-def activation_bytes_per_gpu(d: Deployment, max_batched_tokens: int, max_requests: int) -> float:
+def _vocab_matrices(tied: bool, ends: _Ends) -> int:
+    """Vocabulary-by-hidden matrices a GPU holds: the embedding and the LM head, once when
+    tied on a GPU holding both; a pipeline stage holds the one of each end it has (a tied
+    embedding is copied to the last stage)."""
+    if all(ends):
+        return 1 if tied else 2
+    return int(ends[0]) + int(ends[1])
+
+
+def activation_bytes_per_gpu(
+    d: Deployment, max_batched_tokens: int, max_requests: int, *, logits: bool = True
+) -> float:
     """Peak activation memory of a step of ``max_batched_tokens`` tokens (what an engine's
     profiling run measures): four hidden-state buffers plus the larger of the attention
     projections' output and the MLP's intermediates (fused-MoE workspaces: gate+up, activation
     and output per routed token), plus the sampler's fp32 logits for ``max_requests`` rows.
     With attention DP, the limits are one rank's and the shapes the rank's (``rank()``): an
-    approximation for the routed experts' workspace, which runs on every rank's tokens."""
+    approximation for the routed experts' workspace, which runs on every rank's tokens.
+    ``logits`` False: a pipeline stage without the LM head."""
     d = d.rank()
     m, t, a = d.model, max_batched_tokens, d.activation_bytes
     h = m.hidden_size
@@ -188,14 +226,31 @@ def activation_bytes_per_gpu(d: Deployment, max_batched_tokens: int, max_request
         expert = 3.0 * m.expert_ffn_size / d.expert_tp + h
         mlp = max(mlp, t * m.experts_per_token * expert)
         mlp += 3.0 * t * m.num_shared_experts * m.expert_ffn_size / d.tp
-    logits = min(max_requests, t) * m.vocab_size * _LOGIT_BYTES
-    return hidden + max(attn, mlp) * a + logits
+    sampled = min(max_requests, t) * m.vocab_size * _LOGIT_BYTES if logits else 0.0
+    return hidden + max(attn, mlp) * a + sampled
 
 
 def memory_fit(d: Deployment, params: MemoryParams | None = None) -> MemoryFit:
     """How the instance's HBM divides into weights, reserve and KV (never raises for a
-    non-fit; see ``MemoryFit``)."""
+    non-fit; see ``MemoryFit``). With PP, the first stage that does not fit, else the stage
+    holding the fewest KV tokens (module doc)."""
     p = params or MemoryParams()
+    if d.pp == 1:
+        return _sizes(d, p, _WHOLE, "").outcome()
+    fits = []
+    for i in range(d.pp):
+        stage, ends = _stage(d, i)
+        start, end = d.stage_span(i)
+        held = [name for name, held in zip(("embedding", "LM head"), ends, strict=True) if held]
+        label = f" PP{d.pp} (stage {i}: layers {start}-{end - 1}{''.join(', ' + h for h in held)})"
+        fits.append(_sizes(stage, p, ends, label))
+    failed = [f for f in fits if f.problem() is not None]
+    return (failed or sorted(fits, key=lambda f: f.tokens))[0].outcome()
+
+
+def _sizes(d: Deployment, p: MemoryParams, ends: _Ends, stage: str) -> _Sizes:
+    """The sizes of one GPU of ``d`` (a whole instance, or one pipeline stage holding
+    ``ends``, labelled ``stage``)."""
     hbm = d.gpu.hbm_bytes
     rule = ""
     if p.hbm_utilization is None:
@@ -203,9 +258,11 @@ def memory_fit(d: Deployment, params: MemoryParams | None = None) -> MemoryFit:
         rule = derived.explain(hbm / 2**20)
         p = dataclasses.replace(p, hbm_utilization=derived.mem_fraction_static)
     util = float(p.hbm_utilization or 0.0)
-    weights = weight_bytes_per_gpu(d)
+    weights = (
+        weight_bytes_per_gpu(d) if ends == _WHOLE else _weight_bytes(d, ends, routed_split=None)
+    )
     reserve = p.framework_reserve_gib * GIB + activation_bytes_per_gpu(
-        d, p.max_batched_tokens, p.max_running_requests
+        d, p.max_batched_tokens, p.max_running_requests, logits=ends[1]
     )
     if p.accounting == "fraction_of_free":
         usable = float(hbm)
@@ -219,21 +276,10 @@ def memory_fit(d: Deployment, params: MemoryParams | None = None) -> MemoryFit:
     blocks = max(0, int(kv // (per_token * p.block_tokens))) if kv > 0 else 0
     tokens = blocks * p.block_tokens
     state_blocks = math.ceil(d.request_state_bytes_per_gpu() / (per_token * p.block_tokens))
-    fit = _Sizes(
-        d, p, util, weights, reserve, usable, max(kv, 0.0), tokens, blocks, state_blocks, rule
-    )
-    reason = fit.problem()
-    return MemoryFit(
-        fits=reason is None,
-        reason=reason or fit.summary(),
-        kv_tokens=tokens * d.attention_dp,
-        kv_blocks=blocks * d.attention_dp,
-        weights_gib_per_gpu=weights / GIB,
-        reserve_gib_per_gpu=reserve / GIB,
-        usable_gib_per_gpu=usable / GIB,
-        kv_gib_per_gpu=max(kv, 0.0) / GIB,
-        kv_bytes_per_token_per_gpu=per_token,
-    )
+    return _Sizes(
+        d, p, util, weights, reserve, usable, max(kv, 0.0), tokens, blocks, state_blocks, rule,
+        stage,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +298,25 @@ class _Sizes:
     state_blocks: int
     #: How a derived fraction came about ("" when it was given).
     rule: str = ""
+    #: Which pipeline stage these are, e.g. " PP2 (stage 1: layers 40-79, LM head)" ("" for
+    #: a whole instance).
+    stage: str = ""
+
+    def outcome(self) -> MemoryFit:
+        """The ``MemoryFit`` these sizes make."""
+        reason = self.problem()
+        ranks = self.d.attention_dp
+        return MemoryFit(
+            fits=reason is None,
+            reason=reason or self.summary(),
+            kv_tokens=self.tokens * ranks,
+            kv_blocks=self.blocks * ranks,
+            weights_gib_per_gpu=self.weights / GIB,
+            reserve_gib_per_gpu=self.reserve / GIB,
+            usable_gib_per_gpu=self.usable / GIB,
+            kv_gib_per_gpu=self.kv / GIB,
+            kv_bytes_per_token_per_gpu=self.d.kv_bytes_per_token_per_gpu(),
+        )
 
     def _head(self) -> str:
         d = self.d
@@ -260,7 +325,7 @@ class _Sizes:
         dp = f" DP{d.attention_dp}" if d.attention_dp > 1 else ""
         return (
             f"{name} {d.weight_precision} needs {self.weights / GIB:.1f} GiB of weights per GPU "
-            f"at TP{d.tp}{dp}{ep}"
+            f"at TP{d.tp}{dp}{ep}{self.stage}"
         )
 
     def _budget(self) -> str:
@@ -334,11 +399,20 @@ class _Sizes:
         if d.attention_dp > 1:
             dp = f" DP{d.attention_dp}"
             ranks = f" per rank x {d.attention_dp} ranks = {self.tokens * d.attention_dp:,}"
+
         return (
-            f"{name} {d.weight_precision} fits on {d.gpu.name} at TP{d.tp}{dp}: {split} = "
+            f"{name} {d.weight_precision} fits on {d.gpu.name} at TP{d.tp}{dp}{self.stage}: "
+            f"{split} = "
             f"{self.tokens:,} tokens ({self.blocks:,} blocks of {p.block_tokens}){ranks} of "
             f"{d.kv_precision} KV at {per_token:g} KiB per token per GPU{self._layers()}{rule}"
+            f"{self._stages()}"
         )
+
+    def _stages(self) -> str:
+        """What a pipeline stage's capacity means ("" for a whole instance)."""
+        if not self.stage:
+            return ""
+        return "; the fewest of its stages (each holds its own layers' KV of every token)"
 
     def _layers(self) -> str:
         """How the layer families enter the capacity ("" for a full-attention-only model)."""

@@ -11,7 +11,9 @@ profiles of the GPU and engine exist (shipped or imported), else the ``roofline`
 ``latency_note`` says so in one line for the CLI to print.
 
 A deployment with attention DP gets an ``AttentionDpModel`` over the factory's model and a
-model of one rank on the same kernel source (``data_parallel.py``).
+model of one rank on the same kernel source (``data_parallel.py``). A deployment with
+pipeline parallelism gets a ``PipelineModel`` over the factory's model of one stage's TP group
+running the whole model (``pipeline.py``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from simulator.latency.compose import ComposeParams
 from simulator.latency.data_parallel import AttentionDpModel
 from simulator.latency.deployment import Deployment
 from simulator.latency.model import ComposedLatencyModel, RooflineModel
+from simulator.latency.pipeline import PipelineModel
 from simulator.latency.profile_files import DEFAULT_ENGINE, engine_of
 from simulator.latency.table import DEFAULT_PROFILE_GPU, has_profile_table, table_kernels
 from slo.inputfile import InputError
@@ -153,6 +156,10 @@ def make_latency_model(
         hint = f" (did you mean '{close[0]}'?)" if close else ""
         raise InputError(f"unknown latency model '{spec}'{hint}; known: {', '.join(known)}")
     argument, compose, ctx = arg.strip() if sep else None, params or ComposeParams(), context
+    if deployment.pp > 1:
+        # PP: the whole model on one stage's GPUs prices a micro-batch's traversal.
+        group = factory(deployment.tp_group(), argument, compose, ctx or LatencyContext())
+        return PipelineModel(deployment, group)
     model = factory(deployment, argument, compose, ctx or LatencyContext())
     if deployment.attention_dp == 1:
         return model

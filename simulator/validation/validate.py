@@ -61,9 +61,9 @@ A row with attention data parallelism (``attention_dp_size`` D > 1) is a worker 
 (``silicon/layout.py``); its ``batch_size`` is per rank (``silicon/rows.py``).
 
 Rows that cannot be simulated are returned as ``Skipped`` with the reason, never dropped:
-models or GPUs not in the catalog, pipeline parallelism, MoE layouts the simulator cannot
-express (``moe_tp × moe_ep`` ≠ the worker's GPUs; for disaggregated rows also per-pool expert
-parallelism), and configurations that do not fit in memory.
+models or GPUs not in the catalog, pipeline parallelism (``layout.PP_ROW_REASON``), MoE layouts
+the simulator cannot express (``moe_tp × moe_ep`` ≠ the worker's GPUs; for disaggregated rows
+also per-pool expert parallelism), and configurations that do not fit in memory.
 
 Errors: a malformed CSV raises ``InputError`` from ``read_silicon`` (file, line, column); a
 bad latency-model spec raises ``InputError`` from the first simulation.
@@ -98,7 +98,7 @@ from simulator.validation.rules import (
     weight_precision,
 )
 from simulator.validation.silicon.disagg import DisaggRow, disagg_config
-from simulator.validation.silicon.layout import worker_layout
+from simulator.validation.silicon.layout import PP_ROW_REASON, worker_layout
 from simulator.validation.silicon.read import read_silicon
 from simulator.validation.silicon.rows import Row, SiliconRow, Skipped, select_rows
 from simulator.workload.closed_loop import closed_loop_workload
@@ -203,7 +203,7 @@ def _unsupported(row: Row, catalog: Catalog) -> str | None:
         return f"backend '{row.backend}' has no preset (known: {', '.join(BACKEND_PRESETS)})"
     # A DisaggRow's pools are checked by disagg_config.
     if isinstance(row, SiliconRow) and row.pp > 1:
-        return f"pipeline parallelism (pp_size={row.pp}) is not modelled"
+        return f"pipeline parallelism (pp_size={row.pp}): {PP_ROW_REASON}"
     if weight_precision(row, catalog) is None:
         return f"unknown precision '{row.precision}'"
     return None

@@ -133,6 +133,17 @@ def test_heterogeneous_pools_use_the_slower_nic_and_cost_both_pools() -> None:
     )
 
 
+def test_a_pipeline_parallel_pool_moves_kv_over_all_its_gpus_and_pays_for_them() -> None:
+    # Decode: TP1 x PP2 = 2 GPUs, each holding its stage's layers; prefill TP2. All four GPUs
+    # share one node: NVLink, min(2, 2) = 2 lanes (before PP counted, min(TP2, TP1) = 1).
+    config = _config(prefill_tp=2, decode_tp=1, decode_pp=2)
+    result = _run(config, [_request(0, 0.0, 2048, 2)])
+    nvlink = gpu_gpu_link(shipped_catalog().gpu("h100_sxm"), same_node=True)
+    transfer = nvlink.latency_s + _kv_bytes(2048) / (2 * nvlink.bytes_per_s)
+    assert _records(result)[0].tpot_s == pytest.approx(transfer + STEP_S, rel=1e-9)
+    assert result.cost.gpus == 2 + 2
+
+
 def test_decode_pool_out_of_memory_back_pressures_prefill() -> None:
     # 128 blocks per instance. Each prompt takes 100 blocks on the prefill instance, and a
     # request peaks at 125 blocks on the decode instance: one at a time fits on either side.

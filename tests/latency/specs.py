@@ -103,4 +103,6 @@ DEPLOYMENTS: dict[str, Deployment] = {
     ),
     "qwen3moe-tp2": Deployment(QWEN3_MOE, H100, tp=2),
     "deepseekv3-tp8-fp8": Deployment(DEEPSEEK_V3, B200, tp=8, weight_precision="fp8"),
+    # Pipeline parallelism (latency/pipeline.py): two TP2 stages on one node.
+    "llama70b-tp2-pp2-fp8": Deployment(LLAMA_70B, H100, tp=2, pp=2, weight_precision="fp8"),
 }

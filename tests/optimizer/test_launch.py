@@ -120,3 +120,18 @@ def test_layouts_an_engine_cannot_launch_get_a_note() -> None:
     vllm = shlex.split(out["vllm"]["command"])
     assert vllm[vllm.index("--tensor-parallel-size") + 1] == "4"
     assert "--enable-expert-parallel" not in vllm
+
+
+def test_pipeline_parallel_flags_per_engine() -> None:
+    out = launch_commands({"model": "meta-llama/Llama-3.1-70B", "tp": 4, "pp": 2})
+    vllm = shlex.split(out["vllm"]["command"])
+    assert vllm[vllm.index("--tensor-parallel-size") + 1] == "4"
+    assert vllm[vllm.index("--pipeline-parallel-size") + 1] == "2"
+    sglang = shlex.split(out["sglang"]["command"])
+    assert sglang[sglang.index("--pp-size") + 1] == "2"
+    trt = shlex.split(out["trtllm"]["command"])
+    assert trt[trt.index("--pp_size") + 1] == "2"
+    # pp = 1 adds no flag.
+    plain = launch_commands({"model": "m", "tp": 8, "pp": 1})
+    assert "pipeline" not in plain["vllm"]["command"]
+    assert "--pp" not in plain["sglang"]["command"] + plain["trtllm"]["command"]

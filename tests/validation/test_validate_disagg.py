@@ -223,7 +223,9 @@ def test_attention_dp_pool_is_a_worker_of_tp_times_dp_gpus() -> None:
             "Qwen/Qwen3-32B",
             _pool(),
             _pool(pp=2),
-            "pipeline parallelism (decode_pp_size=2) is not modelled",
+            "pipeline parallelism (decode_pp_size=2): not mapped onto a simulated layout yet (the "
+            "H100 silicon file has no pp_size > 1 row to check the mapping of its GPU count and "
+            "batch size against)",
         ),
         (
             "Qwen/Qwen3-235B-A22B-FP8",

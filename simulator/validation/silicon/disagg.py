@@ -22,10 +22,11 @@ Deploying (``disagg_problem``, ``disagg_config``): ``pd_mode: disaggregated`` wi
 ``system`` (a TP wider than one server is modelled with the all-reduce over the network).
 A role with attention DP is a worker of ``tp × attention_dp`` GPUs (``layout.py``; the
 DeepSeek-V3 TensorRT-LLM rows' prefill worker: TP1 × DP16, experts EP16). Not expressible, so
-skipped with the reason: pipeline parallelism, an MoE split with ``moe_tp × moe_ep`` ≠ the
-worker's GPUs (the aggregated rows' rule: 0 counts as 1), and prefill and decode pools with
-different expert parallelism (``ServingConfig`` has one ``ep``). The recorded batch sizes are
-per attention-DP rank, as the engine limits are (``simulator/latency/data_parallel.py``).
+skipped with the reason: pipeline parallelism (``layout.PP_ROW_REASON``), an MoE split with
+``moe_tp × moe_ep`` ≠ the worker's GPUs (the aggregated rows' rule: 0 counts as 1), and prefill
+and decode pools with different expert parallelism (``ServingConfig`` has one ``ep``). The
+recorded batch sizes are per attention-DP rank, as the engine limits are
+(``simulator/latency/data_parallel.py``).
 Engine limits per pool (``role_limits``, aiconfigurator's benchmark rules): each role's
 recorded batch size caps the running requests of its workers (a prefill cap of 1 serialises
 prefills), a prefill step holds the prompt + 1,500 tokens and a decode step one token per
@@ -45,7 +46,7 @@ from typing import Any, Literal
 
 from hardware.schema import Catalog
 from simulator.config import ServingConfig
-from simulator.validation.silicon.layout import worker_layout
+from simulator.validation.silicon.layout import PP_ROW_REASON, worker_layout
 from simulator.validation.silicon.rows import (
     ROLE_SUFFIXES,
     MeasuredRow,
@@ -237,7 +238,7 @@ def disagg_problem(row: DisaggRow) -> str | None:
     for role in _ROLES:
         pool: PoolLayout = getattr(row, role)
         if pool.pp > 1:
-            return f"pipeline parallelism ({role}_pp_size={pool.pp}) is not modelled"
+            return f"pipeline parallelism ({role}_pp_size={pool.pp}): {PP_ROW_REASON}"
     return None
 
 

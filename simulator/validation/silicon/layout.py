@@ -13,7 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["worker_layout"]
+__all__ = ["PP_ROW_REASON", "worker_layout"]
+
+#: Why a row with ``pp_size`` > 1 is skipped although the simulator models PP
+#: (``simulator/latency/pipeline.py``): how such a row's GPU count and batch size map onto
+#: ``tp`` / ``pp`` / engine limits was never checked, the H100 file having no such row.
+PP_ROW_REASON = (
+    "not mapped onto a simulated layout yet (the H100 silicon file has no pp_size > 1 row to "
+    "check the mapping of its GPU count and batch size against)"
+)
 
 
 def worker_layout(
