@@ -398,7 +398,7 @@ class _Sizes:
         dp, ranks = "", ""
         if d.attention_dp > 1:
             dp = f" DP{d.attention_dp}"
-            ranks = f" per rank x {d.attention_dp} ranks = {self.tokens * d.attention_dp:,}"
+            ranks = f" per rank x {d.attention_dp} ranks = {self.tokens * d.attention_dp:,} tokens"
 
         return (
             f"{name} {d.weight_precision} fits on {d.gpu.name} at TP{d.tp}{dp}{self.stage}: "
