@@ -165,15 +165,21 @@ def _engine(
     # scheduled batch per stage in flight); the running limit is the instance's (vLLM's
     # max_num_seqs counts the requests of every batch in flight) (latency/pipeline.py).
     ranks = deployment.attention_dp
+    scheduler = config.scheduler or preset.scheduler
+    rank_batched, rank_running, chunk = preset.rank_limits(
+        ranks,
+        max_batched,
+        max_running,
+        config.chunk_tokens or preset.chunked_prefill_tokens_for(pool.gpu.hbm_bytes, pool.tp),
+        scheduler=scheduler,
+        running_given=running is not None,
+    )
     params = EngineParams(
         block_tokens=block_tokens,
-        scheduler=config.scheduler or preset.scheduler,
-        max_batched_tokens=max_batched * ranks * deployment.pp,
-        max_running=max_running * ranks,
-        chunk_tokens=min(
-            config.chunk_tokens or preset.chunked_prefill_tokens_for(pool.gpu.hbm_bytes, pool.tp),
-            max_batched,
-        ),
+        scheduler=scheduler,
+        max_batched_tokens=rank_batched * ranks * deployment.pp,
+        max_running=rank_running * ranks,
+        chunk_tokens=min(chunk, rank_batched),
         preemption=config.preemption,
         prefetch_policy=config.prefetch_policy,
         prefetch_timeout_base_s=config.prefetch_timeout_base_s,

@@ -121,6 +121,12 @@ class BackendPreset(BaseModel):
         "reserve_full (TensorRT-LLM GUARANTEED_NO_EVICT), reserve_estimate (SGLang's "
         "new-token ratio); see simulator/engine/admission.py.",
     )
+    attention_dp_shares_limits: bool = Field(
+        default=False,
+        description="With attention DP, whether the prefill chunk and a max_running_requests "
+        "the user sets are the whole instance's, divided among the ranks (SGLang), rather "
+        "than each rank's (vLLM, TensorRT-LLM).",
+    )
     step_overhead_us: float = Field(
         ge=0, description="CPU time per engine step not hidden behind GPU work, µs."
     )
@@ -133,6 +139,37 @@ class BackendPreset(BaseModel):
         if self.chunked_prefill_rule == "sglang_gpu_memory" and gpu_bytes > 0:
             return sglang_memory_defaults(gpu_bytes, tp).chunked_prefill_tokens
         return self.chunked_prefill_tokens
+
+    def rank_limits(
+        self,
+        ranks: int,
+        budget: int,
+        running: int,
+        chunk: int,
+        *,
+        scheduler: str,
+        running_given: bool,
+    ) -> tuple[int, int, int]:
+        """(step token budget, most running requests, prefill chunk) of one attention-DP
+        rank of ``ranks``, from the instance's settings.
+
+        Under ``attention_dp_shares_limits`` the chunk is divided among the ranks, and so is
+        a running limit the user gave (``running_given``; the preset's is a per-rank cap);
+        a rank's prefill then takes at most its chunk per step, so under ``scheduler``
+        ``prefill_first`` (prompts never share a step with decodes, whose steps are bounded by
+        the running limit alone) the budget is capped by it. Everything else is per rank as
+        given. SGLang: ``server_args._handle_data_parallelism`` (``chunked_prefill_size //=
+        dp_size``, "to avoid MoE kernel issues") and the pool configurator's
+        ``max_running_requests // attn_dp_size``.
+        """
+        if ranks <= 1 or not self.attention_dp_shares_limits:
+            return budget, running, chunk
+        chunk = max(1, chunk // ranks)
+        if running_given:
+            running = max(1, running // ranks)
+        if scheduler == "prefill_first":
+            budget = min(budget, chunk)
+        return budget, running, chunk
 
     def hbm_utilization_for(self, tp: int) -> float:
         """The utilisation that applies at tensor parallelism ``tp``."""

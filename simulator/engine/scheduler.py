@@ -205,7 +205,9 @@ class PrefillFirstScheduler(Scheduler):
         batch = self._live(host, batch)
         if batch:
             return StepPlan(batch, tuple(host.preempted))
-        self._run(host, batch, host.max_batched_tokens, 1, True)
+        # A decode step is bounded by the running limit, not by the prefill budget (they
+        # differ only where attention-DP ranks share a prefill chunk, presets.rank_limits).
+        self._run(host, batch, max(host.max_batched_tokens, host.max_running), 1, True)
         return self._plan(host, batch)
 
 

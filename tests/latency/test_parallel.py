@@ -11,16 +11,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hardware.catalog import load_catalog
+from simulator.api import simulate
+from simulator.build import Pool, build_pool
 from simulator.config import ServingConfig
+from simulator.core import Kernel
+from simulator.engine.params import EngineParams
 from simulator.latency import Deployment
 from simulator.latency.batch import Batch
 from simulator.latency.data_parallel import AttentionDpModel, heaviest_rank
 from simulator.latency.memory import MemoryParams, memory_fit, weight_bytes_per_gpu
 from simulator.latency.model import RooflineModel
 from simulator.latency.registry import make_latency_model
+from simulator.presets import load_preset
+from simulator.records import Recorder
+from simulator.workload.closed_loop import closed_loop_workload
 from slo.inputfile import InputError
 
 CATALOG = load_catalog()
@@ -203,3 +211,71 @@ def test_cli_refuses_a_dense_model_with_attention_dp(tmp_path: Path) -> None:
     lines = (proc.stdout + proc.stderr).strip().splitlines()
     assert len(lines) == 1
     assert "attention_dp=2 needs an MoE model" in lines[0]
+
+
+def _engine_params(**fields: object) -> EngineParams:
+    pool = build_pool(
+        ServingConfig.model_validate(fields),
+        CATALOG,
+        block_tokens=16,
+        kernel=Kernel(),
+        recorder=Recorder(),
+        seed=np.random.SeedSequence(0),
+    )
+    assert isinstance(pool, Pool), pool
+    return pool.params
+
+
+DSV3_DP16 = {
+    "model": "deepseek-ai/DeepSeek-V3",
+    "gpu": "h200_sxm",
+    "tp": 16,
+    "attention_dp": 16,
+    "ep": 16,
+    "allow_multi_node": True,
+    "weight_precision": "fp8",
+}
+
+
+def test_sglang_dp_ranks_share_the_prefill_chunk() -> None:
+    """SGLang divides its chunk among the DP ranks: the H200's 8,192-token chunk is 512
+    tokens per rank, so a step prefills 16 x 512 tokens in all; a --max-running-requests of
+    256 is the server's (16 per rank); decode steps are bounded by the running limit."""
+    params = _engine_params(**DSV3_DP16, backend="sglang")
+    assert params.chunk_tokens == 8192 // 16
+    assert params.max_batched_tokens == 16 * (8192 // 16)
+    assert params.max_running == 16 * 4096  # the preset's cap is per rank
+    given = _engine_params(**DSV3_DP16, backend="sglang", max_running_requests=256)
+    assert given.max_running == 256
+    # Without attention DP the same settings are the instance's own.
+    tp16 = {**DSV3_DP16, "attention_dp": 1}
+    plain = _engine_params(**tp16, backend="sglang", max_running_requests=256)
+    assert (plain.max_batched_tokens, plain.max_running) == (16384, 256)
+
+
+def test_vllm_and_trtllm_dp_ranks_keep_their_own_limits() -> None:
+    """vLLM (one engine core per DP rank) and TensorRT-LLM (attention DP) give every rank the
+    full limits: the instance's are the rank's times the ranks."""
+    for backend in ("vllm", "trtllm"):
+        preset = load_preset(backend)
+        params = _engine_params(**DSV3_DP16, backend=backend)
+        assert params.max_batched_tokens == 16 * preset.max_batched_tokens
+        assert params.max_running == 16 * min(
+            preset.max_running_requests, preset.max_batched_tokens
+        )
+
+
+def test_a_dp_rank_at_its_prefill_chunk_still_decodes_every_running_request() -> None:
+    """With 512-token prefill steps per rank, more than 512 running requests per rank still
+    decode in one step (SGLang's decode batch is every running request)."""
+    users = 16 * 600
+    spec = closed_loop_workload(users=users, requests=users, input_tokens=64, output_tokens=4)
+    config = ServingConfig.model_validate(
+        {**DSV3_DP16, "backend": "sglang", "latency_model": "constant:0.01"}
+    )
+    result = simulate(config, spec, seed=0)
+    assert result.summary is not None
+    assert result.summary.n_requests == users
+    # 9,600 prompts of 64 tokens at 8,192 tokens a step: 75 prefill steps, then 3 decode
+    # steps with all 9,600 requests (the first token comes from the prefill).
+    assert result.diagnostics["steps"] == 75 + 3
