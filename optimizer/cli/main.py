@@ -24,6 +24,7 @@ import typer.core
 import typer.main
 
 from optimizer.cli._output import err_console
+from optimizer.cli.notes import NotePrinter
 from slo.inputfile import InputError
 
 __all__ = ["app", "run"]
@@ -129,7 +130,7 @@ def _root(
 
 def run() -> None:
     """Console-script entry point: run the app, mapping ``InputError`` to one line and exit 2."""
-    warnings.showwarning = _note_warning
+    warnings.showwarning = NotePrinter()
     try:
         # Without standalone mode click returns (not raises) the code of ``typer.Exit(code)``.
         # prog_name: ``python -m kvplan`` would name itself "python -m kvplan", which no shell
@@ -160,21 +161,6 @@ def run() -> None:
             _usage_error(exc, show)
             sys.exit(code)
         raise
-
-
-def _note_warning(  # noqa: PLR0917  (warnings.showwarning's signature)
-    message: Warning | str,
-    category: type[Warning],
-    filename: str,
-    lineno: int,
-    file: Any = None,
-    line: str | None = None,
-) -> None:
-    """A warning as one ``note: ...`` line on stderr, without Python's file, line and source
-    line (a user reads what the simulator approximated, not where in kvplan it said so)."""
-    del category, filename, lineno, file, line
-    text = str(message).replace("\r", " ").replace("\n", " ")
-    err_console.print(f"note: {text}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _one_line_error(err: Exception) -> None:

@@ -6,9 +6,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from optimizer.cli.main import app
+from optimizer.cli.notes import NotePrinter
 
 runner = CliRunner()
 
@@ -104,3 +106,34 @@ def test_a_warning_is_one_note_line_without_python_source(tmp_path: Path) -> Non
     assert notes, proc.stderr
     assert "Warning" not in proc.stderr
     assert ".py:" not in proc.stderr
+
+
+def test_table_fallback_notes_are_said_once_per_gpu_and_kernel(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """An optimisation over layouts meets many head shapes of one kernel on one GPU: the first
+    is said, the rest are not; another kernel, GPU or warning is said again."""
+    note = NotePrinter()
+    tail = "using the roofline scaled to agree with the nearest measurement (said once per model)"
+    for text in (
+        f"profile table (h200_sxm) timing h200_sxm: context attention (heads 64, KV heads 64, "
+        f"head dim 160, KV bf16) not profiled (nearest: (heads 64)); {tail}",
+        f"profile table (h200_sxm) timing h200_sxm: context attention (heads 16, KV heads 16, "
+        f"head dim 160, KV bf16) not profiled (nearest: (heads 16)); {tail}",
+        f"profile table (h200_sxm) timing h200_sxm: generation attention (heads 16) not "
+        f"profiled (nearest: (heads 16)); {tail}",
+        f"profile table (b200_sxm) timing b200_sxm: context attention (heads 16) not profiled "
+        f"(nearest: (heads 16)); {tail}",
+        f"profile table (h200_sxm) timing h200_sxm: all-reduce over 16 GPUs not profiled "
+        f"(nearest: over 8 GPUs); {tail}",
+        "something else",
+        "something else",
+    ):
+        note(UserWarning(text), UserWarning, "x.py", 1)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 5, lines
+    assert all(line.startswith("note: ") for line in lines)
+    assert "heads 64" in lines[0]
+    assert not any("heads 16, KV heads 16" in line for line in lines)
+    assert "(said once per GPU and kernel)" in lines[0]
+    assert lines[-1] == "note: something else"
