@@ -14,7 +14,8 @@ as serving benchmarks run), or the bundled default (a slice of the Mooncake trac
 
 Output: rich tables, or with ``--json`` one object (``simulation_summary``). ``--out DIR``
 writes one row per finished request as ``requests.csv`` and, when pyarrow is importable,
-``requests.parquet``.
+``requests.parquet``; for an autoscaled run also ``fleet.csv`` and ``fleet.png`` (instances,
+TTFT / TPOT p90 and SLO attainment over time, ``optimizer/cli/fleet_files.py``).
 
 Exit status (documented choice): a configuration that cannot run (it does not fit in memory,
 the GPU lacks the precision) is a result, not an error, for scripts: ``--json`` prints it with
@@ -44,6 +45,7 @@ from optimizer.cli._overlong import OverlongOpt, overlong_scan
 from optimizer.cli._preflight import check_config_names, check_finite_flags, check_seed
 from optimizer.cli.compare_cache import compare_cache, parse_setups, print_comparison
 from optimizer.cli.compare_plot import check_plot_path, write_comparison_plot
+from optimizer.cli.fleet_files import write_fleet_files
 from optimizer.cli.profiles_cmd import user_profiles_dir
 from optimizer.cli.simulate_output import (
     format_number,
@@ -182,7 +184,10 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         Path | None, typer.Option("--catalog", help="User catalog merged over the shipped one.")
     ] = None,
     out: Annotated[
-        Path | None, typer.Option("--out", help="Directory for per-request CSV (and Parquet).")
+        Path | None,
+        typer.Option(
+            "--out", help="Directory for per-request CSV (and Parquet); autoscaled: fleet files."
+        ),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")] = False,
     capacity: Annotated[
@@ -251,7 +256,7 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
             result = found.result
         else:
             result = simulate(serving, builder, seed=seed, catalog=cat, drop_overlong_requests=drop)
-    files = write_requests(result, out) if out is not None and result.feasible else []
+    files = _write_files(result, out, window_slo)
     if json_out:
         data = simulation_summary(result, window_slo)
         data["workload"] = describe_workload(builder) | {"overlong": asdict(tally)}
@@ -276,6 +281,13 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         )
     if out is not None:
         print_files(files)
+
+
+def _write_files(result: SimResult, out: Path | None, spec: SloSpec | None) -> list[Path]:
+    """``--out``: the per-request files, and an autoscaled run's fleet files."""
+    if out is None or not result.feasible:
+        return []
+    return write_requests(result, out) + write_fleet_files(result, spec, out)
 
 
 # ----- PD, router and capacity flags -------------------------------------------------------------

@@ -109,11 +109,15 @@ def window_seconds(period_s: float) -> float:
 
 
 def fleet_windows(
-    result: SimResult, spec: SloSpec | None = None, pool: str = "instances"
+    result: SimResult,
+    spec: SloSpec | None = None,
+    pool: str = "instances",
+    window_s: float | None = None,
 ) -> list[dict[str, Any]]:
-    """Per window of an autoscaled run: requests, mean serving / paid instances of ``pool``
-    (``SimResult.fleets``), TTFT and TPOT p90 (ms), and with ``spec`` the share of the
-    window's requests that met every target (its SLO attainment). Empty for a fixed pool."""
+    """Per window of an autoscaled run (``window_s``, default ``window_seconds`` of the
+    period): requests, mean serving / paid instances of ``pool`` (``SimResult.fleets``), TTFT
+    and TPOT p90 (ms), and with ``spec`` the share of the window's requests that met every
+    target (its SLO attainment). Empty for a fixed pool."""
     fleet = result.fleets.get(pool)
     if fleet is None:
         return []
@@ -123,7 +127,8 @@ def fleet_windows(
         n = len(result.records)
         met = slo_met_mask({k: v[:n] for k, v in per_request.items()}, spec)
     rows = []
-    for window in fleet.windows(result.records, window_seconds(fleet.period_s), met):
+    length = window_s if window_s is not None else window_seconds(fleet.period_s)
+    for window in fleet.windows(result.records, length, met):
         row: dict[str, Any] = asdict(window)
         if met is None:
             del row["attainment"]  # no SLO given: no column

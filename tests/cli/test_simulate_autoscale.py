@@ -3,6 +3,7 @@ window, and the shipped day-long example files."""
 
 from __future__ import annotations
 
+import csv
 import json
 from pathlib import Path
 from typing import Any
@@ -145,3 +146,42 @@ def test_the_shipped_pd_example_scales_both_pools() -> None:
     assert config.pd_mode == "disaggregated"
     policies = [config.pool(name).autoscale for name in ("prefill", "decode")]
     assert all(policy is not None and policy.target_concurrency for policy in policies)
+
+
+def test_out_writes_the_fleet_over_time_as_csv_and_png(
+    files: dict[str, Path], tmp_path: Path
+) -> None:
+    """``--out`` of an autoscaled run: ``fleet.csv`` at six windows per table row, the same
+    requests and paid instance-time as the run, and ``fleet.png`` beside it."""
+    out = tmp_path / "run"
+    result = _run(files, "--slo", str(files["slo"]), "--out", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert str(out / "fleet.csv") in data["files"]
+    assert str(out / "fleet.png") in data["files"]
+    with (out / "fleet.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert {row["pool"] for row in rows} == {"instances"}
+    assert sum(int(row["requests"]) for row in rows) == 6000
+    table_rows = len(data["fleet"]["windows"])
+    assert 6 * (table_rows - 1) < len(rows) <= 6 * table_rows  # the last may be short
+    # Time-averaged paid instances over the windows = the bill's mean instances (the bill
+    # counts instance-time to the autoscaler's last tick, the windows to the last finish).
+    paid = sum(float(r["paid"]) * (float(r["end_s"]) - float(r["start_s"])) for r in rows)
+    mean = data["fleet"]["mean_instances"]
+    assert paid / float(rows[-1]["end_s"]) == pytest.approx(mean, rel=1e-3)
+    assert all(0 <= float(r["attainment"]) <= 1 for r in rows if r["attainment"])
+    assert (out / "fleet.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_a_fixed_pool_writes_no_fleet_files(files: dict[str, Path], tmp_path: Path) -> None:
+    fixed = {key: value for key, value in CONFIG.items() if key != "autoscale"}
+    config = tmp_path / "fixed.yaml"
+    config.write_text(yaml.safe_dump(fixed))
+    out = tmp_path / "run"
+    args = ["simulate", "--config", str(config), "--workload", str(files["workload"])]
+    result = runner.invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (out / "requests.csv").exists()
+    assert not (out / "fleet.csv").exists()
+    assert not (out / "fleet.png").exists()
