@@ -193,6 +193,8 @@ def _engine(
         ),
         kv_admission=config.kv_admission or preset.kv_admission,
         kv_conservativeness=config.schedule_conservativeness,
+        # The serial front end; none for a PD pool (its proxy to the clients is not modelled).
+        **({} if role is not None else preset.frontend_seconds(config.frontend_us)),
     )
     if config.kv_capacity_tokens is not None:
         kv_tokens, memory = config.kv_capacity_tokens, "KV capacity set by kv_capacity_tokens"

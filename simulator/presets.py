@@ -127,6 +127,18 @@ class BackendPreset(BaseModel):
         "the user sets are the whole instance's, divided among the ranks (SGLang), rather "
         "than each rank's (vLLM, TensorRT-LLM).",
     )
+    frontend_request_us: float = Field(
+        default=0.0,
+        ge=0,
+        description="The API server's serial CPU time per request taken in (parsing, "
+        "tokenising, handing it to the executor), µs (simulator/engine/frontend.py).",
+    )
+    frontend_token_us: float = Field(
+        default=0.0,
+        ge=0,
+        description="The API server's serial CPU time per generated token streamed back "
+        "(detokenising, one server-sent event), µs; shares the CPU with the intake.",
+    )
     step_overhead_us: float = Field(
         ge=0, description="CPU time per engine step not hidden behind GPU work, µs."
     )
@@ -170,6 +182,12 @@ class BackendPreset(BaseModel):
         if scheduler == "prefill_first":
             budget = min(budget, chunk)
         return budget, running, chunk
+
+    def frontend_seconds(self, override_us: tuple[float, float] | None) -> dict[str, float]:
+        """``EngineParams``' front-end costs in seconds: ``override_us`` (per request, per
+        token, µs; a ``ServingConfig.frontend_us``) or this preset's."""
+        request_us, token_us = override_us or (self.frontend_request_us, self.frontend_token_us)
+        return {"frontend_request_s": request_us / 1e6, "frontend_token_s": token_us / 1e6}
 
     def hbm_utilization_for(self, tp: int) -> float:
         """The utilisation that applies at tensor parallelism ``tp``."""

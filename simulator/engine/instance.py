@@ -54,6 +54,7 @@ from numpy.typing import NDArray
 from simulator.core import Kernel
 from simulator.engine.admission import AdmissionControl
 from simulator.engine.admit import Admitter, arrival_rejection
+from simulator.engine.frontend import Frontend
 from simulator.engine.inflight import InFlight
 from simulator.engine.invariants import check_instance
 from simulator.engine.kvmanager import KVManager
@@ -131,6 +132,16 @@ class EngineInstance:
         """Requests in the prefetch queue, by index (owned by the prefetcher)."""
         self.sending: dict[int, EngineRequest] = {}
         """PD prefill side: prefilled requests whose KV is held here until sent, by index."""
+        self.frontend = (
+            Frontend(params.frontend_request_s, params.frontend_token_s)
+            if params.frontend_request_s or params.frontend_token_s
+            else None
+        )
+        """The serial front end (``frontend.py``; None where the preset gives it no cost)."""
+        self.intake: dict[int, EngineRequest] = {}
+        """Requests the front end is still taking in, by index."""
+        self._streamed = 0
+        """Steps of the decode run in progress whose tokens the front end already has."""
         self.preempted: list[int] = []
         """Indices of the requests preempted since the last step boundary."""
         self.admit_cutoff_s: float | None = None
@@ -148,7 +159,14 @@ class EngineInstance:
     @property
     def n_outstanding(self) -> int:
         """Requests in any queue of this instance (routers' load measure)."""
-        queues = (self.waiting, self.running, self.swapped, self.prefetching, self.sending)
+        queues = (
+            self.waiting,
+            self.running,
+            self.swapped,
+            self.prefetching,
+            self.sending,
+            self.intake,
+        )
         return sum(len(queue) for queue in queues)
 
     @property
@@ -159,7 +177,8 @@ class EngineInstance:
         As of the last committed step: a decode run in progress is counted when it ends.
         O(requests held); called once per routed arrival."""
         total = 0
-        for queue in (self.waiting, self.running, self.swapped, self.prefetching.values()):
+        queues = (self.waiting, self.running, self.swapped, self.prefetching.values())
+        for queue in (*queues, self.intake.values()):
             for req in queue:
                 if req.remote is None:
                     total += max(0, req.prompt_len - req.processed)
@@ -205,6 +224,18 @@ class EngineInstance:
             return
         self.recorder.arrived(now)
         self.recorder.load(now, self.index, 1)
+        frontend = self.frontend
+        if frontend is not None:
+            self._stream_ended_steps(now)  # the tokens offered before this request
+            self.intake[req.index] = req
+            self.kernel.at(frontend.intake(now), lambda: self._enter(req))
+            return
+        self._enter(req)
+
+    def _enter(self, req: EngineRequest) -> None:
+        """``req`` (arrived, taken in by the front end if any) joins the queues now."""
+        if self.intake.pop(req.index, None) is not None:
+            req.enqueue_s = self.kernel.now  # its queueing starts in the engine
         if self.prefetcher is not None and self.prefetcher.start(req):
             return
         self.waiting.append(req)
@@ -327,6 +358,7 @@ class EngineInstance:
         # Requests not yet seen must get their turn at the next boundary, not after a run.
         k = 1 if unseen else self._run_length(plan)
         self._run = InFlight(self.kernel, self._pricer, batch, k, self._end_run)
+        self._streamed = 0
 
     def _sleep(self) -> None:
         """Idle: wake when the first pending L2→L1 load completes (arrivals poke anyway)."""
@@ -366,6 +398,28 @@ class EngineInstance:
             self.check_invariants()
         self._step()
 
+    # ----- the front end's streaming -------------------------------------------------------------
+    def _stream_ended_steps(self, now: float) -> None:
+        """Offer the front end the tokens of the decode run's steps that ended by ``now``."""
+        run, frontend = self._run, self.frontend
+        if run is None or run.k == 1 or frontend is None:
+            return
+        ends, n = run.ends, len(run.batch)
+        while self._streamed < run.k and ends[self._streamed] <= now:
+            frontend.stream(float(ends[self._streamed]), n)
+            self._streamed += 1
+
+    def _delivered(self, batch: Batch, end_s: float) -> float:
+        """When the tokens of the step of ``batch`` that ended at ``end_s`` reach their
+        clients; first tokens are recorded then."""
+        assert self.frontend is not None
+        emitted = [req for req in batch if req.last_token_s == end_s]
+        delivered = self.frontend.stream(end_s, len(emitted))
+        for req in emitted:
+            if req.first_token_s == end_s:
+                req.first_token_s = delivered
+        return delivered
+
     # ----- commits ------------------------------------------------------------------------------
     def _account(self, progress: Progress, start_s: float, end_s: float) -> None:
         self.totals.add(progress, end_s - start_s)
@@ -377,8 +431,9 @@ class EngineInstance:
         progress = apply_step(batch, end_s, self.kv, self.recorder)
         self._account(progress, start_s, end_s)
         self.kv_use.mark(end_s)
+        delivered = end_s if self.frontend is None else self._delivered(batch, end_s)
         for req in progress.done:
-            self._finish(req, end_s)
+            self._finish(req, end_s, delivered)
 
     def _commit_run(self, batch: Batch, start_s: float, ends: NDArray[np.float64]) -> None:
         """Apply ``len(ends)`` identical decode steps (a decode run)."""
@@ -386,10 +441,16 @@ class EngineInstance:
         progress = apply_run(batch, ends, self.kv, self.recorder)
         self._account(progress, start_s, end_s)
         self.kv_use.run_ended(end_s)
+        delivered = end_s
+        if self.frontend is not None:
+            for step_end in ends[self._streamed :]:
+                delivered = self.frontend.stream(float(step_end), len(batch))
         for req in progress.done:
-            self._finish(req, end_s)
+            self._finish(req, end_s, delivered)
 
-    def _finish(self, req: EngineRequest, now: float) -> None:
+    def _finish(self, req: EngineRequest, now: float, delivered: float) -> None:
+        """``req`` produced its last token in the step that ended ``now``; its client has it
+        at ``delivered`` (later than ``now`` behind a busy front end)."""
         self.running.remove(req)
         if req.generated < req.output_len:  # a PD prefill: the KV stays until it is sent
             assert self.handoff is not None
@@ -398,13 +459,18 @@ class EngineInstance:
             self.handoff.send(self, req)
             return
         req.state = FINISHED
-        req.finish_s = now
+        req.finish_s = delivered
         self.kv.release(req)
         self.kv_use.mark(now)
         self.recorder.load(now, self.index, -1)
         self.recorder.finished(record_of(req, self.index))
-        if self.on_finish is not None:
-            self.on_finish(req)
+        on_finish = self.on_finish
+        if on_finish is None:
+            return
+        if delivered > now:
+            self.kernel.at(delivered, lambda: on_finish(req))
+        else:
+            on_finish(req)
 
     # ----- invariants ---------------------------------------------------------------------------
     def cold_restart(self) -> None:

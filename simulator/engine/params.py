@@ -48,6 +48,11 @@ class EngineParams:
     """Future KV growth set aside before admitting a request (``admission.py``)."""
     kv_conservativeness: float = 1.0
     """``reserve_estimate``: SGLang's ``--schedule-conservativeness`` (scales the ratios)."""
+    frontend_request_s: float = 0.0
+    """The serial front end's CPU time per request taken in, s (``frontend.py``; 0 and
+    ``frontend_token_s`` 0: no front end)."""
+    frontend_token_s: float = 0.0
+    """The serial front end's CPU time per streamed token, s."""
 
     def describe(self) -> str:
         """The engine knobs that shape scheduling, in one line for reports."""
@@ -55,6 +60,12 @@ class EngineParams:
             f"{self.scheduler} scheduler, {self.max_batched_tokens:,}-token steps, at most "
             f"{self.max_running:,} running, overlap scheduling "
             f"{'on' if self.overlap_scheduling else 'off'}, KV admission {self.kv_admission}"
+            + (
+                f", serial front end {self.frontend_request_s * 1e3:g} ms per request + "
+                f"{self.frontend_token_s * 1e6:g} µs per token"
+                if self.frontend_request_s or self.frontend_token_s
+                else ""
+            )
         )
 
     def __post_init__(self) -> None:

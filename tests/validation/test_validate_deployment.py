@@ -100,6 +100,7 @@ def test_smaller_step_budget_spreads_the_first_prefills() -> None:
     assert _ttft(row, "benchmark") >= 20.0
 
 
+@pytest.mark.usefixtures("no_frontend")  # hand-derived step times only
 def test_trtllm_contexts_run_whole() -> None:
     # Budget 3 + 2000 + 1500 = 3503: one 2,000-token context per step (plus the decodes), the
     # second prompt is not split to fill the step. TTFTs 10, 20, 30 ms; chunking would give
@@ -108,6 +109,7 @@ def test_trtllm_contexts_run_whole() -> None:
     assert _ttft(row, "benchmark") == pytest.approx(20.0)
 
 
+@pytest.mark.usefixtures("no_frontend")  # hand-derived step times only
 def test_fitted_ttft_offset_is_opt_in_and_per_backend() -> None:
     catalog = shipped_catalog()
     for backend, offset in (("trtllm", FITTED_TTFT_OFFSET_MS["trtllm"]), ("vllm", 0.0)):

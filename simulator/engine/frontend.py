@@ -1,0 +1,53 @@
+"""The serving process's serial front end: request intake and token streaming on one CPU.
+
+An engine's API server takes each request in (HTTP parsing, tokenisation, handing it to the
+executor) and streams each generated token back (detokenisation, one server-sent event); where
+both run in one Python process they share one CPU and are served one at a time. While the GPU
+is the bottleneck this costs a few milliseconds of TTFT; once the front end is the slower stage
+(a small model, many users) it sets the deployment's throughput: tokens reach the clients at
+its pace, requests reach the engine at its pace, and in a closed loop the users wait for it
+outside the engine — a throughput ceiling that does not grow with TP, which TensorRT-LLM's
+server shows in the H100 benchmarks (``bench/README.md``).
+
+``Frontend`` is that CPU as a single FIFO server in simulated time: work offered at time ``t``
+of cost ``c`` is done at ``max(t, free) + c``, and the server is then free from that time. The
+instance offers a request's intake when it arrives (the request joins the engine's queue when
+its intake is done) and the tokens of every step when the step ends (the step's tokens reach
+their clients when that work is done: first token and finish are recorded, and a closed-loop
+user told, at that time). Costs are the backend preset's (``frontend_request_us``,
+``frontend_token_us``); zero costs mean no front end at all (the engine is unchanged).
+"""
+
+from __future__ import annotations
+
+__all__ = ["Frontend"]
+
+
+class Frontend:
+    """One serial front-end CPU (module docstring); times in seconds."""
+
+    __slots__ = ("free_s", "request_s", "token_s")
+
+    def __init__(self, request_s: float, token_s: float) -> None:
+        if request_s < 0 or token_s < 0:
+            raise ValueError("front-end costs must be >= 0")
+        self.request_s = request_s
+        """CPU time to take one request in, s."""
+        self.token_s = token_s
+        """CPU time to stream one generated token, s."""
+        self.free_s = 0.0
+        """When the CPU has done all the work offered so far."""
+
+    def _serve(self, now_s: float, cost_s: float) -> float:
+        done = max(now_s, self.free_s) + cost_s
+        self.free_s = done
+        return done
+
+    def intake(self, now_s: float) -> float:
+        """A request arrives at ``now_s``: when it reaches the engine's queue."""
+        return self._serve(now_s, self.request_s)
+
+    def stream(self, end_s: float, tokens: int) -> float:
+        """A step that ended at ``end_s`` emitted ``tokens`` tokens: when they reach their
+        clients."""
+        return self._serve(end_s, tokens * self.token_s)
