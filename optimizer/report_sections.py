@@ -30,15 +30,14 @@ __all__ = [
 #: Validated error of each latency model against measured serving benchmarks: TTFT and TPOT
 #: MAPE (%) over the 579 dense-model H100 rows of ../shared/data/silicon (vLLM, SGLang,
 #: TensorRT-LLM; Qwen3-32B, Llama-3.1-8B/70B), from ``python bench/validate_fidelity.py
-#: --latency ...`` as recorded in bench/README.md. ``table`` (and ``auto``, which is the table
-#: on every H100 row) re-measured 2026-12-03 (579 rows, 0 skipped, 5 rounds, start together);
-#: ``roofline`` and ``calibrated`` as last measured, before the engine memory rules (third
-#: session).
+#: --latency ...`` as recorded in bench/README.md. All four re-measured 2026-12-03 with the
+#: serial front end modelled (579 rows, 0 skipped, 5 rounds, start together; ``auto`` is the
+#: table on every H100 row).
 LATENCY_ERRORS: dict[str, tuple[float, float]] = {
-    "auto": (32.3, 7.7),
-    "table": (32.3, 7.7),
-    "roofline": (38.4, 8.7),
-    "calibrated": (37.7, 7.5),
+    "auto": (25.7, 7.7),
+    "table": (25.7, 7.7),
+    "roofline": (26.6, 9.1),
+    "calibrated": (26.3, 8.0),
 }
 
 
