@@ -11,6 +11,7 @@ vectorised JSONL reader.
 from __future__ import annotations
 
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,7 +20,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kvcache_helpers import TRACES_DIR, as_requests, random_prefix_trace
 
-from simulator.kvcache.compiled import COMPILED, PYTHON_ONLY, CompiledReplay, compiled_reason
+from simulator.kvcache.compiled import (
+    COMPILED,
+    PYTHON_ONLY,
+    CompiledReplay,
+    _kernels,
+    compiled_reason,
+)
 from simulator.kvcache.cost import UNIFORM, CostModel, parse_cost_model
 from simulator.kvcache.policies import POLICIES, make_policy
 from simulator.kvcache.replay import ReplayResult, replay
@@ -29,7 +36,8 @@ from simulator.workload.chunks import BlockChunk, chunk_requests
 from simulator.workload.request import TraceRequest
 
 #: (policy, parameters) pairs with a compiled path; CLOCK with a 1-bit and a 2-bit counter,
-#: S3-FIFO with its default small queue and a large one (so both queues give victims).
+#: S3-FIFO(-D) with its default small queue and a large one (so both queues give victims),
+#: SLRU and 2Q with their default and with unusual splits.
 SPECS: list[tuple[str, dict[str, Any]]] = [
     ("lru", {}),
     ("fifo", {}),
@@ -39,6 +47,15 @@ SPECS: list[tuple[str, dict[str, Any]]] = [
     ("lfu", {}),
     ("s3fifo", {}),
     ("s3fifo", {"small_ratio": 0.5}),
+    ("slru", {}),
+    ("slru", {"protected_ratio": 0.3}),
+    ("twoq", {}),
+    ("twoq", {"kin_ratio": 0.6, "kout_ratio": 0.2}),
+    ("arc", {}),
+    ("s3fifod", {}),
+    ("s3fifod", {"small_ratio": 0.5}),
+    ("gdsf", {}),
+    ("gdsf_compute", {}),
 ]
 COST_MODELS = ["uniform", "linear:1,2", "position"]
 
@@ -183,3 +200,13 @@ def test_bad_configurations_are_refused_like_the_python_policy() -> None:
         CompiledReplay("lru", 8, params={"speed": 1})
     with pytest.raises(ValueError, match="capacity must be at least 1"):
         CompiledReplay("sieve", 0)
+
+
+def test_the_cached_serve_loop_is_keyed_on_every_kernel_module() -> None:
+    """numba keys a cached kernel on its own file only: ``serve`` closes over a hash of every
+    kernel module, so editing any of them recompiles it (``_kernels`` docstring)."""
+    here = Path(_kernels.__file__).parent
+    with_kernels = {p.stem for p in here.glob("*.py") if "njit" in p.read_text()}
+    assert with_kernels | {"_layout"} == set(_kernels.KERNEL_MODULES)
+    cells = [c.cell_contents for c in _kernels.serve.py_func.__closure__ or ()]
+    assert cells == [_kernels.SOURCE_KEY] == [_kernels.source_key()]
