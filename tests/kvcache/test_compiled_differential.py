@@ -10,6 +10,7 @@ vectorised JSONL reader.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kvcache_helpers import TRACES_DIR, as_requests, random_prefix_trace
+from numpy.typing import NDArray
 
 from simulator.kvcache.compiled import (
     COMPILED,
@@ -30,9 +32,11 @@ from simulator.kvcache.compiled import (
 from simulator.kvcache.cost import UNIFORM, CostModel, parse_cost_model
 from simulator.kvcache.policies import POLICIES, make_policy
 from simulator.kvcache.replay import ReplayResult, replay
+from simulator.kvcache.served_future import distinct_counts, without_skipped
 from simulator.workload import open_trace
 from simulator.workload.chunk_reader import ChunkPass
 from simulator.workload.chunks import BlockChunk, chunk_requests
+from simulator.workload.future import build_future
 from simulator.workload.request import TraceRequest
 
 #: (policy, parameters) pairs with a compiled path; CLOCK with a 1-bit and a 2-bit counter,
@@ -56,8 +60,24 @@ SPECS: list[tuple[str, dict[str, Any]]] = [
     ("s3fifod", {"small_ratio": 0.5}),
     ("gdsf", {}),
     ("gdsf_compute", {}),
+    ("belady", {}),
 ]
 COST_MODELS = ["uniform", "linear:1,2", "position"]
+
+
+def _served_future(requests: list[TraceRequest], capacity: int) -> NDArray[np.int64]:
+    """The next access of every block of ``requests`` as ``replay`` hands it to an oracle."""
+    served = distinct_counts([r.block_ids for r in requests]) <= capacity
+    return without_skipped(build_future(requests), served).next_access
+
+
+def _feed(run: CompiledReplay, chunks: Iterable[BlockChunk], future: NDArray[np.int64]) -> None:
+    """Feed ``chunks`` in order, with their slices of ``future`` when the policy reads it."""
+    at = 0
+    for chunk in chunks:
+        n = len(chunk.blocks)
+        run.feed(chunk, future[at : at + n] if run.needs_future else None)
+        at += n
 
 
 def _both(
@@ -80,8 +100,8 @@ def _both(
     }
     expected = replay(requests, make_policy(name, capacity, **params), cost_model=model, **options)  # type: ignore[arg-type]
     run = CompiledReplay(name, capacity, params=params, cost_model=model, **options)  # type: ignore[arg-type]
-    for chunk in chunk_requests(requests, max_blocks=chunk_blocks):
-        run.feed(chunk)
+    future = _served_future(requests, capacity)
+    _feed(run, chunk_requests(requests, max_blocks=chunk_blocks), future)
     return expected, run.result()
 
 
@@ -164,18 +184,21 @@ def test_compiled_equals_python_on_a_real_trace_slice(
 ) -> None:
     path = TRACES_DIR / "mooncake_conversation_trace.jsonl"
     n_requests = 4000  # the slice: the Python reader and loop on one side...
-    expected = replay(
-        islice(open_trace(path), n_requests), make_policy(spec[0], capacity, **spec[1])
-    )
+    requests = list(islice(open_trace(path), n_requests))
+    expected = replay(requests, make_policy(spec[0], capacity, **spec[1]))
     run = CompiledReplay(spec[0], capacity, params=spec[1])  # ...the chunked reader and core
     left = n_requests
+    sliced = []
     for chunk in ChunkPass(open_trace(path), skip_bad_lines=False):
         keep = min(chunk.n_requests, left)
         offsets = chunk.offsets[: keep + 1]
-        run.feed(BlockChunk(chunk.blocks[: offsets[-1]], offsets, chunk.first_index, chunk.max_id))
+        sliced.append(
+            BlockChunk(chunk.blocks[: offsets[-1]], offsets, chunk.first_index, chunk.max_id)
+        )
         left -= keep
         if not left:
             break
+    _feed(run, sliced, _served_future(requests, capacity))
     assert run.result() == expected
     assert expected.n_req == n_requests
     assert expected.n_eviction > 0
@@ -191,7 +214,7 @@ def test_every_policy_is_compiled_or_says_why_not() -> None:
 
 def test_bad_configurations_are_refused_like_the_python_policy() -> None:
     with pytest.raises(ValueError, match="no compiled path"):
-        CompiledReplay("belady", 8)
+        CompiledReplay("lirs", 8)
     with pytest.raises(ValueError, match="match must be one of"):
         CompiledReplay("lru", 8, match="some")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="bits must be between 1 and 8"):
@@ -210,3 +233,13 @@ def test_the_cached_serve_loop_is_keyed_on_every_kernel_module() -> None:
     assert with_kernels | {"_layout"} == set(_kernels.KERNEL_MODULES)
     cells = [c.cell_contents for c in _kernels.serve.py_func.__closure__ or ()]
     assert cells == [_kernels.SOURCE_KEY] == [_kernels.source_key()]
+
+
+def test_an_oracle_needs_the_future_and_no_other_policy_takes_one() -> None:
+    chunk = next(chunk_requests(as_requests([[1, 2], [2, 3]])))
+    with pytest.raises(ValueError, match="needs next-access"):
+        CompiledReplay("belady", 4).feed(chunk)
+    with pytest.raises(ValueError, match="takes no next-access"):
+        CompiledReplay("lru", 4).feed(chunk, np.zeros(4, dtype=np.int64))
+    with pytest.raises(ValueError, match="entries for 4 blocks"):
+        CompiledReplay("belady", 4).feed(chunk, np.zeros(3, dtype=np.int64))

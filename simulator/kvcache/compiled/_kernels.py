@@ -34,7 +34,7 @@ from typing import Any
 
 from numba import njit
 
-from simulator.kvcache.compiled._heaps import gdsf_evict, gdsf_replay
+from simulator.kvcache.compiled._heaps import belady_replay, gdsf_replay, heap_evict
 from simulator.kvcache.compiled._layout import (
     E_ALL_PINNED,
     E_LOST,
@@ -47,6 +47,7 @@ from simulator.kvcache.compiled._layout import (
     F_TOTAL,
     I64,
     K_ARC,
+    K_BELADY,
     K_CLOCK,
     K_GDSF,
     K_GDSF_COMPUTE,
@@ -241,9 +242,9 @@ def _evict(  # noqa: PLR0911  (one return per policy)
             cls, nodes, stamp)  # fmt: skip
     if kind == K_ARC:
         return arc_evict(want, pin, cur, size, res, nxt, prv, cls, nodes, stamp, fs, F_POLICY)
-    if kind in (K_GDSF, K_GDSF_COMPUTE):
-        return gdsf_evict(want, pin, cur, res, nxt, prv, cls, keys, heap, scratch, stamp, st,
-            fs)  # fmt: skip
+    if kind in (K_GDSF, K_GDSF_COMPUTE, K_BELADY):
+        return heap_evict(want, kind == K_BELADY, pin, cur, res, nxt, prv, cls, keys, heap,
+            scratch, stamp, st, fs)  # fmt: skip
     return _evict_oldest(want, pin, cur, nxt, prv, res, stamp)
 
 
@@ -291,11 +292,14 @@ def _cost_sums(
 @njit()
 def _replay_other(
     kind: int, capacity: int, blocks: I64, lo: int, hi: int, deepest_first: bool, size: int,
-    uniform: bool, costs: F64, nxt: I64, prv: I64, res: U8, cls: I64, nodes: I64, keys: F64,
-    heap: I64, st: I64, fs: F64,
+    uniform: bool, costs: F64, future: I64, nxt: I64, prv: I64, res: U8, cls: I64, nodes: I64,
+    keys: F64, heap: I64, st: I64, fs: F64,
 ) -> int:  # fmt: skip
     """Phase 3 of the policies with a per-request replay kernel (one call per request, the
     per-block loop inside it); returns the resident count after."""
+    if kind == K_BELADY:
+        return belady_replay(blocks, future, lo, hi, deepest_first, size, res, nxt, prv, keys,
+            heap, st)  # fmt: skip
     if kind == K_SLRU:
         return slru_replay(blocks, lo, hi, deepest_first, size, st[S_LIMIT], res, nxt, prv,
             cls, nodes)  # fmt: skip
@@ -312,8 +316,8 @@ def _replay_other(
 @njit()
 def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline: see above)
     kind: int, top: int, capacity: int, blocks: I64, lo: int, hi: int, deepest_first: bool,
-    verify: bool, size: int, inserts: int, uniform: bool, costs: F64, nxt: I64, prv: I64,
-    res: U8, aux: U8, cls: I64, nodes: I64, keys: F64, heap: I64, st: I64, fs: F64,
+    verify: bool, size: int, inserts: int, uniform: bool, costs: F64, future: I64, nxt: I64,
+    prv: I64, res: U8, aux: U8, cls: I64, nodes: I64, keys: F64, heap: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """Phase 3 (``replay._ServeLoop._access``, each policy's ``_replay`` body per block):
     replay α; ``inserts`` = its distinct blocks not resident before. Returns (error code,
@@ -321,7 +325,7 @@ def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline:
     before = size
     if kind >= K_SLRU:
         size = _replay_other(kind, capacity, blocks, lo, hi, deepest_first, size, uniform, costs,
-            nxt, prv, res, cls, nodes, keys, heap, st, fs)  # fmt: skip
+            future, nxt, prv, res, cls, nodes, keys, heap, st, fs)  # fmt: skip
     for step in range(0 if kind >= K_SLRU else hi - lo):
         x = blocks[hi - 1 - step if deepest_first else lo + step] + 1
         if kind == K_LFU:
@@ -386,16 +390,18 @@ def _build_serve(key: int) -> Callable[..., Any]:
     @njit(cache=True)
     def serve(
         kind: int, top: int, capacity: int, blocks: I64, offsets: I64, first_index: int,
-        uniform: bool, costs: F64, cumulative: F64, stop_at_miss: bool, deepest_first: bool,
-        pin: bool, verify: bool, nxt: I64, prv: I64, res: U8, aux: U8, stamp: I64,
-        scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64, st: I64, fs: F64,
+        uniform: bool, costs: F64, cumulative: F64, future: I64, stop_at_miss: bool,
+        deepest_first: bool, pin: bool, verify: bool, nxt: I64, prv: I64, res: U8, aux: U8,
+        stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64, st: I64,
+        fs: F64,
     ) -> int:  # fmt: skip
         """Serve requests ``offsets[r]:offsets[r+1]`` of ``blocks`` (ids in prefix order).
 
         ``first_index`` is the workload index of the first one; ``top`` is CLOCK's counter
         ceiling. With ``uniform`` False, ``costs[p]`` is the cost of position p and
         ``cumulative[n]`` the cost of an n-block request (both at least as long as the longest
-        request). Returns ``E_OK`` or an ``E_*`` code (the state is then not to be used again).
+        request). ``future[j]`` is the next access of ``blocks[j]`` (oracles; else empty).
+        Returns ``E_OK`` or an ``E_*`` code (the state is then not to be used again).
         """
         if key < 0:  # never: reading ``key`` makes it a cell of this closure (the cache key)
             return E_LOST
@@ -435,8 +441,8 @@ def _build_serve(key: int) -> Callable[..., Any]:
                     return code
                 st[S_SELF] += self_evicted
             code, size = _replay_request(kind, top, capacity, blocks, lo, hi, deepest_first,
-                verify, size, missing + self_evicted, uniform, costs, nxt, prv, res, aux, cls,
-                nodes, keys, heap, st, fs)  # fmt: skip
+                verify, size, missing + self_evicted, uniform, costs, future, nxt, prv, res, aux,
+                cls, nodes, keys, heap, st, fs)  # fmt: skip
             if code != E_OK:
                 return code
         st[S_SIZE] = size

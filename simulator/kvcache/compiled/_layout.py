@@ -17,7 +17,7 @@ F64 = NDArray[np.float64]
 # Policy kinds (``engine.COMPILED`` maps names to them). Kinds from ``K_SLRU`` on replay a
 # request through one kernel call (``_kernels._replay_other``); the ones below it per block.
 K_LRU, K_FIFO, K_CLOCK, K_SIEVE, K_LFU, K_S3FIFO, K_S3FIFOD = 0, 1, 2, 3, 4, 5, 6
-K_SLRU, K_TWOQ, K_ARC, K_GDSF, K_GDSF_COMPUTE = 7, 8, 9, 10, 11
+K_SLRU, K_TWOQ, K_ARC, K_GDSF, K_GDSF_COMPUTE, K_BELADY = 7, 8, 9, 10, 11, 12
 
 # Indices into the int64 state vector ``st``.
 S_SIZE = 0  # resident blocks
@@ -40,7 +40,7 @@ S_GHOST_CAP = 16  # S3-FIFO(-D)'s ghost-queue capacity (ids; each ghost of S3-FI
 S_LIMIT = 17  # SLRU's protected-segment capacity; 2Q's Kin
 S_GHOST_LIMIT = 18  # 2Q's Kout (A1out capacity)
 S_SEQ = 19  # GDSF's access sequence number (its tie-break)
-S_HEAP_N = 20  # GDSF's heap size
+S_HEAP_N = 20  # GDSF's and Belady's heap size
 N_STATE = 21
 
 # Indices into the float64 vector ``fs``.

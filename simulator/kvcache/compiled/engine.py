@@ -57,6 +57,7 @@ COMPILED: dict[str, int] = {
     "s3fifod": k.K_S3FIFOD,
     "gdsf": k.K_GDSF,
     "gdsf_compute": k.K_GDSF_COMPUTE,
+    "belady": k.K_BELADY,
 }
 
 _NOT_YET = "not ported yet; its Python path is the reference and stays the only path"
@@ -66,8 +67,10 @@ PYTHON_ONLY: dict[str, str] = {
     "wtinylfu": f"count-min sketch and windows; {_NOT_YET}",
     "lhd": f"hit-density statistics and sampling; {_NOT_YET}",
     "lhd_compute": f"hit-density statistics and sampling; {_NOT_YET}",
-    "belady": f"oracle: needs the per-block future and a keyed heap; {_NOT_YET}",
-    "belady_compute": f"oracle: needs the per-block future and a keyed heap; {_NOT_YET}",
+    "belady_compute": (
+        "worth = cost / distance moves with the request clock, so its cost buckets are compared"
+        f" per eviction and the clock is re-synchronised per request; {_NOT_YET}"
+    ),
     "random_compute": "draws from numpy's Generator, whose exact stream a kernel cannot share",
     "random_compute_small_queue": "draws from numpy's Generator (as random_compute)",
     "partial_node_random_compute": "draws from numpy's Generator (as random_compute)",
@@ -84,7 +87,8 @@ PYTHON_ONLY: dict[str, str] = {
 #: Kinds that keep no per-slot ``cls`` (one list and ``aux`` are all their state).
 _LIST_ONLY = frozenset({k.K_LRU, k.K_FIFO, k.K_CLOCK, k.K_SIEVE})
 #: Kinds whose blocks sit in a heap (``_heaps``): per-slot ``keys`` and a heap array.
-_HEAPS = frozenset({k.K_GDSF, k.K_GDSF_COMPUTE})
+_HEAPS = frozenset({k.K_GDSF, k.K_GDSF_COMPUTE, k.K_BELADY})
+_NO_FUTURE = np.zeros(0, dtype=np.int64)
 
 _GROWTH = 1.5  # arrays grow geometrically, so a growing trace costs O(ids) copies in total
 
@@ -134,6 +138,8 @@ class CompiledReplay:
         policy = make_policy(name, capacity, **params)
         self.name = name
         self.capacity = capacity
+        self.needs_future = policy.needs_next_access
+        """Whether ``feed`` needs the chunk's next accesses (oracles)."""
         self._kind = COMPILED[name]
         self._top = (1 << int(params.get("bits", 1))) - 1  # CLOCK's counter ceiling
         self._model = cost_model
@@ -171,8 +177,17 @@ class CompiledReplay:
             st[k.S_LIMIT] = policy.kin
             st[k.S_GHOST_LIMIT] = policy.kout
 
-    def feed(self, chunk: BlockChunk) -> None:
-        """Serve the chunk's requests, in order, after everything fed before."""
+    def feed(self, chunk: BlockChunk, future: NDArray[np.int64] | None = None) -> None:
+        """Serve the chunk's requests, in order, after everything fed before.
+
+        ``future`` (oracles only, required then): the next access of every block of
+        ``chunk.blocks``, as ``replay`` receives it per request (``served_future``: the
+        served trace's future, so skipped requests' accesses are left out)."""
+        if self.needs_future != (future is not None):
+            need = "needs" if self.needs_future else "takes no"
+            raise ValueError(f"{self.name}: {need} next-access annotations (future)")
+        if future is not None and len(future) != len(chunk.blocks):
+            raise ValueError(f"future has {len(future)} entries for {len(chunk.blocks)} blocks")
         if chunk.n_requests == 0:
             return
         self._grow(chunk.max_id + 2)  # slot = id + 1; slot 0 is the list sentinel
@@ -188,6 +203,7 @@ class CompiledReplay:
             self._model.uniform,
             self._costs,
             self._cumulative,
+            _NO_FUTURE if future is None else np.ascontiguousarray(future, dtype=np.int64),
             self._stop_at_miss,
             self._deepest_first,
             self._pin,
