@@ -105,7 +105,7 @@ def _both(
     return expected, run.result()
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(
     lists=st.lists(st.lists(st.integers(0, 14), max_size=9), max_size=40),
     spec=st.sampled_from(SPECS),
@@ -139,7 +139,7 @@ def test_compiled_equals_python_on_arbitrary_traces(  # noqa: PLR0917  (hypothes
     assert got == expected  # every field: ratios, counters, cost sums, warnings
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=240, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
     spec=st.sampled_from(SPECS),

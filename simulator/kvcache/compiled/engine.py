@@ -171,7 +171,7 @@ class CompiledReplay:
         if self._kind in {k.K_S3FIFO, k.K_S3FIFOD}:
             st[k.S_SMALL_TARGET] = policy.small_target
             st[k.S_GHOST_CAP] = policy.ghost_capacity
-        elif self._kind == k.K_SLRU:
+        elif self._kind == k.K_SLRU:  # the policy's own rounding of protected_ratio × capacity
             st[k.S_LIMIT] = policy._protected_capacity
         elif self._kind == k.K_TWOQ:
             st[k.S_LIMIT] = policy.kin
@@ -296,7 +296,7 @@ class CompiledReplay:
         self._aux = _extended(self._aux, size)
         if self._kind not in _LIST_ONLY:
             self._cls = _extended(self._cls, size)
-        if self._kind in _HEAPS:
+        if self._kind in {k.K_GDSF, k.K_GDSF_COMPUTE}:  # Belady's priority is its next access
             self._keys = _extended(self._keys, size)
 
     def _cost_tables(self, longest: int) -> None:
