@@ -17,9 +17,11 @@ process opens the file itself. So the trace never has to fit in memory, with one
 oracle policies (``needs_next_access``) on a file that does not store next accesses (JSONL, or
 lcp written without them) need the trace's future, computed once by a full pass and held for
 all runs (``simulator.workload.future``: about 16 bytes per block access while it is built, 8
-kept, plus 16 per request). An lcp file from ``kvplan convert`` stores the future and streams
-it too. Apart from that, memory grows only with the policies' state (the cache size) and, for
-JSONL with ``--block-id prefix``, the block-id interning table (one entry per distinct block).
+kept, plus 16 per request); a compiled oracle (belady) reads its slices of that held future. An
+lcp file from ``kvplan convert`` stores the future and streams it too (through the Python loop,
+whose reader yields it per request, when no run needs the future rebuilt). Apart from that,
+memory grows only with the policies' state (the cache size) and, for JSONL with ``--block-id
+prefix``, the block-id interning table (one entry per distinct block).
 
 Output: a rich table and PrefixSim ``RESULT key=value`` lines, or with ``--json`` a list of
 objects with exactly the RESULT keys. Warnings go to stderr.
@@ -220,7 +222,9 @@ def _execute_in_worker(run: _Run) -> _Outcome:
     # Each run opens its own reader, so no pass is shared between runs of one worker.
     source: _Source = _WORKER["source"]
     if run.compiled:
-        return _execute_compiled([run], source.open(), source.skip_bad_lines)[0]
+        return _execute_compiled(
+            [run], source.open(), source.skip_bad_lines, future=_WORKER["future"]
+        )[0]
     return _execute(run, source.open(), _WORKER["future"])
 
 
@@ -240,8 +244,11 @@ def _execute_compiled(
     reader: TraceReader,
     skip_bad_lines: bool,
     tick: Callable[[int], None] | None = None,
+    future: SharedFuture | None = None,
 ) -> list[_Outcome]:
-    """Every run in ``runs`` over one pass of the trace (``compiled.passes.replay_pass``)."""
+    """Every run in ``runs`` over one pass of the trace (``compiled.passes.replay_pass``);
+    oracle runs read their capacity's view of ``future`` (``_with_future`` makes sure there
+    is one)."""
     replays = [
         CompiledReplay(
             r.spec.name,
@@ -255,7 +262,13 @@ def _execute_compiled(
         )
         for r in runs
     ]
-    results, stats, info = replay_pass(reader, replays, skip_bad_lines=skip_bad_lines, tick=tick)
+    futures = [
+        future.next_access(r.cache_size) if (one.needs_future and future is not None) else None
+        for r, one in zip(runs, replays, strict=True)
+    ]
+    results, stats, info = replay_pass(
+        reader, replays, skip_bad_lines=skip_bad_lines, tick=tick, futures=futures
+    )
     return [
         _Outcome(replace(result, algo=run.spec.label), stats, info)
         for run, result in zip(runs, results, strict=True)
@@ -304,6 +317,18 @@ def _shared_future(reader: TraceReader, runs: list[_Run]) -> SharedFuture | None
     return SharedFuture(table, np.array(distinct, dtype=np.int64))
 
 
+def _with_future(runs: list[_Run], future: SharedFuture | None) -> list[_Run]:
+    """Oracle runs stay compiled only with a future held in memory; without one (an lcp file
+    whose stored future every oracle can use as is) they stream it through the Python loop,
+    which reads it per request, instead of holding the whole annotation."""
+    if future is not None:
+        return runs
+    return [
+        replace(run, compiled=False) if POLICIES[run.spec.name].needs_next_access else run
+        for run in runs
+    ]
+
+
 def _known_count(reader: TraceReader) -> int | None:
     """Requests in the trace if known without a new pass: the lcp header, or a full pass
     already made with this reader (JSONL); ``None`` (an indeterminate bar) otherwise."""
@@ -315,6 +340,7 @@ def _known_count(reader: TraceReader) -> int | None:
 def _run_all(runs: list[_Run], source: _Source, reader: TraceReader, jobs: int) -> list[_Outcome]:
     """Every run, in the order given; ``jobs > 1`` spreads them over a process pool."""
     future = _shared_future(reader, runs)
+    runs = _with_future(runs, future)
     if jobs <= 1 or len(runs) == 1:
         done: dict[int, _Outcome] = {}
         with _progress() as progress:
@@ -323,7 +349,7 @@ def _run_all(runs: list[_Run], source: _Source, reader: TraceReader, jobs: int) 
                 task = progress.add_task("compiled replays", total=_known_count(reader))
                 group = [runs[i] for i in compiled]
                 tick = partial(progress.advance, task)
-                outcomes = _execute_compiled(group, reader, source.skip_bad_lines, tick)
+                outcomes = _execute_compiled(group, reader, source.skip_bad_lines, tick, future)
                 done.update(zip(compiled, outcomes, strict=True))
                 progress.remove_task(task)
             for i, run in enumerate(runs):

@@ -10,7 +10,9 @@ vectorised JSONL reader.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,18 +20,28 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kvcache_helpers import TRACES_DIR, as_requests, random_prefix_trace
+from numpy.typing import NDArray
 
-from simulator.kvcache.compiled import COMPILED, PYTHON_ONLY, CompiledReplay, compiled_reason
+from simulator.kvcache.compiled import (
+    COMPILED,
+    PYTHON_ONLY,
+    CompiledReplay,
+    _kernels,
+    compiled_reason,
+)
 from simulator.kvcache.cost import UNIFORM, CostModel, parse_cost_model
 from simulator.kvcache.policies import POLICIES, make_policy
 from simulator.kvcache.replay import ReplayResult, replay
+from simulator.kvcache.served_future import distinct_counts, without_skipped
 from simulator.workload import open_trace
 from simulator.workload.chunk_reader import ChunkPass
 from simulator.workload.chunks import BlockChunk, chunk_requests
+from simulator.workload.future import build_future
 from simulator.workload.request import TraceRequest
 
 #: (policy, parameters) pairs with a compiled path; CLOCK with a 1-bit and a 2-bit counter,
-#: S3-FIFO with its default small queue and a large one (so both queues give victims).
+#: S3-FIFO(-D) with its default small queue and a large one (so both queues give victims),
+#: SLRU and 2Q with their default and with unusual splits.
 SPECS: list[tuple[str, dict[str, Any]]] = [
     ("lru", {}),
     ("fifo", {}),
@@ -39,8 +51,33 @@ SPECS: list[tuple[str, dict[str, Any]]] = [
     ("lfu", {}),
     ("s3fifo", {}),
     ("s3fifo", {"small_ratio": 0.5}),
+    ("slru", {}),
+    ("slru", {"protected_ratio": 0.3}),
+    ("twoq", {}),
+    ("twoq", {"kin_ratio": 0.6, "kout_ratio": 0.2}),
+    ("arc", {}),
+    ("s3fifod", {}),
+    ("s3fifod", {"small_ratio": 0.5}),
+    ("gdsf", {}),
+    ("gdsf_compute", {}),
+    ("belady", {}),
 ]
 COST_MODELS = ["uniform", "linear:1,2", "position"]
+
+
+def _served_future(requests: list[TraceRequest], capacity: int) -> NDArray[np.int64]:
+    """The next access of every block of ``requests`` as ``replay`` hands it to an oracle."""
+    served = distinct_counts([r.block_ids for r in requests]) <= capacity
+    return without_skipped(build_future(requests), served).next_access
+
+
+def _feed(run: CompiledReplay, chunks: Iterable[BlockChunk], future: NDArray[np.int64]) -> None:
+    """Feed ``chunks`` in order, with their slices of ``future`` when the policy reads it."""
+    at = 0
+    for chunk in chunks:
+        n = len(chunk.blocks)
+        run.feed(chunk, future[at : at + n] if run.needs_future else None)
+        at += n
 
 
 def _both(
@@ -63,12 +100,12 @@ def _both(
     }
     expected = replay(requests, make_policy(name, capacity, **params), cost_model=model, **options)  # type: ignore[arg-type]
     run = CompiledReplay(name, capacity, params=params, cost_model=model, **options)  # type: ignore[arg-type]
-    for chunk in chunk_requests(requests, max_blocks=chunk_blocks):
-        run.feed(chunk)
+    future = _served_future(requests, capacity)
+    _feed(run, chunk_requests(requests, max_blocks=chunk_blocks), future)
     return expected, run.result()
 
 
-@settings(max_examples=250, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(
     lists=st.lists(st.lists(st.integers(0, 14), max_size=9), max_size=40),
     spec=st.sampled_from(SPECS),
@@ -102,7 +139,7 @@ def test_compiled_equals_python_on_arbitrary_traces(  # noqa: PLR0917  (hypothes
     assert got == expected  # every field: ratios, counters, cost sums, warnings
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=240, deadline=None)
 @given(
     seed=st.integers(0, 2**32 - 1),
     spec=st.sampled_from(SPECS),
@@ -147,18 +184,21 @@ def test_compiled_equals_python_on_a_real_trace_slice(
 ) -> None:
     path = TRACES_DIR / "mooncake_conversation_trace.jsonl"
     n_requests = 4000  # the slice: the Python reader and loop on one side...
-    expected = replay(
-        islice(open_trace(path), n_requests), make_policy(spec[0], capacity, **spec[1])
-    )
+    requests = list(islice(open_trace(path), n_requests))
+    expected = replay(requests, make_policy(spec[0], capacity, **spec[1]))
     run = CompiledReplay(spec[0], capacity, params=spec[1])  # ...the chunked reader and core
     left = n_requests
+    sliced = []
     for chunk in ChunkPass(open_trace(path), skip_bad_lines=False):
         keep = min(chunk.n_requests, left)
         offsets = chunk.offsets[: keep + 1]
-        run.feed(BlockChunk(chunk.blocks[: offsets[-1]], offsets, chunk.first_index, chunk.max_id))
+        sliced.append(
+            BlockChunk(chunk.blocks[: offsets[-1]], offsets, chunk.first_index, chunk.max_id)
+        )
         left -= keep
         if not left:
             break
+    _feed(run, sliced, _served_future(requests, capacity))
     assert run.result() == expected
     assert expected.n_req == n_requests
     assert expected.n_eviction > 0
@@ -174,7 +214,7 @@ def test_every_policy_is_compiled_or_says_why_not() -> None:
 
 def test_bad_configurations_are_refused_like_the_python_policy() -> None:
     with pytest.raises(ValueError, match="no compiled path"):
-        CompiledReplay("belady", 8)
+        CompiledReplay("lirs", 8)
     with pytest.raises(ValueError, match="match must be one of"):
         CompiledReplay("lru", 8, match="some")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="bits must be between 1 and 8"):
@@ -183,3 +223,23 @@ def test_bad_configurations_are_refused_like_the_python_policy() -> None:
         CompiledReplay("lru", 8, params={"speed": 1})
     with pytest.raises(ValueError, match="capacity must be at least 1"):
         CompiledReplay("sieve", 0)
+
+
+def test_the_cached_serve_loop_is_keyed_on_every_kernel_module() -> None:
+    """numba keys a cached kernel on its own file only: ``serve`` closes over a hash of every
+    kernel module, so editing any of them recompiles it (``_kernels`` docstring)."""
+    here = Path(_kernels.__file__).parent
+    with_kernels = {p.stem for p in here.glob("*.py") if "njit" in p.read_text()}
+    assert with_kernels | {"_layout"} == set(_kernels.KERNEL_MODULES)
+    cells = [c.cell_contents for c in _kernels.serve.py_func.__closure__ or ()]
+    assert cells == [_kernels.SOURCE_KEY] == [_kernels.source_key()]
+
+
+def test_an_oracle_needs_the_future_and_no_other_policy_takes_one() -> None:
+    chunk = next(chunk_requests(as_requests([[1, 2], [2, 3]])))
+    with pytest.raises(ValueError, match="needs next-access"):
+        CompiledReplay("belady", 4).feed(chunk)
+    with pytest.raises(ValueError, match="takes no next-access"):
+        CompiledReplay("lru", 4).feed(chunk, np.zeros(4, dtype=np.int64))
+    with pytest.raises(ValueError, match="entries for 4 blocks"):
+        CompiledReplay("belady", 4).feed(chunk, np.zeros(3, dtype=np.int64))

@@ -3,7 +3,10 @@ kernels with the exact semantics of ``simulator.kvcache.replay.replay`` (the ref
 
 - ``engine``: ``CompiledReplay``, ``COMPILED`` (policies with a compiled path) and
   ``PYTHON_ONLY`` (every other policy, with the reason it stays on the Python path);
-- ``_kernels``: the numba kernels (serve loop and the policies' array structures).
+- ``_kernels``: the numba serve loop (phases 0-3; LRU, FIFO, CLOCK, SIEVE), the one cached
+  entry point, keyed on the source of every kernel module;
+- ``_lfu``, ``_queues`` (S3-FIFO, S3-FIFO-D), ``_segmented`` (SLRU, 2Q, ARC), ``_heaps``
+  (GDSF): the other policies' array structures; ``_layout``: the constants they share.
 """
 
 from simulator.kvcache.compiled.engine import (

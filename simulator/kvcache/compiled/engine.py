@@ -12,9 +12,11 @@ compiled, and why the rest is not, is ``COMPILED`` and ``PYTHON_ONLY`` below (al
 ``bench/README.md``, "Replay speed").
 
 Block ids must be dense non-negative integers (prefix-interned or lcp ids): the policy state is
-arrays indexed by id, about 28 bytes per id up to the largest one seen, grown as chunks arrive.
-The kernels are compiled on first use and cached on disk by numba (``cache=True``), so only the
-first run on a machine pays for compilation (seconds; ``bench/replay_speed.py`` reports it).
+arrays indexed by id, 26 bytes per id up to the largest one seen (34 for policies with a queue
+or count per block, 42 for GDSF's priorities), grown as chunks arrive. The serve kernel is
+compiled on first use and cached on disk by numba (``cache=True``, keyed on every kernel
+module's source), so only the first run on a machine, or after an upgrade, pays for compilation
+(seconds; ``bench/replay_speed.py`` reports it).
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from simulator.kvcache.compiled import _kernels as k
+from simulator.kvcache.compiled import _layout as k
+from simulator.kvcache.compiled._kernels import serve
 from simulator.kvcache.cost import UNIFORM, CostModel
 from simulator.kvcache.policies import make_policy
 from simulator.kvcache.policies._common import nothing_evictable
@@ -48,23 +51,26 @@ COMPILED: dict[str, int] = {
     "sieve": k.K_SIEVE,
     "lfu": k.K_LFU,
     "s3fifo": k.K_S3FIFO,
+    "slru": k.K_SLRU,
+    "twoq": k.K_TWOQ,
+    "arc": k.K_ARC,
+    "s3fifod": k.K_S3FIFOD,
+    "gdsf": k.K_GDSF,
+    "gdsf_compute": k.K_GDSF_COMPUTE,
+    "belady": k.K_BELADY,
 }
 
 _NOT_YET = "not ported yet; its Python path is the reference and stays the only path"
 #: Every other registered policy, with why it stays on the Python path.
 PYTHON_ONLY: dict[str, str] = {
-    "slru": f"two segments with promotion; {_NOT_YET}",
-    "arc": f"ghost lists and an adaptive target; {_NOT_YET}",
-    "twoq": f"ghost queue; {_NOT_YET}",
     "lirs": f"LIR/HIR stacks with pruning; {_NOT_YET}",
-    "s3fifod": f"s3fifo with a second ghost and an adaptive small target; {_NOT_YET}",
     "wtinylfu": f"count-min sketch and windows; {_NOT_YET}",
-    "gdsf": f"priority heap with inflation (float keys); {_NOT_YET}",
-    "gdsf_compute": f"priority heap with inflation (float keys); {_NOT_YET}",
     "lhd": f"hit-density statistics and sampling; {_NOT_YET}",
     "lhd_compute": f"hit-density statistics and sampling; {_NOT_YET}",
-    "belady": f"oracle: needs the per-block future and a keyed heap; {_NOT_YET}",
-    "belady_compute": f"oracle: needs the per-block future and a keyed heap; {_NOT_YET}",
+    "belady_compute": (
+        "worth = cost / distance moves with the request clock, so its cost buckets are compared"
+        f" per eviction and the clock is re-synchronised per request; {_NOT_YET}"
+    ),
     "random_compute": "draws from numpy's Generator, whose exact stream a kernel cannot share",
     "random_compute_small_queue": "draws from numpy's Generator (as random_compute)",
     "partial_node_random_compute": "draws from numpy's Generator (as random_compute)",
@@ -77,6 +83,12 @@ PYTHON_ONLY: dict[str, str] = {
     "session_arc": f"reads the request context (sessions); {_NOT_YET}",
     "workload_aware": f"reads the request context (categories); {_NOT_YET}",
 }
+
+#: Kinds that keep no per-slot ``cls`` (one list and ``aux`` are all their state).
+_LIST_ONLY = frozenset({k.K_LRU, k.K_FIFO, k.K_CLOCK, k.K_SIEVE})
+#: Kinds whose blocks sit in a heap (``_heaps``): per-slot ``keys`` and a heap array.
+_HEAPS = frozenset({k.K_GDSF, k.K_GDSF_COMPUTE, k.K_BELADY})
+_NO_FUTURE = np.zeros(0, dtype=np.int64)
 
 _GROWTH = 1.5  # arrays grow geometrically, so a growing trace costs O(ids) copies in total
 
@@ -126,6 +138,8 @@ class CompiledReplay:
         policy = make_policy(name, capacity, **params)
         self.name = name
         self.capacity = capacity
+        self.needs_future = policy.needs_next_access
+        """Whether ``feed`` needs the chunk's next accesses (oracles)."""
         self._kind = COMPILED[name]
         self._top = (1 << int(params.get("bits", 1))) - 1  # CLOCK's counter ceiling
         self._model = cost_model
@@ -135,29 +149,51 @@ class CompiledReplay:
         self._verify = verify
         self._state = np.zeros(k.N_STATE, dtype=np.int64)
         self._state[k.S_SKIP_INDEX] = -1
-        if self._kind == k.K_S3FIFO:
-            self._state[k.S_SMALL_TARGET] = policy.small_target  # type: ignore[attr-defined]
-            self._state[k.S_GHOST_CAP] = policy.ghost_capacity  # type: ignore[attr-defined]
-        self._sums = np.zeros(2, dtype=np.float64)  # total cost, saved cost
+        self._limits(policy)
+        self._sums = np.zeros(k.N_FLOAT, dtype=np.float64)  # cost sums, ARC's p / GDSF's L
         self._scratch = np.zeros(capacity, dtype=np.int64)  # CLOCK's passed-over pinned blocks
         self._costs = np.ones(0, dtype=np.float64)
         self._cumulative = np.zeros(1, dtype=np.float64)
         self._nxt = self._prv = self._stamp = np.zeros(0, dtype=np.int64)
         self._res = self._aux = np.zeros(0, dtype=np.uint8)
-        self._cls = np.zeros(0, dtype=np.int64)  # LFU: frequency node; S3-FIFO: queue
-        self._nodes = np.zeros((6, 4), np.int64)  # S3-FIFO's three queues (columns 1-3)
+        self._cls = np.zeros(0, dtype=np.int64)  # LFU: frequency node; queues: queue; GDSF: freq
+        self._keys = np.zeros(0, dtype=np.float64)  # GDSF: each block's priority H
+        self._heap = np.zeros(capacity + 1 if self._kind in _HEAPS else 1, dtype=np.int64)
+        self._nodes = np.zeros((6, k.N_QUEUES), np.int64)  # the queue policies' queues
         if self._kind == k.K_LFU:
             self._nodes = new_nodes(capacity)
         self._grow(0)
 
-    def feed(self, chunk: BlockChunk) -> None:
-        """Serve the chunk's requests, in order, after everything fed before."""
+    def _limits(self, policy: Any) -> None:
+        """Copy the queue bounds the Python policy derived from its parameters into the state
+        (so both paths round them in one place)."""
+        st = self._state
+        if self._kind in {k.K_S3FIFO, k.K_S3FIFOD}:
+            st[k.S_SMALL_TARGET] = policy.small_target
+            st[k.S_GHOST_CAP] = policy.ghost_capacity
+        elif self._kind == k.K_SLRU:  # the policy's own rounding of protected_ratio × capacity
+            st[k.S_LIMIT] = policy._protected_capacity
+        elif self._kind == k.K_TWOQ:
+            st[k.S_LIMIT] = policy.kin
+            st[k.S_GHOST_LIMIT] = policy.kout
+
+    def feed(self, chunk: BlockChunk, future: NDArray[np.int64] | None = None) -> None:
+        """Serve the chunk's requests, in order, after everything fed before.
+
+        ``future`` (oracles only, required then): the next access of every block of
+        ``chunk.blocks``, as ``replay`` receives it per request (``served_future``: the
+        served trace's future, so skipped requests' accesses are left out)."""
+        if self.needs_future != (future is not None):
+            need = "needs" if self.needs_future else "takes no"
+            raise ValueError(f"{self.name}: {need} next-access annotations (future)")
+        if future is not None and len(future) != len(chunk.blocks):
+            raise ValueError(f"future has {len(future)} entries for {len(chunk.blocks)} blocks")
         if chunk.n_requests == 0:
             return
         self._grow(chunk.max_id + 2)  # slot = id + 1; slot 0 is the list sentinel
         if not self._model.uniform:
             self._cost_tables(int(np.diff(chunk.offsets).max()))
-        code = k.serve(
+        code = serve(
             self._kind,
             self._top,
             self.capacity,
@@ -167,6 +203,7 @@ class CompiledReplay:
             self._model.uniform,
             self._costs,
             self._cumulative,
+            _NO_FUTURE if future is None else np.ascontiguousarray(future, dtype=np.int64),
             self._stop_at_miss,
             self._deepest_first,
             self._pin,
@@ -179,6 +216,8 @@ class CompiledReplay:
             self._scratch,
             self._cls,
             self._nodes,
+            self._keys,
+            self._heap,
             self._state,
             self._sums,
         )
@@ -189,7 +228,7 @@ class CompiledReplay:
         """The counters so far as a ``ReplayResult`` (what ``replay`` returns for the run)."""
         st = self._state
         n_blocks, n_hits = int(st[k.S_BLOCKS]), int(st[k.S_HITS])
-        total, saved = float(self._sums[0]), float(self._sums[1])
+        total, saved = float(self._sums[k.F_TOTAL]), float(self._sums[k.F_SAVED])
         return ReplayResult(
             algo=self.name,
             cache_size=self.capacity,
@@ -255,8 +294,10 @@ class CompiledReplay:
         self._stamp = _extended(self._stamp, size)
         self._res = _extended(self._res, size)
         self._aux = _extended(self._aux, size)
-        if self._kind in {k.K_LFU, k.K_S3FIFO}:
+        if self._kind not in _LIST_ONLY:
             self._cls = _extended(self._cls, size)
+        if self._kind in {k.K_GDSF, k.K_GDSF_COMPUTE}:  # Belady's priority is its next access
+            self._keys = _extended(self._keys, size)
 
     def _cost_tables(self, longest: int) -> None:
         """Cost per position and per request length, from the model's own memoised tables

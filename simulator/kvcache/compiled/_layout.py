@@ -1,0 +1,63 @@
+"""The compiled core's constants: policy kinds, the state vector's slots, error codes and the
+rows and columns of the queue/node table (no kernels here; every kernel module imports it).
+
+numba freezes module-level integers into the machine code it compiles, so these are
+compile-time constants of the kernels, not lookups.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+I64 = NDArray[np.int64]
+U8 = NDArray[np.uint8]
+F64 = NDArray[np.float64]
+
+# Policy kinds (``engine.COMPILED`` maps names to them). Kinds from ``K_SLRU`` on replay a
+# request through one kernel call (``_kernels._replay_other``); the ones below it per block.
+K_LRU, K_FIFO, K_CLOCK, K_SIEVE, K_LFU, K_S3FIFO, K_S3FIFOD = 0, 1, 2, 3, 4, 5, 6
+K_SLRU, K_TWOQ, K_ARC, K_GDSF, K_GDSF_COMPUTE, K_BELADY = 7, 8, 9, 10, 11, 12
+
+# Indices into the int64 state vector ``st``.
+S_SIZE = 0  # resident blocks
+S_CUR = 1  # stamp of the request being served (requests seen so far, skipped ones included)
+S_REQ = 2
+S_SKIP = 3
+S_BLOCKS = 4
+S_HITS = 5
+S_EVICT = 6
+S_SELF = 7
+S_UNEXP = 8
+S_UNOBS = 9
+S_SKIP_INDEX = 10  # first skipped request's index, -1 if none
+S_SKIP_DISTINCT = 11
+S_HAND = 12  # SIEVE's hand (a slot; 0 = start at the tail)
+S_ERR_A = 13
+S_ERR_B = 14
+S_SMALL_TARGET = 15  # S3-FIFO(-D)'s small-queue target (blocks; S3-FIFO-D adapts it)
+S_GHOST_CAP = 16  # S3-FIFO(-D)'s ghost-queue capacity (ids; each ghost of S3-FIFO-D)
+S_LIMIT = 17  # SLRU's protected-segment capacity; 2Q's Kin
+S_GHOST_LIMIT = 18  # 2Q's Kout (A1out capacity)
+S_SEQ = 19  # GDSF's access sequence number (its tie-break)
+S_HEAP_N = 20  # GDSF's and Belady's heap size
+N_STATE = 21
+
+# Indices into the float64 vector ``fs``.
+F_TOTAL, F_SAVED = 0, 1  # cost sums of the serve loop
+F_POLICY = 2  # ARC's adaptive target p; GDSF's inflation L
+N_FLOAT = 3
+
+# Error codes.
+E_OK, E_NOTHING_FREED, E_OVER_CAPACITY, E_LOST, E_ALL_PINNED = 0, 1, 2, 3, 4
+
+# Rows of the node table ``nodes`` (LFU's count nodes; the queues' heads, tails and lengths).
+COUNT, HEAD, TAIL, UP, DOWN, FREE = 0, 1, 2, 3, 4, 5
+
+# Queue columns of ``nodes`` for the queue policies (one policy uses a few of them; column 0 is
+# never a queue). A slot is in at most one queue, named by ``cls[slot]`` (0: none).
+Q_SMALL, Q_MAIN, Q_GHOST, Q_MAIN_GHOST = 1, 2, 3, 4  # S3-FIFO (-D adds the main ghost)
+Q_PROBATION, Q_PROTECTED = 1, 2  # SLRU
+Q_A1IN, Q_A1OUT, Q_AM = 1, 2, 3  # 2Q
+Q_T1, Q_T2, Q_B1, Q_B2 = 1, 2, 3, 4  # ARC
+N_QUEUES = 5  # columns of a queue policy's node table
