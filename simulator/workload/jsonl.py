@@ -32,6 +32,7 @@ from slo.inputfile import InputError
 
 __all__ = [
     "MAX_ARRIVAL_US",
+    "QWEN_FIELDS",
     "US_PER_TIME_UNIT",
     "BadLineError",
     "Record",
@@ -209,13 +210,17 @@ class _MooncakeLine(msgspec.Struct):
     hash_ids: list[Annotated[int, msgspec.Meta(ge=0, le=_MAX_ID)]]
 
 
-class _QwenLine(_MooncakeLine):
-    """A Qwen-Bailian line: the Mooncake fields plus the conversation keys."""
+#: The conversation keys a Qwen-Bailian line adds to the Mooncake fields, as msgspec
+#: ``defstruct`` fields (shared with ``jsonl_chunks``, whose Mooncake struct keeps hash ids raw).
+QWEN_FIELDS: list[tuple[str, Any] | tuple[str, Any, Any]] = [
+    ("chat_id", _NonNegative),
+    ("parent_chat_id", Annotated[int, msgspec.Meta(ge=-1)]),
+    ("turn", _NonNegative, 0),
+    ("type", str | None, None),
+]
 
-    chat_id: _NonNegative
-    parent_chat_id: Annotated[int, msgspec.Meta(ge=-1)]
-    turn: _NonNegative = 0
-    type: str | None = None
+#: A Qwen-Bailian line: the Mooncake fields plus the conversation keys.
+_QwenLine = msgspec.defstruct("_QwenLine", QWEN_FIELDS, bases=(_MooncakeLine,))
 
 
 _LINE_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
