@@ -60,10 +60,10 @@ class PrefixInterner:
         out: list[int] = []
         parent = 0
         for raw in raw_ids:
-            # One int names the pair when the raw id fits 32 bits (one to one: the parent is
-            # the high bits), cheaper to build and hash than a tuple; a tuple otherwise (a
-            # tuple never equals an int, so the two kinds of key cannot collide).
-            key = (parent << 32) | raw if raw < _PACKED_RAW_LIMIT else (parent, raw)
+            # One int names the pair when the raw id fits 32 unsigned bits (one to one: the
+            # parent is the high bits), cheaper to build and hash than a tuple; a tuple
+            # otherwise (a tuple never equals an int, so the two kinds of key cannot collide).
+            key = (parent << 32) | raw if 0 <= raw < _PACKED_RAW_LIMIT else (parent, raw)
             bid = table.get(key)
             if bid is None:
                 bid = len(table) + 1

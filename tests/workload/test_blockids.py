@@ -68,10 +68,10 @@ def _reference_intern(paths: list[list[int]]) -> list[tuple[int, ...]]:
 
 
 def test_packed_keys_intern_as_pairs_around_the_32_bit_edge() -> None:
-    # Raw ids below 2^32 are packed with their parent into one int key, larger ones stay
-    # tuples: the ids must be those of pair keys, wherever the raw ids fall.
+    # Raw ids in [0, 2^32) are packed with their parent into one int key, others stay tuples:
+    # the ids must be those of pair keys, wherever the raw ids fall.
     rng = np.random.default_rng(3)
-    edge = [0, 1, 2**32 - 1, 2**32, 2**32 + 1, 2**63 - 1]
+    edge = [0, 1, 2**32 - 1, 2**32, 2**32 + 1, 2**63 - 1, -1]  # -1: a caller's own ids
     paths = [[int(x) for x in rng.choice(edge, size=int(rng.integers(0, 9)))] for _ in range(400)]
     interner = PrefixInterner()
     assert [interner.map(path) for path in paths] == _reference_intern(paths)
