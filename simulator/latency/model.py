@@ -113,6 +113,9 @@ class ComposedLatencyModel:
         self._absorb_cache: dict[int, float] = {}
         self._prefill_cache: dict[tuple[int, int, int], float] = {}
         self._bucket_cache: dict[tuple[int, int], tuple[float, float]] = {}
+        # A plain prefill group (full attention only, no MLA decompression) is one call on
+        # every full layer: a cache miss prices it without building the planner's call list.
+        self._plain_prefill = not (self._planner.window_layers or self._planner.mla)
 
     # ----- LatencyModel -----------------------------------------------------------------------
     @property
@@ -321,8 +324,13 @@ class ComposedLatencyModel:
             hit = cache.get(group)
             if hit is None:
                 c, n, k = group
-                calls = planner.prefill_calls(((c, n, k),))
-                hit = self._store(cache, group, self._sum(calls))
+                if self._plain_prefill:
+                    # ``_sum(prefill_calls(...))`` of its one call: 0 + count x seconds.
+                    attention = self._price["context_attention"]
+                    value = planner.full_layers * attention(*planner.prefill_args(k, n, c))
+                else:
+                    value = self._sum(planner.prefill_calls(((c, n, k),)))
+                hit = self._store(cache, group, value)
             seconds += hit
         return seconds
 

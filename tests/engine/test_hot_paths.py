@@ -140,6 +140,24 @@ def test_decode_step_pricer_prices_as_the_pairs(spec: str) -> None:
             assert at(k) == model.step_seconds([(c + k, 1) for c in cache])
 
 
+@pytest.mark.parametrize("spec", ["roofline", "table"])
+def test_plain_prefill_miss_prices_as_its_planned_call(spec: str) -> None:
+    # A composed model prices a plain prefill group's cache miss without the planner's call
+    # list; the seconds must be those of the list, bit for bit.
+    catalog = shipped_catalog()
+    deployment = Deployment(
+        catalog.model("meta-llama/Llama-3.1-70B"), catalog.gpu("h100_sxm"), tp=4
+    )
+    model = make_latency_model(spec, deployment)
+    assert isinstance(model, ComposedLatencyModel)
+    assert model._plain_prefill
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        group = (int(rng.integers(0, 30_000)), int(rng.integers(2, 8_000)), int(rng.integers(1, 4)))
+        planned = model._sum(model._planner.prefill_calls((group,)))
+        assert model._prefill_seconds((group,)) == planned
+
+
 def _fields(batch: Batch) -> tuple[object, ...]:
     return (
         batch.size,
