@@ -122,16 +122,22 @@ def test_decode_run_batches_price_as_their_pairs() -> None:
             assert fast.decode_kv_lens.tolist() == sorted(slow.decode_kv_lens.tolist())
 
 
-@pytest.mark.parametrize("spec", ["roofline", "table"])
-def test_decode_step_pricer_prices_as_the_pairs(spec: str) -> None:
-    # The composed model's decode-run pricer (constant parts priced once, the buckets per
-    # call) gives the seconds ``step_seconds`` gives for the step's pairs, bit for bit.
+def _composed_70b(spec: str) -> ComposedLatencyModel:
+    """Llama-3.1-70B on four H100s, priced by the composed model ``spec``."""
     catalog = shipped_catalog()
     deployment = Deployment(
         catalog.model("meta-llama/Llama-3.1-70B"), catalog.gpu("h100_sxm"), tp=4
     )
     model = make_latency_model(spec, deployment)
     assert isinstance(model, ComposedLatencyModel)
+    return model
+
+
+@pytest.mark.parametrize("spec", ["roofline", "table"])
+def test_decode_step_pricer_prices_as_the_pairs(spec: str) -> None:
+    # The composed model's decode-run pricer (constant parts priced once, the buckets per
+    # call) gives the seconds ``step_seconds`` gives for the step's pairs, bit for bit.
+    model = _composed_70b(spec)
     rng = np.random.default_rng(6)
     for _ in range(60):
         cache = rng.integers(0, 40_000, size=int(rng.integers(1, 300))).tolist()
@@ -144,12 +150,7 @@ def test_decode_step_pricer_prices_as_the_pairs(spec: str) -> None:
 def test_plain_prefill_miss_prices_as_its_planned_call(spec: str) -> None:
     # A composed model prices a plain prefill group's cache miss without the planner's call
     # list; the seconds must be those of the list, bit for bit.
-    catalog = shipped_catalog()
-    deployment = Deployment(
-        catalog.model("meta-llama/Llama-3.1-70B"), catalog.gpu("h100_sxm"), tp=4
-    )
-    model = make_latency_model(spec, deployment)
-    assert isinstance(model, ComposedLatencyModel)
+    model = _composed_70b(spec)
     assert model._plain_prefill
     rng = np.random.default_rng(7)
     for _ in range(200):
