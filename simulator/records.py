@@ -73,6 +73,10 @@ class Recorder:
         self.rejections: dict[str, int] = {}
         self._gaps: list[float] = []
         self._gap_chunks: list[tuple[NDArray[np.float64], int]] = []
+        # ``itl_values`` once built: it is read twice at the end of a run (summary, result),
+        # and turning millions of gaps into arrays costs as much as a tenth of an overloaded
+        # run. Any new gap drops it.
+        self._itl: tuple[NDArray[np.float64], NDArray[np.float64]] | None = None
         self._in_system = 0
         self._in_system_area = 0.0
         self._last_change_s = 0.0
@@ -109,12 +113,14 @@ class Recorder:
     def gap(self, gap_s: float) -> None:
         """One inter-token gap of one request."""
         self._gaps.append(gap_s)
+        self._itl = None
 
     def gaps(self, gaps_s: Sequence[float], repeated: NDArray[np.float64], weight: int) -> None:
         """Individual gaps, plus gaps ``repeated`` that ``weight`` requests each experienced."""
         self._gaps.extend(gaps_s)
         if len(repeated):
             self._gap_chunks.append((repeated, weight))
+        self._itl = None
 
     def sample(self, now: float, queues: tuple[int, int, int, int], *, weight: float = 1.0) -> None:
         """Queue lengths (waiting, prefetch, running, swapped; summed over instances) at
@@ -136,13 +142,21 @@ class Recorder:
         return self._loads.imbalance(until_s)
 
     def itl_values(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """All inter-token gaps (seconds) and their weights (read once the run is over)."""
-        parts = [np.asarray(self._gaps, dtype=np.float64)]
-        weights = [np.ones(len(self._gaps))]
-        for values, weight in self._gap_chunks:
-            parts.append(values)
-            weights.append(np.full(len(values), float(weight)))
-        return np.concatenate(parts), np.concatenate(weights)
+        """All inter-token gaps (seconds) and their weights (read once the run is over).
+
+        Built once and then shared: both arrays are read-only (a caller that needs to change
+        them copies)."""
+        if self._itl is None:
+            parts = [np.asarray(self._gaps, dtype=np.float64)]
+            weights = [np.ones(len(self._gaps))]
+            for values, weight in self._gap_chunks:
+                parts.append(values)
+                weights.append(np.full(len(values), float(weight)))
+            values_all, weights_all = np.concatenate(parts), np.concatenate(weights)
+            values_all.flags.writeable = False
+            weights_all.flags.writeable = False
+            self._itl = (values_all, weights_all)
+        return self._itl
 
     def queue_samples(self, interval_s: float) -> QueueSamples:
         """The sampled queue lengths as arrays."""

@@ -23,41 +23,55 @@ from simulator.engine.steps import StepPricer
 
 __all__ = ["InFlight"]
 
+#: ``InFlight.ends`` of a single step (its end is ``end_s``).
+_NO_ENDS: NDArray[np.float64] = np.empty(0)
+
 
 class InFlight:
     """``k`` steps of ``batch`` from ``start_s``; ``on_end`` is called when the last ends."""
 
-    __slots__ = ("_kernel", "_on_end", "_token", "batch", "ends", "k", "start_s")
+    __slots__ = ("_kernel", "_on_end", "_token", "batch", "end_s", "ends", "k", "start_s")
 
     def __init__(
         self, kernel: Kernel, pricer: StepPricer, batch: Batch, k: int, on_end: Callable[[], None]
     ) -> None:
         now = kernel.now
         if k == 1:
-            ends = np.array([now + pricer.step(batch)])
+            # One step (half the events): a float, no array (``ends`` is empty).
+            end_s = now + pricer.step(batch)
+            ends = _NO_ENDS
         else:
             # ``now + cumsum``, bit for bit, without numpy's function dispatch (µs per call).
             ends = pricer.decode_run(batch, k).cumsum()
             ends += now
+            end_s = float(ends[k - 1])
         self.batch = batch
         self.ends: NDArray[np.float64] = ends
-        """Absolute end time (s) of each planned step; the first ``k`` are still planned."""
+        """Absolute end time (s) of each planned step of a run (k > 1 when planned; empty for
+        a single step); the first ``k`` are still planned."""
+        self.end_s = end_s
+        """End (s) of the last step still planned."""
         self.start_s = now
         self.k = k
         self._kernel, self._on_end = kernel, on_end
-        self._token = kernel.at(float(ends[k - 1]), on_end)
+        self._token = kernel.at(end_s, on_end)
 
     def cut(self) -> None:
         """Something changed now: end the run with the step in progress (a no-op when that
         is its last step)."""
+        if self.k == 1:
+            return
         kernel = self._kernel
         # ``searchsorted(ends[:k], now, side="left")``: a bisection costs less than its dispatch.
         m = bisect_left(self.ends, kernel.now, 0, self.k) + 1
         if m < self.k:
             kernel.cancel(self._token)
             self.k = m
-            self._token = kernel.at(float(self.ends[m - 1]), self._on_end)
+            self.end_s = float(self.ends[m - 1])
+            self._token = kernel.at(self.end_s, self._on_end)
 
     def step_ends(self) -> NDArray[np.float64]:
-        """End times (s) of the steps that run, in order."""
+        """End times (s) of the steps that run, in order (a run's; see ``end_s``)."""
+        if not len(self.ends):
+            return np.array([self.end_s])
         return self.ends[: self.k]

@@ -386,13 +386,16 @@ class EngineInstance:
         run = self._run
         assert run is not None
         self._run = None
-        k, ends = run.k, run.step_ends()
-        if self.params.overlap_scheduling:
-            # The next step was scheduled when the last one started (module docstring).
-            self.admit_cutoff_s = float(ends[k - 2]) if k > 1 else run.start_s
+        k = run.k
         if k == 1:
-            self._commit_step(run.batch, run.start_s, float(ends[0]))
+            if self.params.overlap_scheduling:
+                # The next step was scheduled when the last one started (module docstring).
+                self.admit_cutoff_s = run.start_s
+            self._commit_step(run.batch, run.start_s, run.end_s)
         else:
+            ends = run.step_ends()
+            if self.params.overlap_scheduling:
+                self.admit_cutoff_s = float(ends[k - 2])
             self._commit_run(run.batch, run.start_s, ends)
         if self.check_invariants_each_step:
             self.check_invariants()

@@ -64,6 +64,10 @@ class DecodeRunTimer(Protocol):
         ...
 
 
+#: ``ComposedLatencyModel.split_step_seconds``: decode KV lengths, prefill chunks, new tokens.
+SplitTimer = Callable[[list[int], list[tuple[int, int]], int], float]
+
+
 class StepPricer:
     """Seconds of one engine step of a ``{request: new_tokens}`` batch, from a ``StepTimer``.
 
@@ -73,12 +77,14 @@ class StepPricer:
     times the work on a large step. Any other timer gets the pairs.
     """
 
-    __slots__ = ("_shapes", "timer")
+    __slots__ = ("_shapes", "_split", "timer")
 
     def __init__(self, timer: StepTimer) -> None:
         self.timer = timer
         # Once per instance: a runtime protocol check costs more than a step.
         self._shapes = isinstance(timer, LatencyModel)
+        # A composed model prices the split directly (no ``latency.Batch`` object).
+        self._split: SplitTimer | None = getattr(timer, "split_step_seconds", None)
 
     def step(self, batch: Mapping[EngineRequest, int]) -> float:
         """Seconds of one step of ``batch`` (non-empty)."""
@@ -93,6 +99,9 @@ class StepPricer:
             else:
                 chunks.append((req.processed, n))
                 chunk_tokens += n
+        split = self._split
+        if split is not None:
+            return split(kv_lens, chunks, len(kv_lens) + chunk_tokens)
         shapes = StepShapes.of_split(kv_lens, chunks, len(kv_lens) + chunk_tokens)
         # A LatencyModel's step_seconds takes the prebuilt batch (BatchLike).
         return self.timer.step_seconds(shapes)  # type: ignore[arg-type]

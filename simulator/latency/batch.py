@@ -27,7 +27,7 @@ from itertools import accumulate
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Batch", "BatchLike", "DecodeRun", "as_batch"]
+__all__ = ["Batch", "BatchLike", "DecodeRun", "as_batch", "split_groups"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -183,12 +183,17 @@ class DecodeRun:
             raise ValueError("need at least one request and cache_len >= 0 for every request")
         self._sorted = ordered
         self._prefix = [0, *accumulate(ordered)]
-        base = np.array(ordered, dtype=np.int64)
-        base += 1
-        self._base = base
+        # ``at``'s KV lengths, built on first use: a composed model prices from ``buckets``
+        # alone, and the array costs about as much as a bucketing.
+        self._base: IntArray | None = None
 
-    def at(self, k: int) -> Batch:
-        """The batch of step ``k`` (≥ 0) of the run."""
+    @property
+    def size(self) -> int:
+        """Requests in every step of the run."""
+        return len(self._sorted)
+
+    def buckets(self, k: int) -> list[tuple[int, int, int]]:
+        """``decode_buckets`` of step ``k`` (≥ 0) of the run, as a list."""
         ordered, prefix, shift = self._sorted, self._prefix, 1 + k
         n = len(ordered)
         buckets = []
@@ -198,9 +203,17 @@ class DecodeRun:
             j = bisect_left(ordered, (1 << e) - shift, i)
             buckets.append((e, j - i, prefix[j] - prefix[i] + (j - i) * shift))
             i = j
+        return buckets
+
+    def at(self, k: int) -> Batch:
+        """The batch of step ``k`` (≥ 0) of the run."""
+        n = len(self._sorted)
+        base = self._base
+        if base is None:
+            base = self._base = np.array(self._sorted, dtype=np.int64) + 1
         # size, num_tokens, logit_tokens, decode_kv_lens, prefill_groups, decode_buckets
         # (positional: this is called a few times per decode run).
-        return Batch(n, n, n, self._base + k, (), tuple(buckets))
+        return Batch(n, n, n, base + k, (), tuple(self.buckets(k)))
 
 
 #: Anything ``step_seconds`` accepts as a batch.
@@ -210,6 +223,17 @@ BatchLike = Batch | Sequence[tuple[int, int]]
 def as_batch(batch: BatchLike) -> Batch:
     """``batch`` itself when it is a ``Batch``, else ``Batch.of(batch)``."""
     return batch if isinstance(batch, Batch) else Batch.of(batch)
+
+
+def split_groups(
+    kv_lens: list[int], chunks: list[tuple[int, int]]
+) -> tuple[tuple[tuple[int, int, int], ...], tuple[tuple[int, int, int], ...]]:
+    """``(prefill_groups, decode_buckets)`` of ``Batch.of_split(kv_lens, chunks, ...)``, without
+    the batch (a latency model that prices them directly skips the object and the array)."""
+    groups = _prefill_groups(chunks) if chunks else ()
+    if len(kv_lens) + len(chunks) <= _SMALL:
+        return groups, _octaves(kv_lens)
+    return groups, _octaves_np(np.array(kv_lens, dtype=np.int64))
 
 
 def _prefill_groups(chunks: list[tuple[int, int]]) -> tuple[tuple[int, int, int], ...]:

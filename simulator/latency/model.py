@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from simulator.latency.base import StepBreakdown
-from simulator.latency.batch import BatchLike, DecodeRun, as_batch
+from simulator.latency.batch import BatchLike, DecodeRun, as_batch, split_groups
 from simulator.latency.compose import (
     ROUTED_EXPERT_OPS,
     ComposeParams,
@@ -113,6 +113,9 @@ class ComposedLatencyModel:
         self._absorb_cache: dict[int, float] = {}
         self._prefill_cache: dict[tuple[int, int, int], float] = {}
         self._bucket_cache: dict[tuple[int, int], tuple[float, float]] = {}
+        # A plain prefill group (full attention only, no MLA decompression) is one call on
+        # every full layer: a cache miss prices it without building the planner's call list.
+        self._plain_prefill = not (self._planner.window_layers or self._planner.mla)
 
     # ----- LatencyModel -----------------------------------------------------------------------
     @property
@@ -150,11 +153,44 @@ class ComposedLatencyModel:
             seconds += self._absorb_seconds(int(b.decode_kv_lens.shape[0]))
         return seconds
 
+    def split_step_seconds(
+        self, kv_lens: list[int], chunks: list[tuple[int, int]], num_tokens: int
+    ) -> float:
+        """``step_seconds(Batch.of_split(kv_lens, chunks, num_tokens))``, bit for bit, without
+        building the batch (the engine's mixed steps: the object and its KV-length array cost
+        about as much as pricing a small step)."""
+        size = len(kv_lens) + len(chunks)
+        if size == 0:
+            return 0.0
+        groups, buckets = split_groups(kv_lens, chunks)
+        p = self._params
+        # The same additions in the same order as ``step_seconds`` (floats: order matters).
+        seconds = p.step_overhead_s + p.request_overhead_s * size
+        seconds += self._token_seconds(num_tokens) + self._logit_seconds(size)
+        if groups:
+            seconds += self._prefill_seconds(groups)
+        if buckets:
+            seconds += self._decode_seconds(buckets)
+            seconds += self._absorb_seconds(len(kv_lens))
+        return seconds
+
     def decode_step_pricer(self, cache_lens: Sequence[int]) -> Callable[[int], float]:
         """``k -> step_seconds([(c + k, 1) for c in cache_lens])``, the same seconds for less
-        work per call (``batch.DecodeRun``): what the engine's decode runs evaluate."""
+        work per call: what the engine's decode runs evaluate (a few calls per run).
+
+        Every part but decode attention depends only on the batch size, constant over the
+        run, so it is priced once; a call prices the step's octave buckets
+        (``batch.DecodeRun.buckets``) and adds them in ``step_seconds``'s order, so the floats
+        are the same bit for bit.
+        """
         run = DecodeRun(cache_lens)
-        return lambda k: self.step_seconds(run.at(k))
+        n = run.size
+        p = self._params
+        head = p.step_overhead_s + p.request_overhead_s * n
+        head += self._token_seconds(n) + self._logit_seconds(n)
+        absorb = self._absorb_seconds(n)
+        decode, buckets = self._decode_seconds, run.buckets
+        return lambda k: head + decode(buckets(k)) + absorb
 
     def breakdown(self, batch: BatchLike) -> StepBreakdown:
         """Seconds per operator; the values sum to ``step_seconds(batch)``."""
@@ -288,8 +324,13 @@ class ComposedLatencyModel:
             hit = cache.get(group)
             if hit is None:
                 c, n, k = group
-                calls = planner.prefill_calls(((c, n, k),))
-                hit = self._store(cache, group, self._sum(calls))
+                if self._plain_prefill:
+                    # ``_sum(prefill_calls(...))`` of its one call: 0 + count x seconds.
+                    attention = self._price["context_attention"]
+                    value = planner.full_layers * attention(*planner.prefill_args(k, n, c))
+                else:
+                    value = self._sum(planner.prefill_calls(((c, n, k),)))
+                hit = self._store(cache, group, value)
             seconds += hit
         return seconds
 
@@ -306,7 +347,7 @@ class ComposedLatencyModel:
         pair = KernelCall(smallest.op, smallest.kind, (2, *smallest.args[1:]), 1)  # batch = 2
         return max(0.0, 2.0 * one - self.call_seconds(pair))
 
-    def _decode_seconds(self, buckets: tuple[tuple[int, int, int], ...]) -> float:
+    def _decode_seconds(self, buckets: Sequence[tuple[int, int, int]]) -> float:
         """Decode attention over all layers, KV lengths bucketed by octave (module doc);
         ``buckets`` is ``Batch.decode_buckets``."""
         if not buckets:

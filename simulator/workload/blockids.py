@@ -38,6 +38,10 @@ class BlockIdMapper(Protocol):
         ...
 
 
+#: Raw ids below this are packed with their parent into one int key (``PrefixInterner``).
+_PACKED_RAW_LIMIT = 1 << 32
+
+
 class PrefixInterner:
     """Interns ``(parent_id, raw_id)`` pairs into dense ids 1, 2, 3… in first-seen order.
 
@@ -48,7 +52,7 @@ class PrefixInterner:
     name: ClassVar[str] = "prefix"
 
     def __init__(self) -> None:
-        self._table: dict[tuple[int, int], int] = {}
+        self._table: dict[int | tuple[int, int], int] = {}
 
     def map(self, raw_ids: list[int]) -> tuple[int, ...]:
         """Intern one request's path; new pairs get the next dense id."""
@@ -56,7 +60,10 @@ class PrefixInterner:
         out: list[int] = []
         parent = 0
         for raw in raw_ids:
-            key = (parent, raw)
+            # One int names the pair when the raw id fits 32 unsigned bits (one to one: the
+            # parent is the high bits), cheaper to build and hash than a tuple; a tuple
+            # otherwise (a tuple never equals an int, so the two kinds of key cannot collide).
+            key = (parent << 32) | raw if 0 <= raw < _PACKED_RAW_LIMIT else (parent, raw)
             bid = table.get(key)
             if bid is None:
                 bid = len(table) + 1

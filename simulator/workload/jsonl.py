@@ -20,7 +20,9 @@ import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
+
+import msgspec
 
 from simulator.workload._io import open_stream
 from simulator.workload.blockids import BlockIdMapper, RawIds
@@ -30,9 +32,11 @@ from slo.inputfile import InputError
 
 __all__ = [
     "MAX_ARRIVAL_US",
+    "QWEN_FIELDS",
     "US_PER_TIME_UNIT",
     "BadLineError",
     "Record",
+    "fast_line",
     "iter_jsonl",
     "parse_line",
     "sniff_schema",
@@ -105,7 +109,7 @@ def iter_jsonl(
             if not line.strip():
                 continue
             try:
-                rec = parse_line(line, schema, us_per_unit)
+                rec = fast_line(line, schema, us_per_unit) or parse_line(line, schema, us_per_unit)
             except BadLineError as bad:
                 if not skip_bad_lines:
                     raise InputError(f"{path}:{lineno}: {bad}") from None
@@ -191,6 +195,74 @@ def parse_line(line: bytes, schema: TraceSchema, us_per_unit: int) -> Record:
         parent_chat_id,
         type_name,
         turn,
+    )
+
+
+_NonNegative = Annotated[int, msgspec.Meta(ge=0)]
+
+
+class _MooncakeLine(msgspec.Struct):
+    """A Mooncake line as ``parse_line`` validates it (extra keys are ignored)."""
+
+    timestamp: _NonNegative | Annotated[float, msgspec.Meta(ge=0)]
+    input_length: _NonNegative
+    output_length: _NonNegative
+    hash_ids: list[Annotated[int, msgspec.Meta(ge=0, le=_MAX_ID)]]
+
+
+#: The conversation keys a Qwen-Bailian line adds to the Mooncake fields, as msgspec
+#: ``defstruct`` fields (shared with ``jsonl_chunks``, whose Mooncake struct keeps hash ids raw).
+QWEN_FIELDS: list[tuple[str, Any] | tuple[str, Any, Any]] = [
+    ("chat_id", _NonNegative),
+    ("parent_chat_id", Annotated[int, msgspec.Meta(ge=-1)]),
+    ("turn", _NonNegative, 0),
+    ("type", str | None, None),
+]
+
+#: A Qwen-Bailian line: the Mooncake fields plus the conversation keys.
+_QwenLine = msgspec.defstruct("_QwenLine", QWEN_FIELDS, bases=(_MooncakeLine,))
+
+
+_LINE_DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
+    "mooncake": msgspec.json.Decoder(_MooncakeLine),
+    "qwen": msgspec.json.Decoder(_QwenLine),
+}
+
+
+def fast_line(line: bytes, schema: TraceSchema, us_per_unit: int) -> Record | None:
+    """``parse_line(line, ...)`` through a typed msgspec decoder (about 4x cheaper), or None
+    when the line needs the reference: any decode or validation failure, non-ASCII bytes
+    (the reference rejects bad UTF-8 anywhere in the line) or a timestamp past the lcp
+    range. What it accepts, ``parse_line`` accepts with the same values, so a None costs
+    only time and the reference names every bad line."""
+    if not line.isascii():
+        return None
+    try:
+        rec = _LINE_DECODERS[schema].decode(line)
+    except msgspec.DecodeError:
+        return None
+    if rec.timestamp * us_per_unit > MAX_ARRIVAL_US:
+        return None
+    if schema == "qwen":
+        return Record(
+            round(rec.timestamp * us_per_unit),
+            rec.input_length,
+            rec.output_length,
+            rec.hash_ids,
+            rec.chat_id,
+            rec.parent_chat_id,
+            rec.type,
+            rec.turn,
+        )
+    return Record(
+        round(rec.timestamp * us_per_unit),
+        rec.input_length,
+        rec.output_length,
+        rec.hash_ids,
+        -1,
+        -1,
+        None,
+        0,
     )
 
 

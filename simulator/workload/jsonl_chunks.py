@@ -38,6 +38,7 @@ from simulator.workload.chunks import BlockChunk, observe_chunk
 from simulator.workload.intern import ArrayInterner, parse_id_lists
 from simulator.workload.jsonl import (
     MAX_ARRIVAL_US,
+    QWEN_FIELDS,
     US_PER_TIME_UNIT,
     BadLineError,
     Record,
@@ -63,13 +64,8 @@ class _Mooncake(msgspec.Struct):
     hash_ids: msgspec.Raw
 
 
-class _Qwen(_Mooncake):
-    """A Qwen-Bailian line: the Mooncake fields plus the conversation keys."""
-
-    chat_id: _NonNegative
-    parent_chat_id: Annotated[int, msgspec.Meta(ge=-1)]
-    turn: _NonNegative = 0
-    type: str | None = None
+#: A Qwen-Bailian line: the Mooncake fields plus the conversation keys.
+_Qwen = msgspec.defstruct("_Qwen", QWEN_FIELDS, bases=(_Mooncake,))
 
 
 _DECODERS: dict[str, msgspec.json.Decoder[Any]] = {

@@ -39,3 +39,23 @@ class TraceRequest:
     completion_s: float = -1.0
     """Completion time in seconds when a recorded trace knows it; -1.0 = unknown (the usual
     case: JSONL traces never carry it; the simulator computes its own)."""
+
+    def at_time(self, timestamp_s: float) -> TraceRequest:
+        """This request arriving at ``timestamp_s`` (seconds): ``dataclasses.replace`` without
+        its per-call field walk (once per request of every trace read), itself when the time
+        is unchanged (a frozen value)."""
+        if timestamp_s == self.timestamp_s:
+            return self
+        return TraceRequest(
+            self.index,
+            timestamp_s,
+            self.input_length,
+            self.output_length,
+            self.block_ids,
+            self.chat_id,
+            self.parent_chat_id,
+            self.session_id,
+            self.turn,
+            self.type_id,
+            self.completion_s,
+        )

@@ -49,7 +49,6 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Literal, Self
 
@@ -155,7 +154,7 @@ class TraceWorkload(FrozenSpec):
                 time_s = (request.timestamp_s - self.start_s) * self.time_scale
                 if warp is not None:
                     time_s = warp(time_s)
-                yield replace(request, timestamp_s=time_s)
+                yield request.at_time(time_s)
 
         return OpenLoopSource(_Reiterable(requests), reader.info.block_size_tokens)
 

@@ -5,7 +5,7 @@ the same victims, hand them down in the same order and leave the same policy ord
 ``insert`` / ``add_pinned`` per block, and ``release`` the same order as ``unpin`` then
 ``touch``; the plain-Python batch grouping must equal numpy's; the
 decode-run interpolation must equal ``np.linspace`` bit for bit; the engine's one-pass split of
-a step must build and price the batch its pairs do.
+a step and a composed model's decode-run pricer must price what the step's pairs do.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from simulator.engine.request import EngineRequest
 from simulator.engine.steps import StepPricer, _linspace_into
 from simulator.engine.tiers import CacheTier
 from simulator.kvcache.policies import POLICIES
-from simulator.latency import Deployment, make_latency_model
+from simulator.latency import ComposedLatencyModel, Deployment, make_latency_model
 from simulator.latency import batch as batch_module
 from simulator.latency.batch import Batch, DecodeRun
 from simulator.workload.request import TraceRequest
@@ -120,6 +120,43 @@ def test_decode_run_batches_price_as_their_pairs() -> None:
                 slow.logit_tokens,
             )
             assert fast.decode_kv_lens.tolist() == sorted(slow.decode_kv_lens.tolist())
+
+
+def _composed_70b(spec: str) -> ComposedLatencyModel:
+    """Llama-3.1-70B on four H100s, priced by the composed model ``spec``."""
+    catalog = shipped_catalog()
+    deployment = Deployment(
+        catalog.model("meta-llama/Llama-3.1-70B"), catalog.gpu("h100_sxm"), tp=4
+    )
+    model = make_latency_model(spec, deployment)
+    assert isinstance(model, ComposedLatencyModel)
+    return model
+
+
+@pytest.mark.parametrize("spec", ["roofline", "table"])
+def test_decode_step_pricer_prices_as_the_pairs(spec: str) -> None:
+    # The composed model's decode-run pricer (constant parts priced once, the buckets per
+    # call) gives the seconds ``step_seconds`` gives for the step's pairs, bit for bit.
+    model = _composed_70b(spec)
+    rng = np.random.default_rng(6)
+    for _ in range(60):
+        cache = rng.integers(0, 40_000, size=int(rng.integers(1, 300))).tolist()
+        at = model.decode_step_pricer(cache)
+        for k in (0, 1, int(rng.integers(2, 3000))):
+            assert at(k) == model.step_seconds([(c + k, 1) for c in cache])
+
+
+@pytest.mark.parametrize("spec", ["roofline", "table"])
+def test_plain_prefill_miss_prices_as_its_planned_call(spec: str) -> None:
+    # A composed model prices a plain prefill group's cache miss without the planner's call
+    # list; the seconds must be those of the list, bit for bit.
+    model = _composed_70b(spec)
+    assert model._plain_prefill
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        group = (int(rng.integers(0, 30_000)), int(rng.integers(2, 8_000)), int(rng.integers(1, 4)))
+        planned = model._sum(model._planner.prefill_calls((group,)))
+        assert model._prefill_seconds((group,)) == planned
 
 
 def _fields(batch: Batch) -> tuple[object, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -51,3 +52,26 @@ def test_block_id_modes_name_their_classes() -> None:
         "prefix": "prefix",
         "raw": "raw",
     }
+
+
+def _reference_intern(paths: list[list[int]]) -> list[tuple[int, ...]]:
+    """``PrefixInterner`` as specified: one tuple key per ``(parent, raw)`` pair."""
+    table: dict[tuple[int, int], int] = {}
+    out = []
+    for path in paths:
+        ids, parent = [], 0
+        for raw in path:
+            parent = table.setdefault((parent, raw), len(table) + 1)
+            ids.append(parent)
+        out.append(tuple(ids))
+    return out
+
+
+def test_packed_keys_intern_as_pairs_around_the_32_bit_edge() -> None:
+    # Raw ids in [0, 2^32) are packed with their parent into one int key, others stay tuples:
+    # the ids must be those of pair keys, wherever the raw ids fall.
+    rng = np.random.default_rng(3)
+    edge = [0, 1, 2**32 - 1, 2**32, 2**32 + 1, 2**63 - 1, -1]  # -1: a caller's own ids
+    paths = [[int(x) for x in rng.choice(edge, size=int(rng.integers(0, 9)))] for _ in range(400)]
+    interner = PrefixInterner()
+    assert [interner.map(path) for path in paths] == _reference_intern(paths)
