@@ -181,10 +181,12 @@ def count_simulated(study: optuna.Study) -> int:
     return sum(1 for t in trials if is_evaluated(t) and not is_repeat(t))
 
 
-def simulations_spent(study: optuna.Study) -> float:
+def simulations_spent(study: optuna.Study, trials: Sequence[FrozenTrial] | None = None) -> float:
     """What the finished new configurations cost, in whole-workload simulations (what
-    ``n_trials`` bounds; ``optimizer.claims``)."""
-    trials = study.get_trials(deepcopy=False, states=FINISHED_STATES)
+    ``n_trials`` bounds; ``optimizer.claims``); ``trials``: the study's finished trials when
+    the caller has read them already."""
+    if trials is None:
+        trials = study.get_trials(deepcopy=False, states=FINISHED_STATES)
     return sum(simulation_share(t) for t in trials if is_evaluated(t) and not is_repeat(t))
 
 
@@ -374,15 +376,20 @@ def _failed(study: optuna.Study) -> set[int]:
     return {t.number for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,))}
 
 
-def records_of(study: optuna.Study) -> list[TrialRecord]:
+def records_of(
+    study: optuna.Study, trials: Sequence[FrozenTrial] | None = None
+) -> list[TrialRecord]:
     """Snapshots of the evaluated trials, for results and reports: COMPLETE ones, and those
-    PRUNED as infeasible without a full simulation (no objectives, violated constraints)."""
+    PRUNED as infeasible without a full simulation (no objectives, violated constraints);
+    ``trials``: the study's finished trials when the caller has read them already."""
     roles = list(
         study.user_attrs.get("kvplan_definition", {}).get("slo", {}).get("objectives", {})
         or ("latency", "throughput", "cost")
     )
+    if trials is None:
+        trials = study.get_trials(deepcopy=False, states=FINISHED_STATES)
     records = []
-    for trial in study.get_trials(deepcopy=False, states=FINISHED_STATES):
+    for trial in trials:
         if is_evaluated(trial) and not is_repeat(trial):  # a repeat's is recorded already
             records.append(_record(trial, roles))
     return records

@@ -19,7 +19,7 @@ from optimizer.cli._overlong import OverlongOpt, overlong_policy, overlong_scan
 from optimizer.cli._preflight import check_out_dir, preflight_optimize
 from optimizer.cli.optimize_output import Output, emit, load_report_attr, store_report
 from optimizer.cli.profiles_cmd import space_latency_notes, user_profiles_dir
-from optimizer.objective import SHARE_ATTR
+from optimizer.objective import FINISHED_STATES, SHARE_ATTR
 from optimizer.picks import DEFAULT_TOLERANCE, objective_infos, wants_capacity
 from optimizer.report import ReportContext
 from optimizer.results import TrialRecord, summarise
@@ -46,12 +46,20 @@ def _default_slo() -> str:
 
 
 def _progress_callback(progress: Progress, task: Any, directions: Mapping[str, str]) -> Any:
+    seen = [-1]  # finished trials at the last update: nothing to redo until one more ends
+
     def update(study: optuna.Study) -> None:
-        records = records_of(study)
+        # One read of the storage per tick (the parent polls while its workers run, on the
+        # same CPUs), and the front recomputed only when a trial has finished.
+        trials = study.get_trials(deepcopy=False, states=FINISHED_STATES)
+        if len(trials) == seen[0]:
+            return
+        seen[0] = len(trials)
+        records = records_of(study, trials)
         result = summarise(records, directions)
         progress.update(
             task,
-            completed=simulations_spent(study),
+            completed=simulations_spent(study, trials),
             description=(
                 f"simulations · {len(records)} trials · {result.n_feasible} feasible · "
                 f"front {len(result.front)}"
