@@ -104,11 +104,11 @@ class ServingConfig(BaseModel):
         description="Future KV growth set aside before admitting a request: on_demand, "
         "reserve_full or reserve_estimate (None = the backend preset's).",
     )
-    frontend_us: tuple[float, float] | None = Field(
+    frontend_us: tuple[float, float, float] | None = Field(
         default=None,
-        description="The serial front end's CPU time (µs) per request taken in and per token "
-        "streamed, e.g. [15000, 75] (simulator/engine/frontend.py); [0, 0] = none; None = the "
-        "backend preset's.",
+        description="The serial front end's CPU time (µs) per request taken in, per prompt "
+        "token taken in and per token streamed, e.g. [4000, 2, 75] "
+        "(simulator/engine/frontend.py); [0, 0, 0] = none; None = the backend preset's.",
     )
     schedule_conservativeness: float = Field(
         default=1.0,

@@ -133,6 +133,12 @@ class BackendPreset(BaseModel):
         description="The API server's serial CPU time per request taken in (parsing, "
         "tokenising, handing it to the executor), µs (simulator/engine/frontend.py).",
     )
+    frontend_prompt_token_us: float = Field(
+        default=0.0,
+        ge=0,
+        description="The API server's serial CPU time per prompt token taken in "
+        "(tokenising), µs, on top of frontend_request_us.",
+    )
     frontend_token_us: float = Field(
         default=0.0,
         ge=0,
@@ -183,11 +189,20 @@ class BackendPreset(BaseModel):
             budget = min(budget, chunk)
         return budget, running, chunk
 
-    def frontend_seconds(self, override_us: tuple[float, float] | None) -> dict[str, float]:
+    def frontend_seconds(self, override_us: tuple[float, float, float] | None) -> dict[str, float]:
         """``EngineParams``' front-end costs in seconds: ``override_us`` (per request, per
-        token, µs; a ``ServingConfig.frontend_us``) or this preset's."""
-        request_us, token_us = override_us or (self.frontend_request_us, self.frontend_token_us)
-        return {"frontend_request_s": request_us / 1e6, "frontend_token_s": token_us / 1e6}
+        prompt token, per streamed token, µs; a ``ServingConfig.frontend_us``) or this
+        preset's."""
+        request_us, prompt_us, token_us = override_us or (
+            self.frontend_request_us,
+            self.frontend_prompt_token_us,
+            self.frontend_token_us,
+        )
+        return {
+            "frontend_request_s": request_us / 1e6,
+            "frontend_prompt_token_s": prompt_us / 1e6,
+            "frontend_token_s": token_us / 1e6,
+        }
 
     def hbm_utilization_for(self, tp: int) -> float:
         """The utilisation that applies at tensor parallelism ``tp``."""

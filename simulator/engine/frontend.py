@@ -11,11 +11,13 @@ server shows in the H100 benchmarks (``bench/README.md``).
 
 ``Frontend`` is that CPU as a single FIFO server in simulated time: work offered at time ``t``
 of cost ``c`` is done at ``max(t, free) + c``, and the server is then free from that time. The
-instance offers a request's intake when it arrives (the request joins the engine's queue when
-its intake is done) and the tokens of every step when the step ends (the step's tokens reach
+instance offers a request's intake (a fixed cost plus one per prompt token, the tokeniser's
+share) when it arrives (the request joins the engine's queue when its intake is done) and
+the tokens of every step when the step ends (the step's tokens reach
 their clients when that work is done: first token and finish are recorded, and a closed-loop
 user told, at that time). Costs are the backend preset's (``frontend_request_us``,
-``frontend_token_us``); zero costs mean no front end at all (the engine is unchanged).
+``frontend_prompt_token_us``, ``frontend_token_us``); zero costs mean no front end at all
+(the engine is unchanged).
 """
 
 from __future__ import annotations
@@ -26,13 +28,15 @@ __all__ = ["Frontend"]
 class Frontend:
     """One serial front-end CPU (module docstring); times in seconds."""
 
-    __slots__ = ("free_s", "request_s", "token_s")
+    __slots__ = ("free_s", "prompt_token_s", "request_s", "token_s")
 
-    def __init__(self, request_s: float, token_s: float) -> None:
-        if request_s < 0 or token_s < 0:
+    def __init__(self, request_s: float, token_s: float, prompt_token_s: float = 0.0) -> None:
+        if request_s < 0 or token_s < 0 or prompt_token_s < 0:
             raise ValueError("front-end costs must be >= 0")
         self.request_s = request_s
-        """CPU time to take one request in, s."""
+        """CPU time to take one request in besides its prompt's tokens, s."""
+        self.prompt_token_s = prompt_token_s
+        """CPU time per prompt token taken in (tokenising), s."""
         self.token_s = token_s
         """CPU time to stream one generated token, s."""
         self.free_s = 0.0
@@ -43,9 +47,10 @@ class Frontend:
         self.free_s = done
         return done
 
-    def intake(self, now_s: float) -> float:
-        """A request arrives at ``now_s``: when it reaches the engine's queue."""
-        return self._serve(now_s, self.request_s)
+    def intake(self, now_s: float, prompt_tokens: int = 0) -> float:
+        """A request of ``prompt_tokens`` arrives at ``now_s``: when it reaches the engine's
+        queue."""
+        return self._serve(now_s, self.request_s + prompt_tokens * self.prompt_token_s)
 
     def stream(self, end_s: float, tokens: int) -> float:
         """A step that ended at ``end_s`` emitted ``tokens`` tokens: when they reach their

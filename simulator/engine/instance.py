@@ -132,11 +132,8 @@ class EngineInstance:
         """Requests in the prefetch queue, by index (owned by the prefetcher)."""
         self.sending: dict[int, EngineRequest] = {}
         """PD prefill side: prefilled requests whose KV is held here until sent, by index."""
-        self.frontend = (
-            Frontend(params.frontend_request_s, params.frontend_token_s)
-            if params.frontend_request_s or params.frontend_token_s
-            else None
-        )
+        costs = (params.frontend_request_s, params.frontend_token_s, params.frontend_prompt_token_s)
+        self.frontend = Frontend(*costs) if any(costs) else None
         """The serial front end (``frontend.py``; None where the preset gives it no cost)."""
         self.intake: dict[int, EngineRequest] = {}
         """Requests the front end is still taking in, by index."""
@@ -228,7 +225,7 @@ class EngineInstance:
         if frontend is not None:
             self._stream_ended_steps(now)  # the tokens offered before this request
             self.intake[req.index] = req
-            self.kernel.at(frontend.intake(now), lambda: self._enter(req))
+            self.kernel.at(frontend.intake(now, req.prompt_len), lambda: self._enter(req))
             return
         self._enter(req)
 

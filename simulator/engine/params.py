@@ -53,6 +53,8 @@ class EngineParams:
     ``frontend_token_s`` 0: no front end)."""
     frontend_token_s: float = 0.0
     """The serial front end's CPU time per streamed token, s."""
+    frontend_prompt_token_s: float = 0.0
+    """The serial front end's CPU time per prompt token taken in (tokenising), s."""
 
     def describe(self) -> str:
         """The engine knobs that shape scheduling, in one line for reports."""
@@ -61,9 +63,10 @@ class EngineParams:
             f"{self.max_running:,} running, overlap scheduling "
             f"{'on' if self.overlap_scheduling else 'off'}, KV admission {self.kv_admission}"
             + (
-                f", serial front end {self.frontend_request_s * 1e3:g} ms per request + "
-                f"{self.frontend_token_s * 1e6:g} µs per token"
-                if self.frontend_request_s or self.frontend_token_s
+                f", serial front end {self.frontend_request_s * 1e3:g} ms + "
+                f"{self.frontend_prompt_token_s * 1e6:g} µs per prompt token per request, "
+                f"{self.frontend_token_s * 1e6:g} µs per streamed token"
+                if self.frontend_request_s or self.frontend_token_s or self.frontend_prompt_token_s
                 else ""
             )
         )

@@ -118,7 +118,8 @@ def test_rejections_are_counted_by_reason_in_json_and_table(tmp_path: Path) -> N
     # The preset's settings as resolved, the override included.
     assert data["engine"] == (
         "decode_first scheduler, 128-token steps, at most 128 running, overlap scheduling on, "
-        "KV admission reserve_full, serial front end 8 ms per request + 75 µs per token"
+        "KV admission reserve_full, serial front end 8 ms + 0 µs per prompt token per request, "
+        "75 µs per streamed token"
     )
     table = runner.invoke(app, ["simulate", *args, *config])
     assert "rejected 12 requests: 12 prompt longer than the step budget" in " ".join(

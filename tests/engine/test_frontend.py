@@ -21,11 +21,13 @@ def test_the_cpu_serves_work_in_the_order_offered() -> None:
     assert cpu.stream(2 * MS, 3) == pytest.approx(8 * MS)
     # Offered once idle again: served at once.
     assert cpu.intake(20 * MS) == pytest.approx(25 * MS)
+    # Tokenising: a cost per prompt token on top of the fixed one.
+    assert Frontend(5 * MS, 0.0, prompt_token_s=0.01 * MS).intake(0.0, 100) == pytest.approx(6 * MS)
     with pytest.raises(ValueError, match=">= 0"):
         Frontend(-1.0, 0.0)
 
 
-def _config(frontend_us: tuple[float, float] | None) -> ServingConfig:
+def _config(frontend_us: tuple[float, float, float] | None) -> ServingConfig:
     return ServingConfig(
         model="Qwen/Qwen3-8B",
         gpu="h100_sxm",
@@ -36,18 +38,18 @@ def _config(frontend_us: tuple[float, float] | None) -> ServingConfig:
 
 
 def test_one_user_by_hand() -> None:
-    """One user, 10-token answers, 1 ms steps, a 5 ms intake and 1 ms per token: the prompt
-    reaches the engine at 5 ms, its prefill step ends at 6 ms and the first token reaches the
-    client at 7 ms; each later token is produced and streamed 1 ms apart, the last at 16 ms;
-    the next request is sent then."""
+    """One user, 64-token prompts, 10-token answers, 1 ms steps, an intake of 3 ms + 31.25 µs
+    per prompt token (5 ms) and 1 ms per token: the prompt reaches the engine at 5 ms, its
+    prefill step ends at 6 ms and the first token reaches the client at 7 ms; each later token
+    is produced and streamed 1 ms apart, the last at 16 ms; the next request is sent then."""
     spec = closed_loop_workload(users=1, requests=3, input_tokens=64, output_tokens=10)
-    result = simulate(_config((5000.0, 1000.0)), spec, seed=0)
+    result = simulate(_config((3000.0, 31.25, 1000.0)), spec, seed=0)
     records = sorted(result.records, key=lambda r: r.arrival_s)
     for k, record in enumerate(records):
         assert record.arrival_s == pytest.approx(k * 16 * MS)
         assert record.ttft_s == pytest.approx(7 * MS)
         assert record.finish_s - record.arrival_s == pytest.approx(16 * MS)
-    plain = simulate(_config((0.0, 0.0)), spec, seed=0)
+    plain = simulate(_config((0.0, 0.0, 0.0)), spec, seed=0)
     assert [r.ttft_s for r in plain.records] == pytest.approx([1 * MS] * 3)
 
 
@@ -56,11 +58,11 @@ def test_a_busy_front_end_caps_the_throughput() -> None:
     end's pace, 1 / (intake + tokens x streaming) = 1 / 15 ms, and the users wait for it
     (TTFT grows), while the engine's own steps stay 1 ms."""
     spec = closed_loop_workload(users=32, requests=640, input_tokens=64, output_tokens=10)
-    result = simulate(_config((5000.0, 1000.0)), spec, seed=0)
+    result = simulate(_config((5000.0, 0.0, 1000.0)), spec, seed=0)
     assert result.summary is not None
     rate = result.summary.n_requests / result.summary.duration_s
     assert rate == pytest.approx(1 / (15 * MS), rel=0.05)
-    fast = simulate(_config((0.0, 0.0)), spec, seed=0)
+    fast = simulate(_config((0.0, 0.0, 0.0)), spec, seed=0)
     assert fast.summary is not None
     assert fast.summary.n_requests / fast.summary.duration_s > 5 * rate
     assert result.summary.ttft_ms.mean > 10 * fast.summary.ttft_ms.mean

@@ -19,6 +19,6 @@ def no_frontend(monkeypatch: pytest.MonkeyPatch) -> None:
         config = made(*args, **kwargs)
         if isinstance(config, str):
             return config
-        return config.model_copy(update={"frontend_us": (0.0, 0.0)})
+        return config.model_copy(update={"frontend_us": (0.0, 0.0, 0.0)})
 
     monkeypatch.setattr(validate, "row_config", without)

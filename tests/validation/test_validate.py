@@ -195,7 +195,8 @@ def test_constant_step_time_gives_analytic_ttft_and_tpot() -> None:
     outcome = simulate_row(row, latency_model="constant:0.01", catalog=shipped_catalog(), rounds=3)
     assert isinstance(outcome, RowResult)
     preset = load_preset("trtllm")
-    ttft = 10.0 + (preset.frontend_request_us + preset.frontend_token_us) / 1e3
+    intake_us = preset.frontend_request_us + 64 * preset.frontend_prompt_token_us
+    ttft = 10.0 + (intake_us + preset.frontend_token_us) / 1e3
     assert outcome.predicted_ttft_ms == pytest.approx(ttft)
     assert outcome.predicted_tpot_ms == pytest.approx(10.0)
     assert outcome.requests == 3
