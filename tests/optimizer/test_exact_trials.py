@@ -4,13 +4,14 @@ trials of a killed run on every storage."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import optuna
@@ -177,17 +178,33 @@ def test_a_killed_worker_is_one_line_and_exit_2(tmp_path: Path) -> None:
     _assert_exact(_load(url), 6)
 
 
+@contextlib.contextmanager
+def _sigint_not_ignored() -> Iterator[None]:
+    """A suite started in the background by a shell without job control runs with SIGINT
+    ignored, which a child inherits (and Python then installs no handler for it): start the
+    child with the default disposition, as from a terminal."""
+    before = signal.getsignal(signal.SIGINT)
+    if before is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        if before is signal.SIG_IGN:
+            signal.signal(signal.SIGINT, before)
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_ctrl_c_is_one_line_exit_130_and_fails_unfinished_trials(
     tmp_path: Path, workers: int
 ) -> None:
     url = f"sqlite:///{tmp_path / 'ctrlc.db'}"
-    proc = subprocess.Popen(
-        _cli("--storage", url, "--trials", "30", "--workers", str(workers), requests=300),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    with _sigint_not_ignored():
+        proc = subprocess.Popen(
+            _cli("--storage", url, "--trials", "30", "--workers", str(workers), requests=300),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
     _wait_until(lambda: _complete(url) >= 1, 180, "a finished trial")
     _wait_until(
         lambda: bool(_load(url).get_trials(deepcopy=False, states=(TrialState.RUNNING,))),
