@@ -192,7 +192,7 @@ def _engine(
             else config.overlap_scheduling
         ),
         kv_admission=config.kv_admission or preset.kv_admission,
-        kv_conservativeness=config.schedule_conservativeness,
+        kv_conservativeness=preset.rank_conservativeness(ranks, config.schedule_conservativeness),
         # The serial front end; none for a PD pool (its proxy to the clients is not modelled).
         **({} if role is not None else preset.frontend_seconds(config.frontend_us)),
     )

@@ -189,6 +189,14 @@ class BackendPreset(BaseModel):
             budget = min(budget, chunk)
         return budget, running, chunk
 
+    def rank_conservativeness(self, ranks: int, conservativeness: float) -> float:
+        """SGLang's ``--schedule-conservativeness`` as its scheduler uses it: times 0.3 with
+        attention DP (``server_args._handle_data_parallelism``, beside the chunk division of
+        ``rank_limits``; under ``attention_dp_shares_limits``), as given otherwise."""
+        if ranks > 1 and self.attention_dp_shares_limits:
+            return conservativeness * 0.3
+        return conservativeness
+
     def frontend_seconds(self, override_us: tuple[float, float, float] | None) -> dict[str, float]:
         """``EngineParams``' front-end costs in seconds: ``override_us`` (per request, per
         prompt token, per streamed token, µs; a ``ServingConfig.frontend_us``) or this

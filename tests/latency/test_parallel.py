@@ -247,10 +247,13 @@ def test_sglang_dp_ranks_share_the_prefill_chunk() -> None:
     assert params.max_running == 16 * 4096  # the preset's cap is per rank
     given = _engine_params(**DSV3_DP16, backend="sglang", max_running_requests=256)
     assert given.max_running == 256
+    # ... and its schedule_conservativeness is scaled by 0.3 with DP attention.
+    assert params.kv_conservativeness == pytest.approx(0.3)
     # Without attention DP the same settings are the instance's own.
     tp16 = {**DSV3_DP16, "attention_dp": 1}
     plain = _engine_params(**tp16, backend="sglang", max_running_requests=256)
     assert (plain.max_batched_tokens, plain.max_running) == (16384, 256)
+    assert plain.kv_conservativeness == 1.0
 
 
 def test_vllm_and_trtllm_dp_ranks_keep_their_own_limits() -> None:
@@ -263,6 +266,7 @@ def test_vllm_and_trtllm_dp_ranks_keep_their_own_limits() -> None:
         assert params.max_running == 16 * min(
             preset.max_running_requests, preset.max_batched_tokens
         )
+        assert params.kv_conservativeness == 1.0
 
 
 def test_a_dp_rank_at_its_prefill_chunk_still_decodes_every_running_request() -> None:
