@@ -148,8 +148,13 @@ def test_killing_the_parent_stops_its_workers_and_a_rerun_stays_exact(tmp_path: 
     url = f"sqlite:///{tmp_path / 'orphans.db'}"
     proc, workers = _started_workers(url, 6, requests=60)
     proc.kill()
+    proc.wait(timeout=30)
+    # The workers hear of it (parent-death signal, or the watch thread within a second) and
+    # mark their trials failed in the storage on the way out; on a loaded machine that can
+    # take a while, so they get a minute before the test calls it a leak. Only then is the
+    # stderr pipe (which they share) expected to close.
+    _wait_until(lambda: not any(_alive(p) for p in workers), 60, "the orphaned workers to exit")
     proc.communicate(timeout=30)
-    _wait_until(lambda: not any(_alive(p) for p in workers), 20, "the orphaned workers to exit")
     # They marked their trials failed on the way out.
     assert not _load(url).get_trials(deepcopy=False, states=(TrialState.RUNNING,))
     rerun = subprocess.run(
