@@ -137,7 +137,7 @@ def _p90_target(spec: SloSpec | None, metric: str) -> float | None:
 
 def _finite(value: Any) -> float:
     """A plotted number: NaN (a gap) for a missing or infinite one."""
-    if value is None or value == "":
+    if value is None:
         return math.nan
     number = float(value)
     return number if math.isfinite(number) else math.nan
