@@ -211,12 +211,16 @@ def test_ctrl_c_is_one_line_exit_130_and_fails_unfinished_trials(
             text=True,
         )
     _wait_until(lambda: _complete(url) >= 1, 180, "a finished trial")
-    _wait_until(
-        lambda: bool(_load(url).get_trials(deepcopy=False, states=(TrialState.RUNNING,))),
-        60,
-        "a running trial",
-    )
-    running = [t.number for t in _load(url).get_trials(states=(TrialState.RUNNING,))]
+    running: list[int] = []
+
+    def some_running() -> bool:
+        # The list is taken in the read that saw it: a second read can find the trial already
+        # finished (a trial given up early lasts a fraction of a second).
+        states = (TrialState.RUNNING,)
+        running[:] = [t.number for t in _load(url).get_trials(deepcopy=False, states=states)]
+        return bool(running)
+
+    _wait_until(some_running, 60, "a running trial")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
