@@ -40,6 +40,7 @@ from simulator.validation.steps import read_steps, validate_steps
 from simulator.validation.validate import (
     DEFAULT_ROUNDS,
     DEPLOYMENTS,
+    FITTED_TTFT_OFFSET_MS,
     START_MODES,
     FidelityReport,
     read_silicon,
@@ -132,8 +133,9 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         bool,
         typer.Option(
             "--ttft-offset",
-            help="Add the TTFT offset fitted to the shipped data (TRT-LLM 55 ms; a fit, not an "
-            "engine default).",
+            help="Add the TTFT offset fitted to the shipped data ("
+            + ", ".join(f"{k} {v:g} ms" for k, v in FITTED_TTFT_OFFSET_MS.items())
+            + "; a fit, not an engine default).",
         ),
     ] = False,
 ) -> None:
