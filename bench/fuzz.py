@@ -22,6 +22,7 @@ A mutation can land on a value that is still valid (truncating at a line end, sa
 from __future__ import annotations
 
 import argparse
+import json
 import random
 import sys
 import tempfile
@@ -63,7 +64,29 @@ TARGETS: tuple[tuple[str, str], ...] = (
     ),
     ("examples/simulate.yaml", "simulate --config {file} --max-requests 5 --json"),
     ("examples/catalog_override.yaml", "hardware list --catalog {file}"),
+    ("examples/simulate_pd.yaml", "simulate --config {file} --max-requests 5 --json"),
+    (
+        "examples/simulate_dp.yaml",
+        "simulate --config {file} --workload examples/workloads/closed_loop.yaml --json",
+    ),
+    ("examples/simulate_autoscale.yaml", "simulate --config {file} --workload {day} --json"),
+    ("examples/simulate_pd_autoscale.yaml", "simulate --config {file} --workload {day} --json"),
+    (
+        "examples/workloads/diurnal_day.yaml",
+        "simulate --config examples/simulate_autoscale.yaml --workload {file} --json",
+    ),
+    (
+        "examples/workloads/mooncake_2x.yaml",
+        "simulate --config examples/simulate.yaml --workload {file} --max-requests 5 --json",
+    ),
+    ("examples/slo/strict.json", "slo check {file}"),
 )
+
+#: Example files shrunk before they are mutated or used, so that an accepted mutation simulates
+#: in seconds: the day-long workload keeps its rate profile but not its 259,200 requests.
+SHRINK: dict[str, tuple[str, str]] = {
+    "examples/workloads/diurnal_day.yaml": ("requests: 259200", "requests: 300"),
+}
 
 
 def _leaves(data: Any, path: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -80,8 +103,9 @@ def _set(data: Any, path: tuple[Any, ...], value: Any) -> None:
     data[path[-1]] = value
 
 
-def mutate(text: str, rng: random.Random) -> tuple[str, str]:
-    """A hostile variant of a YAML document and a short description of the change."""
+def mutate(text: str, rng: random.Random, as_json: bool = False) -> tuple[str, str]:
+    """A hostile variant of a YAML (or, ``as_json``, JSON) document and a short description of
+    the change."""
     kind = rng.random()
     if kind < 0.15:
         cut = rng.randrange(1, len(text))
@@ -89,6 +113,10 @@ def mutate(text: str, rng: random.Random) -> tuple[str, str]:
     data = yaml.safe_load(text)
     if kind < 0.25 and isinstance(data, dict) and data:
         key = rng.choice(list(data))
+        if as_json:  # a JSON object with the key twice: the last one wins in most parsers
+            head = text.rstrip().removesuffix("}").rstrip()
+            again = f"{json.dumps(key)}: {json.dumps(data[key])}"
+            return f"{head}, {again}}}", f"duplicated key {key!r}"
         dumped = yaml.safe_dump({key: data[key]}, sort_keys=False)
         return text + "\n" + dumped, f"duplicated key {key!r}"
     leaves = _leaves(data)
@@ -96,7 +124,18 @@ def mutate(text: str, rng: random.Random) -> tuple[str, str]:
     value = rng.choice(HOSTILE)
     _set(data, path, value)
     where = ".".join(map(str, path))
-    return yaml.safe_dump(data, sort_keys=False), f"{where} = {value!r}"
+    dumped = json.dumps(data, indent=2) if as_json else yaml.safe_dump(data, sort_keys=False)
+    return dumped, f"{where} = {value!r}"
+
+
+def _example(source: str) -> str:
+    """An example file's text, shrunk as ``SHRINK`` says, with its trace paths made absolute."""
+    text = (ROOT / source).read_text(encoding="utf-8")
+    if source in SHRINK:
+        old, new = SHRINK[source]
+        assert old in text, f"{source} no longer holds {old!r}"
+        text = text.replace(old, new)
+    return text.replace("../../simulator", str(ROOT / "simulator"))
 
 
 def mutation_cases(
@@ -105,15 +144,17 @@ def mutation_cases(
     """``n`` mutated files written under ``tmp``, their cases, and what each changed."""
     rng = random.Random(seed)
     cases, changes = [], {}
+    day = tmp / "day_short.yaml"
+    day.write_text(_example("examples/workloads/diurnal_day.yaml"), encoding="utf-8")
     for i in range(n):
         source, command = TARGETS[i % len(TARGETS)]
-        text, change = mutate((ROOT / source).read_text(encoding="utf-8"), rng)
+        text, change = mutate(_example(source), rng, as_json=source.endswith(".json"))
         target = tmp / f"mut{i:04d}_{Path(source).name}"
         # A relative path inside a workload file is relative to the file: keep the examples'.
         text = text.replace("../../simulator", str(ROOT / "simulator"))
         target.write_text(text, encoding="utf-8")
         case_id = f"mut{i:04d}:{source}"
-        argv = tuple(command.format(file=target).split())
+        argv = tuple(command.format(file=target, day=day).split())
         cases.append((case_id, argv, 30.0))
         changes[case_id] = change
     return cases, changes
