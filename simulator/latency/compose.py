@@ -51,6 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from hardware.checkpoints import RECIPES
 from simulator.latency.deployment import Deployment
 from simulator.latency.moe_table import MoeShape
 
@@ -158,6 +159,12 @@ class OperatorPlanner:
         self.heads = d.heads_per_gpu
         self.kv_heads = d.kv_heads_per_gpu
         self.wdtype = d.weight_precision
+        # A checkpoint served at its own precision keeps its layout (``hardware/checkpoints.py``,
+        # as the memory fit counts it): gpt-oss's MXFP4 leaves the attention projections in
+        # bf16. A re-quantised checkpoint (another precision) is ``weight_precision`` throughout.
+        recipe = RECIPES[m.checkpoint_recipe]
+        own_layout = d.weight_precision == recipe.weights
+        self.attn_wdtype = "bf16" if own_layout and recipe.attention_bf16 else self.wdtype
         self.kvdtype = d.kv_precision
         self.act = d.activation_bytes
         self.kv_bytes = d.kv_element_bytes
@@ -279,7 +286,10 @@ class OperatorPlanner:
         n = self.heads * (self.deployment.model.qk_nope_head_dim + self.v_dim)
         rank = self.deployment.model.kv_lora_rank
         return KernelCall(
-            "mla_kv_decompress", "gemm", (cached + new, n, rank, self.wdtype), count * self.layers
+            "mla_kv_decompress",
+            "gemm",
+            (cached + new, n, rank, self.attn_wdtype),
+            count * self.layers,
         )
 
     def decode_calls(self, groups: list[tuple[int, int]]) -> list[KernelCall]:
@@ -315,20 +325,20 @@ class OperatorPlanner:
             KernelCall(
                 "mla_absorb",
                 "gemm",
-                (num_decode, self.heads * rank, nope, self.wdtype),
+                (num_decode, self.heads * rank, nope, self.attn_wdtype),
                 self.attention_layers,
             ),
             KernelCall(
                 "mla_absorb",
                 "gemm",
-                (num_decode, self.heads * self.v_dim, rank, self.wdtype),
+                (num_decode, self.heads * self.v_dim, rank, self.attn_wdtype),
                 self.attention_layers,
             ),
         ]
 
     # ----- pieces of token_calls --------------------------------------------------------------
     def _gqa_projections(self, t: int) -> list[KernelCall]:
-        h, d, w, n_layers = self.hidden, self.attn_dim, self.wdtype, self.attention_layers
+        h, d, w, n_layers = self.hidden, self.attn_dim, self.attn_wdtype, self.attention_layers
         gate = self.heads if self.deployment.model.attention_output_gate else 0
         qkv_n = (self.heads + gate + 2 * self.kv_heads) * d
         return [
@@ -338,7 +348,7 @@ class OperatorPlanner:
 
     def _mla_projections(self, t: int) -> list[KernelCall]:
         m = self.deployment.model
-        h, w, n_layers = self.hidden, self.wdtype, self.attention_layers
+        h, w, n_layers = self.hidden, self.attn_wdtype, self.attention_layers
         q_n = self.heads * self.qk_dim
         calls: list[KernelCall] = []
         if m.q_lora_rank:

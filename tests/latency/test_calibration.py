@@ -297,10 +297,13 @@ def test_shipped_calibration_meets_its_recorded_accuracy() -> None:
         assert summary.holdout_mape_pct is not None
         assert summary.holdout_mape_pct <= 12.0, kind
         assert summary.fit_mape_pct <= 12.0, kind
-    # refitting the shipped profiles reproduces the shipped coefficients
-    profiles = catalog_shape_filter(list(CATALOG.models.values()), shipped_profiles()).apply(
-        shipped_profiles()
-    )
+    # refitting the shipped profiles, cut to the shapes of the models the file says it was fitted
+    # on, reproduces the shipped coefficients (the catalog grew since: refitted on every model's
+    # shapes the per-class MAPE rises, e.g. context attention 9.9% -> 12.6%, bench/README.md)
+    named = calibration.shapes.split(" of ", 1)[1].rsplit(" at TP ", 1)[0].split(", ")
+    fitted_on = [CATALOG.model(name) for name in named]
+    assert len(fitted_on) == 13
+    profiles = catalog_shape_filter(fitted_on, shipped_profiles()).apply(shipped_profiles())
     refit = fit_calibration(
         profiles, H100, holdout=calibration.holdout_fraction, seed=calibration.seed
     )

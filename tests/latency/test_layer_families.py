@@ -97,3 +97,26 @@ def test_linear_heads_must_divide_by_tp() -> None:
     odd = QWEN3_NEXT.model_copy(update={"linear_num_value_heads": 36})
     with pytest.raises(InputError, match="36 value heads of the linear-attention layers"):
         Deployment(odd, H100, tp=8)
+
+
+def _projection_dtypes(model: ModelSpec, precision: str) -> set[str]:
+    planner = OperatorPlanner(Deployment(model, H100, weight_precision=precision))
+    calls = planner.token_calls(256)
+    return {c.args[3] for c in calls if c.op in ("qkv_proj", "o_proj")}
+
+
+def test_mxfp4_checkpoint_keeps_its_attention_projections_in_bf16() -> None:
+    # gpt-oss's MXFP4 quantises the experts only (modules_to_not_convert: self_attn): served at
+    # its own precision the projections are bf16 GEMMs, as the memory fit counts their bytes;
+    # re-quantised to fp8 (another recipe) every GEMM is fp8.
+    assert _projection_dtypes(GPT_OSS, "fp4") == {"bf16"}
+    assert _projection_dtypes(GPT_OSS, "fp8") == {"fp8"}
+    experts = [
+        c
+        for c in OperatorPlanner(
+            Deployment(GPT_OSS, H100, weight_precision="fp4")
+        ).routed_expert_calls(256)
+        if c.kind == "gemm"
+    ]
+    assert experts
+    assert {c.args[3] for c in experts} == {"fp4"}
