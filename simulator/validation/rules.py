@@ -32,6 +32,9 @@ vendor's block FP8; ``nvfp4`` → ModelOpt NVFP4; empty → the model's own chec
 where the model's own repository is already quantised with those weights (DeepSeek-V3/R1,
 natively block FP8): then that is the checkpoint served (``recipe_for``). vLLM's
 ``auto`` honours a ModelOpt KV scheme from 0.13 (PR #29980); older vLLM rows keep bf16 KV.
+Both release rules read ``MeasuredRow.release``: the row's version, or for a row that names
+none the bound its export implies (``silicon/versions.py``; InferenceX's Llama-3.1-70B
+rows, measured 2025-10-29 in an export whose vLLM rows of 2025-12-08 ran 0.11.2).
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from hardware.checkpoints import kv_precision as auto_kv_precision
 from hardware.schema import Catalog
 from simulator.presets import load_preset
 from simulator.validation.silicon.rows import MeasuredRow
+from simulator.validation.silicon.versions import version_key
 from slo.inputfile import InputError
 
 __all__ = [
@@ -216,14 +220,9 @@ def benchmark_engine_settings(row: MeasuredRow, *, literal: bool = False) -> dic
     return (rule.literal if literal and rule.literal else rule.settings)(row)
 
 
-def _version(text: str) -> tuple[int, ...] | None:
-    parts = re.findall(r"\d+", text)[:3]
-    return tuple(int(p) for p in parts) if parts else None
-
-
 def version_settings(row: MeasuredRow, tp: int) -> dict[str, Any]:
     """Overrides that follow the engine's release (module doc); empty when none apply."""
-    version = _version(row.backend_version)
+    version = version_key(row.release)
     if row.backend == "sglang" and version is not None and version < (0, 5, 4):
         return {"hbm_utilization": load_preset("sglang").hbm_utilization_for(tp)}
     return {}
@@ -295,6 +294,6 @@ def kv_precision(row: MeasuredRow, catalog: Catalog) -> str:
     recipe = recipe_for(row, catalog) or RECIPES["none"]
     if (harness(row), row.backend) in FP8_KV_DEPLOYMENTS and recipe.weights == "fp8":
         return "fp8"
-    version = _version(row.backend_version)
+    version = version_key(row.release)
     honours = not (row.backend == "vllm" and version is not None and version < (0, 13))
     return auto_kv_precision(recipe, honours_checkpoint=honours)

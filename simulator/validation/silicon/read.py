@@ -20,6 +20,7 @@ from simulator.validation.silicon.rows import (
     parse_agg_row,
     skipped_row,
 )
+from simulator.validation.silicon.versions import with_release_bounds
 from slo.inputfile import InputError
 
 __all__ = ["read_silicon"]
@@ -29,8 +30,9 @@ def read_silicon(path: str | Path) -> tuple[list[Row], list[Skipped]]:
     """The rows of ``path`` (aggregated and disaggregated) and the skipped ones, in file order.
 
     Skipped: rows of another mode, and disaggregated rows without per-role columns or a
-    concurrency. Raises ``InputError`` for a missing file, a missing column, or a value that is
-    not the number its column needs (naming file, line and column).
+    concurrency. A row that does not name its engine release gets the bound its export implies
+    (``versions.with_release_bounds``). Raises ``InputError`` for a missing file, a missing
+    column, or a value that is not the number its column needs (naming file, line and column).
     """
     path = Path(path)
     try:
@@ -58,4 +60,4 @@ def read_silicon(path: str | Path) -> tuple[list[Row], list[Skipped]]:
         raise InputError(f"{path}: no such file") from None
     except (OSError, UnicodeDecodeError, csv.Error) as err:
         raise InputError(f"{path}: cannot read as CSV: {err}") from None
-    return rows, skipped
+    return with_release_bounds(rows), skipped

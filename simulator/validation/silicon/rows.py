@@ -121,6 +121,17 @@ class MeasuredRow:
     (``simulator/validation/rules.py`` reads it)."""
     backend_version: str = field(default="", kw_only=True)
     """``backend_version`` as written (may be empty)."""
+    release_at_most: str = field(default="", kw_only=True)
+    """For a row without ``backend_version``: the newest engine release it can have run, as the
+    rows of its export say (``versions.py``); empty where the row names its release or nothing
+    says. ``release`` reads the two together."""
+
+    @property
+    def release(self) -> str:
+        """The engine release the row ran (``backend_version``), else the newest it can have
+        run (``release_at_most``); empty when unknown. Enough for rules of the form "releases
+        before X behave so"."""
+        return self.backend_version or self.release_at_most
 
     @property
     def mode(self) -> str:
