@@ -24,7 +24,7 @@ from simulator.config import ServingConfig
 from simulator.workload.spec import WorkloadSpec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sim_speed import TRACE  # noqa: E402  (the benchmark's trace, found the same way)
+from sim_speed import TRACE
 
 #: sim_speed.py's default deployment.
 BENCH: dict[str, Any] = {

@@ -160,7 +160,8 @@ def stable_argsort(values: NDArray[np.float64]) -> NDArray[np.intp]:
     first, size = starts[by_value], lengths[by_value]
     # Index k of the output lies in run r = the sorted run covering it: first[r] + offset.
     offsets = np.arange(n, dtype=np.intp) - np.repeat(np.cumsum(size) - size, size)
-    return np.repeat(first, size) + offsets
+    order: NDArray[np.intp] = np.repeat(first, size) + offsets
+    return order
 
 
 def _weighted_quantile(

@@ -39,6 +39,7 @@ class InFlight:
         batch: Batch,
         k: int,
         on_end: Callable[[], None],
+        *,
         split: StepSplit | None = None,
     ) -> None:
         """``split``: ``batch``'s shapes if the scheduler gathered them (priced from them)."""

@@ -356,7 +356,7 @@ class EngineInstance:
             check_split(plan)
         # Requests not yet seen must get their turn at the next boundary, not after a run.
         k = 1 if unseen else self._run_length(plan)
-        self._run = InFlight(self.kernel, self._pricer, batch, k, self._end_run, plan.split)
+        self._run = InFlight(self.kernel, self._pricer, batch, k, self._end_run, split=plan.split)
         self._streamed = 0
 
     def _sleep(self) -> None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from simulator.engine.request import PREFETCHING, RUNNING, SENDING, SWAPPED, WAITING
-
 from simulator.engine.steps import split_of
 
 if TYPE_CHECKING:

@@ -74,9 +74,10 @@ class StepSplit:
             self.chunk_tokens += n
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class StepPlan:
-    """What a scheduler decided for the next step."""
+    """What a scheduler decided for the next step (not frozen: one is built per step, and a
+    frozen dataclass's ``__init__`` costs several times a plain one's)."""
 
     tokens: Batch
     """Tokens each request processes (empty: nothing can run now)."""
@@ -161,12 +162,14 @@ class Scheduler(ABC):
     def _run(
         host: SchedulerHost,
         batch: Batch,
-        split: StepSplit,
         budget: int,
         cap: int,
         decoding: bool | None,
+        *,
+        split: StepSplit,
     ) -> int:
-        """Give running requests (all, or only decoding / only prefilling ones) their tokens."""
+        """Give running requests (all, or only decoding / only prefilling ones) their tokens,
+        adding each to ``split`` too."""
         # The hottest loop of an overloaded engine (every running request, every step): the
         # request's ``remaining`` and ``decoding`` properties and ``split.add`` are inlined.
         now, grow = host.now, host.grow
@@ -227,7 +230,7 @@ class ChunkedScheduler(Scheduler):
         batch: Batch = {}
         split = StepSplit()
         cap = host.chunk_tokens
-        budget = self._run(host, batch, split, host.max_batched_tokens, cap, None)
+        budget = self._run(host, batch, host.max_batched_tokens, cap, None, split=split)
         self._admit(host, batch, split, budget, cap, whole=False)
         return self._plan(host, batch, split)
 
@@ -242,8 +245,8 @@ class DecodeFirstScheduler(Scheduler):
         batch: Batch = {}
         split = StepSplit()
         budget = host.max_batched_tokens
-        budget = self._run(host, batch, split, budget, budget, True)
-        budget = self._run(host, batch, split, budget, budget, False)
+        budget = self._run(host, batch, budget, budget, True, split=split)
+        budget = self._run(host, batch, budget, budget, False, split=split)
         self._admit(host, batch, split, budget, budget, whole=True)
         return self._plan(host, batch, split)
 
@@ -257,7 +260,7 @@ class PrefillFirstScheduler(Scheduler):
         batch: Batch = {}
         split = StepSplit()
         budget = host.max_batched_tokens
-        budget = self._run(host, batch, split, budget, budget, False)
+        budget = self._run(host, batch, budget, budget, False, split=split)
         self._admit(host, batch, split, budget, budget, whole=True)
         if self._live(host, batch):
             return self._plan(host, batch, split)
@@ -266,7 +269,7 @@ class PrefillFirstScheduler(Scheduler):
         # The prefill pass's requests, if any, were all preempted: ``_plan`` drops them (and
         # the split).
         budget = max(host.max_batched_tokens, host.max_running)
-        self._run(host, batch, split, budget, 1, True)
+        self._run(host, batch, budget, 1, True, split=split)
         return self._plan(host, batch, split)
 
 

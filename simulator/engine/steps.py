@@ -88,13 +88,13 @@ class StepPricer:
         # A composed model prices the split directly (no ``latency.Batch`` object).
         self._split: SplitTimer | None = getattr(timer, "split_step_seconds", None)
 
-    def step(self, batch: Mapping[EngineRequest, int], shapes: StepSplit | None = None) -> float:
-        """Seconds of one step of ``batch`` (non-empty); ``shapes`` is its split if the
-        scheduler gathered it (``scheduler.StepSplit``: the same lists as the loop below)."""
+    def step(self, batch: Mapping[EngineRequest, int], gathered: StepSplit | None = None) -> float:
+        """Seconds of one step of ``batch`` (non-empty); ``gathered`` is its split if the
+        scheduler gathered it (``scheduler.StepSplit``: what ``split_of`` would return)."""
         if not self._shapes:
             return self.timer.step_seconds([(req.processed, n) for req, n in batch.items()])
-        if shapes is not None:
-            kv_lens, chunks, chunk_tokens = shapes.kv_lens, shapes.chunks, shapes.chunk_tokens
+        if gathered is not None:
+            kv_lens, chunks, chunk_tokens = gathered.kv_lens, gathered.chunks, gathered.chunk_tokens
         else:
             kv_lens, chunks, chunk_tokens = split_of(batch)
         split = self._split

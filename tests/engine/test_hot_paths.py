@@ -18,8 +18,8 @@ import pytest
 
 from hardware import shipped_catalog
 from simulator.engine.analytic import LinearLatency
-from simulator.engine.request import EngineRequest
 from simulator.engine.invariants import check_split
+from simulator.engine.request import EngineRequest
 from simulator.engine.scheduler import StepPlan, StepSplit
 from simulator.engine.steps import StepPricer, _linspace_into, split_of
 from simulator.engine.tiers import CacheTier
