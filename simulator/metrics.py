@@ -47,6 +47,7 @@ __all__ = [
     "Summary",
     "metrics_for_slo",
     "per_request_ms",
+    "stable_argsort",
     "summarize",
 ]
 
@@ -141,13 +142,35 @@ def _jsonable(value: Any) -> Any:
     return value
 
 
+def stable_argsort(values: NDArray[np.float64]) -> NDArray[np.intp]:
+    """``np.argsort(values, kind="stable")``, index for index, in far less time on the pooled
+    inter-token gaps: they come in runs of equal consecutive values (every decode of one step
+    waited the same step), so only the first value of each run is sorted and the runs are
+    expanded back into index ranges. Equal values keep their index order either way (runs are
+    disjoint ranges, sorted stably by their first index), NaNs last.
+    """
+    n = len(values)
+    if n < 2:
+        return np.arange(n, dtype=np.intp)
+    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+    if len(starts) * 4 > n:  # few runs: sorting them saves nothing
+        return np.argsort(values, kind="stable")
+    lengths = np.diff(np.append(starts, n))
+    by_value = np.argsort(values[starts], kind="stable")
+    first, size = starts[by_value], lengths[by_value]
+    # Index k of the output lies in run r = the sorted run covering it: first[r] + offset.
+    offsets = np.arange(n, dtype=np.intp) - np.repeat(np.cumsum(size) - size, size)
+    order: NDArray[np.intp] = np.repeat(first, size) + offsets
+    return order
+
+
 def _weighted_quantile(
     values: NDArray[np.float64], weights: NDArray[np.float64], q: float
 ) -> float:
     """Nearest-rank quantile ``q`` in [0, 1] of weighted ``values``; NaN when empty."""
     if not len(values) or weights.sum() <= 0:
         return math.nan
-    order = np.argsort(values, kind="stable")
+    order = stable_argsort(values)
     cum = np.cumsum(weights[order])
     index = min(len(values) - 1, int(np.searchsorted(cum, q * cum[-1])))
     return float(values[order][index])
@@ -156,7 +179,7 @@ def _weighted_quantile(
 def _weighted_stats(values: NDArray[np.float64], weights: NDArray[np.float64]) -> Stats:
     if not len(values) or weights.sum() <= 0:
         return Stats(math.nan, math.nan, math.nan, math.nan)
-    order = np.argsort(values, kind="stable")
+    order = stable_argsort(values)
     values, weights = values[order], weights[order]
     cum = np.cumsum(weights)
     total = cum[-1]

@@ -6,6 +6,7 @@ exact per-pool load integral (``simulator.metrics`` defines what the summary mak
 from __future__ import annotations
 
 import math
+from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -71,7 +72,9 @@ class Recorder:
         self.n_arrived = 0
         self.n_rejected = 0
         self.rejections: dict[str, int] = {}
-        self._gaps: list[float] = []
+        # Raw doubles, not a list of float objects: millions of gaps in an overloaded run, and
+        # the array becomes numpy's without a conversion (``itl_values``).
+        self._gaps = array("d")
         self._gap_chunks: list[tuple[NDArray[np.float64], int]] = []
         # ``itl_values`` once built: it is read twice at the end of a run (summary, result),
         # and turning millions of gaps into arrays costs as much as a tenth of an overloaded
@@ -147,12 +150,14 @@ class Recorder:
         Built once and then shared: both arrays are read-only (a caller that needs to change
         them copies)."""
         if self._itl is None:
-            parts = [np.asarray(self._gaps, dtype=np.float64)]
-            weights = [np.ones(len(self._gaps))]
-            for values, weight in self._gap_chunks:
-                parts.append(values)
-                weights.append(np.full(len(values), float(weight)))
-            values_all, weights_all = np.concatenate(parts), np.concatenate(weights)
+            chunks = self._gap_chunks
+            parts = [np.frombuffer(self._gaps, dtype=np.float64)]
+            parts += [values for values, _ in chunks]
+            values_all = np.concatenate(parts)
+            # Weight 1 for every individual gap, then each chunk's weight over its gaps.
+            sizes = [len(self._gaps)] + [len(values) for values, _ in chunks]
+            per_part = np.array([1.0] + [float(weight) for _, weight in chunks])
+            weights_all = np.repeat(per_part, sizes)
             values_all.flags.writeable = False
             weights_all.flags.writeable = False
             self._itl = (values_all, weights_all)

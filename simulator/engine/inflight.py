@@ -18,7 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simulator.core import Kernel
-from simulator.engine.scheduler import Batch
+from simulator.engine.scheduler import Batch, StepSplit
 from simulator.engine.steps import StepPricer
 
 __all__ = ["InFlight"]
@@ -33,12 +33,20 @@ class InFlight:
     __slots__ = ("_kernel", "_on_end", "_token", "batch", "end_s", "ends", "k", "start_s")
 
     def __init__(
-        self, kernel: Kernel, pricer: StepPricer, batch: Batch, k: int, on_end: Callable[[], None]
+        self,
+        kernel: Kernel,
+        pricer: StepPricer,
+        batch: Batch,
+        k: int,
+        on_end: Callable[[], None],
+        *,
+        split: StepSplit | None = None,
     ) -> None:
+        """``split``: ``batch``'s shapes if the scheduler gathered them (priced from them)."""
         now = kernel.now
         if k == 1:
             # One step (half the events): a float, no array (``ends`` is empty).
-            end_s = now + pricer.step(batch)
+            end_s = now + pricer.step(batch, split)
             ends = _NO_ENDS
         else:
             # ``now + cumsum``, bit for bit, without numpy's function dispatch (µs per call).

@@ -56,7 +56,7 @@ from simulator.engine.admission import AdmissionControl
 from simulator.engine.admit import Admitter, arrival_rejection
 from simulator.engine.frontend import Frontend
 from simulator.engine.inflight import InFlight
-from simulator.engine.invariants import check_instance
+from simulator.engine.invariants import check_instance, check_split
 from simulator.engine.kvmanager import KVManager
 from simulator.engine.kvuse import KvUseIntegral
 from simulator.engine.params import EngineParams
@@ -352,9 +352,11 @@ class EngineInstance:
                     self.admission.on_idle()
                 self._sleep()
             return
+        if self.check_invariants_each_step:
+            check_split(plan)
         # Requests not yet seen must get their turn at the next boundary, not after a run.
         k = 1 if unseen else self._run_length(plan)
-        self._run = InFlight(self.kernel, self._pricer, batch, k, self._end_run)
+        self._run = InFlight(self.kernel, self._pricer, batch, k, self._end_run, split=plan.split)
         self._streamed = 0
 
     def _sleep(self) -> None:

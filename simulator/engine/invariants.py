@@ -5,7 +5,8 @@ token progress is within bounds; ``kv_room`` is no more than the blocks held cov
 that has produced its last token here is still queued; the running queue respects
 ``max_running``; pins and private blocks of every tier equal what the requests hold and no tier
 exceeds its capacity (``KVManager.check``). It walks every request, so it is far too slow for
-normal runs.
+normal runs. ``check_split`` checks that the shapes a scheduler gathered for the step pricer
+(``StepPlan.split``) are the ones the pricer would take from the batch itself.
 """
 
 from __future__ import annotations
@@ -13,12 +14,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from simulator.engine.request import PREFETCHING, RUNNING, SENDING, SWAPPED, WAITING
+from simulator.engine.steps import split_of
 
 if TYPE_CHECKING:
     from simulator.engine.host import Host
     from simulator.engine.request import EngineRequest
+    from simulator.engine.scheduler import StepPlan
 
-__all__ = ["check_instance"]
+__all__ = ["check_instance", "check_split"]
 
 
 def check_instance(inst: Host) -> None:
@@ -57,3 +60,13 @@ def _room(req: EngineRequest, block_tokens: int) -> int:
     """Tokens the L1 blocks a running ``req`` holds cover (``kv_room``'s exact value)."""
     n_prompt = len(req.blocks)
     return (n_prompt + req.n_private) * block_tokens if req.n_pinned == n_prompt else 0
+
+
+def check_split(plan: StepPlan) -> None:
+    """Raise ``AssertionError`` unless ``plan.split`` (when gathered) equals the split of
+    ``plan.tokens`` (``steps.split_of``), lists in batch order."""
+    split = plan.split
+    if split is None:
+        return
+    if (split.kv_lens, split.chunks, split.chunk_tokens) != split_of(plan.tokens):
+        raise AssertionError(f"the scheduler's step split disagrees with its batch: {plan}")

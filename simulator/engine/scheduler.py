@@ -37,21 +37,55 @@ from typing import ClassVar, Protocol
 
 from simulator.engine.request import RUNNING, EngineRequest
 
-__all__ = ["SCHEDULERS", "Batch", "Scheduler", "SchedulerHost", "StepPlan"]
+__all__ = ["SCHEDULERS", "Batch", "Scheduler", "SchedulerHost", "StepPlan", "StepSplit"]
 
 Batch = dict[EngineRequest, int]
 """Tokens each request processes in the next step (insertion order = scheduling order)."""
 
 
-@dataclass(frozen=True, slots=True)
+class StepSplit:
+    """A batch's shapes as the step pricer reads them, gathered while it is scheduled.
+
+    For every ``(req, n)`` put in the batch, in order: ``n == 1`` adds ``req.processed + 1``
+    to ``kv_lens`` (a decode-shaped request: its KV length after the step), else
+    ``(req.processed, n)`` to ``chunks`` and ``n`` to ``chunk_tokens``. It is
+    ``steps.StepPricer``'s own split of the finished batch, taken in the pass that builds it
+    (the pricer would otherwise walk every running request a second time per step). Valid
+    only when no request was preempted while scheduling (a preempted one leaves the batch):
+    ``StepPlan.split`` is then None and the pricer splits the batch itself.
+    """
+
+    __slots__ = ("chunk_tokens", "chunks", "kv_lens")
+
+    def __init__(self) -> None:
+        self.kv_lens: list[int] = []
+        """KV length (tokens) after the step of each decode-shaped request, batch order."""
+        self.chunks: list[tuple[int, int]] = []
+        """``(cache_len, new_tokens)`` of each request given more than one token."""
+        self.chunk_tokens = 0
+        """Tokens of the ``chunks`` (the step processes ``len(kv_lens)`` more)."""
+
+    def add(self, processed: int, n: int) -> None:
+        """A request that has ``processed`` tokens gets ``n`` more in this step."""
+        if n == 1:
+            self.kv_lens.append(processed + 1)
+        else:
+            self.chunks.append((processed, n))
+            self.chunk_tokens += n
+
+
+@dataclass(slots=True)
 class StepPlan:
-    """What a scheduler decided for the next step."""
+    """What a scheduler decided for the next step (not frozen: one is built per step, and a
+    frozen dataclass's ``__init__`` costs several times a plain one's)."""
 
     tokens: Batch
     """Tokens each request processes (empty: nothing can run now)."""
     preempted: tuple[int, ...]
     """Indices of the requests preempted since the step boundary, in order (their L1 blocks
     were freed or swapped out; none is in ``tokens``)."""
+    split: StepSplit | None = None
+    """The shapes of ``tokens`` (``StepSplit``); None = not gathered (a step that preempted)."""
 
 
 class SchedulerHost(Protocol):
@@ -100,7 +134,9 @@ class Scheduler(ABC):
         """The next step; its ``tokens`` are empty when nothing can run now."""
 
     @staticmethod
-    def _admit(host: SchedulerHost, batch: Batch, budget: int, cap: int, *, whole: bool) -> int:
+    def _admit(
+        host: SchedulerHost, batch: Batch, split: StepSplit, budget: int, cap: int, *, whole: bool
+    ) -> int:
         """Admit from the swapped queue, then (only when it is empty) the waiting queue, whose
         requests queued after ``host.admit_cutoff_s`` are not seen yet."""
         if host.preempted:
@@ -116,6 +152,7 @@ class Scheduler(ABC):
                     return budget
                 if got:
                     batch[req] = got
+                    split.add(req.processed, got)
                     budget -= got
             if queue:
                 return budget
@@ -123,12 +160,21 @@ class Scheduler(ABC):
 
     @staticmethod
     def _run(
-        host: SchedulerHost, batch: Batch, budget: int, cap: int, decoding: bool | None
+        host: SchedulerHost,
+        batch: Batch,
+        budget: int,
+        cap: int,
+        decoding: bool | None,
+        *,
+        split: StepSplit,
     ) -> int:
-        """Give running requests (all, or only decoding / only prefilling ones) their tokens."""
+        """Give running requests (all, or only decoding / only prefilling ones) their tokens,
+        adding each to ``split`` too."""
         # The hottest loop of an overloaded engine (every running request, every step): the
-        # request's ``remaining`` and ``decoding`` properties are inlined.
+        # request's ``remaining`` and ``decoding`` properties and ``split.add`` are inlined.
         now, grow = host.now, host.grow
+        kv_lens, chunks = split.kv_lens, split.chunks
+        chunk_tokens = split.chunk_tokens
         fresh = not batch  # nothing scheduled yet: no running request can be in the batch
         for req in list(host.running):  # a copy: ``grow`` may preempt from the tail
             if budget <= 0:
@@ -140,15 +186,24 @@ class Scheduler(ABC):
             if remaining == 1:  # decoding when it has generated a token
                 if decoding is not None and (req.generated > 0) != decoding:
                     continue
-                n = 1  # budget and cap are >= 1
-            else:  # not decoding
-                if decoding:
-                    continue
-                n = min(remaining, cap, budget)
-            # ``grow`` has nothing to do within ``kv_room`` (most decodes): skip the call.
+                # ``grow`` has nothing to do within ``kv_room`` (most decodes): skip the call.
+                if processed < req.kv_room or grow(req, 1):  # budget and cap are >= 1
+                    batch[req] = 1
+                    kv_lens.append(processed + 1)
+                    budget -= 1
+                continue
+            if decoding:  # not decoding
+                continue
+            n = min(remaining, cap, budget)
             if processed + n <= req.kv_room or grow(req, n):
                 batch[req] = n
+                if n == 1:
+                    kv_lens.append(processed + 1)
+                else:
+                    chunks.append((processed, n))
+                    chunk_tokens += n
                 budget -= n
+        split.chunk_tokens = chunk_tokens
         return budget
 
     @staticmethod
@@ -160,8 +215,10 @@ class Scheduler(ABC):
         return {req: n for req, n in batch.items() if req.state == RUNNING}
 
     @classmethod
-    def _plan(cls, host: SchedulerHost, batch: Batch) -> StepPlan:
-        return StepPlan(cls._live(host, batch), tuple(host.preempted))
+    def _plan(cls, host: SchedulerHost, batch: Batch, split: StepSplit) -> StepPlan:
+        if host.preempted:  # a preempted request may have left the batch: no split
+            return StepPlan(cls._live(host, batch), tuple(host.preempted))
+        return StepPlan(batch, (), split)
 
 
 class ChunkedScheduler(Scheduler):
@@ -171,10 +228,11 @@ class ChunkedScheduler(Scheduler):
 
     def schedule(self, host: SchedulerHost) -> StepPlan:
         batch: Batch = {}
+        split = StepSplit()
         cap = host.chunk_tokens
-        budget = self._run(host, batch, host.max_batched_tokens, cap, None)
-        self._admit(host, batch, budget, cap, whole=False)
-        return self._plan(host, batch)
+        budget = self._run(host, batch, host.max_batched_tokens, cap, None, split=split)
+        self._admit(host, batch, split, budget, cap, whole=False)
+        return self._plan(host, batch, split)
 
 
 class DecodeFirstScheduler(Scheduler):
@@ -185,11 +243,12 @@ class DecodeFirstScheduler(Scheduler):
 
     def schedule(self, host: SchedulerHost) -> StepPlan:
         batch: Batch = {}
+        split = StepSplit()
         budget = host.max_batched_tokens
-        budget = self._run(host, batch, budget, budget, True)
-        budget = self._run(host, batch, budget, budget, False)
-        self._admit(host, batch, budget, budget, whole=True)
-        return self._plan(host, batch)
+        budget = self._run(host, batch, budget, budget, True, split=split)
+        budget = self._run(host, batch, budget, budget, False, split=split)
+        self._admit(host, batch, split, budget, budget, whole=True)
+        return self._plan(host, batch, split)
 
 
 class PrefillFirstScheduler(Scheduler):
@@ -199,16 +258,19 @@ class PrefillFirstScheduler(Scheduler):
 
     def schedule(self, host: SchedulerHost) -> StepPlan:
         batch: Batch = {}
+        split = StepSplit()
         budget = host.max_batched_tokens
-        budget = self._run(host, batch, budget, budget, False)
-        self._admit(host, batch, budget, budget, whole=True)
-        batch = self._live(host, batch)
-        if batch:
-            return StepPlan(batch, tuple(host.preempted))
+        budget = self._run(host, batch, budget, budget, False, split=split)
+        self._admit(host, batch, split, budget, budget, whole=True)
+        if self._live(host, batch):
+            return self._plan(host, batch, split)
         # A decode step is bounded by the running limit, not by the prefill budget (they
         # differ only where attention-DP ranks share a prefill chunk, presets.rank_limits).
-        self._run(host, batch, max(host.max_batched_tokens, host.max_running), 1, True)
-        return self._plan(host, batch)
+        # The prefill pass's requests, if any, were all preempted: ``_plan`` drops them (and
+        # the split).
+        budget = max(host.max_batched_tokens, host.max_running)
+        self._run(host, batch, budget, 1, True, split=split)
+        return self._plan(host, batch, split)
 
 
 #: Every scheduling policy by name; ``ServingConfig.scheduler`` takes one of these keys.

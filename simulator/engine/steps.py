@@ -29,6 +29,7 @@ from simulator.latency.batch import Batch as StepShapes
 
 if TYPE_CHECKING:
     from simulator.engine.request import EngineRequest
+    from simulator.engine.scheduler import StepSplit
 
 __all__ = [
     "DecodeRunTimer",
@@ -37,6 +38,7 @@ __all__ = [
     "decode_run_durations",
     "memory_bound",
     "quiescent_decode_steps",
+    "split_of",
 ]
 
 #: Largest relative deviation from linear interpolation accepted inside a decode run.
@@ -86,19 +88,15 @@ class StepPricer:
         # A composed model prices the split directly (no ``latency.Batch`` object).
         self._split: SplitTimer | None = getattr(timer, "split_step_seconds", None)
 
-    def step(self, batch: Mapping[EngineRequest, int]) -> float:
-        """Seconds of one step of ``batch`` (non-empty)."""
+    def step(self, batch: Mapping[EngineRequest, int], gathered: StepSplit | None = None) -> float:
+        """Seconds of one step of ``batch`` (non-empty); ``gathered`` is its split if the
+        scheduler gathered it (``scheduler.StepSplit``: what ``split_of`` would return)."""
         if not self._shapes:
             return self.timer.step_seconds([(req.processed, n) for req, n in batch.items()])
-        kv_lens: list[int] = []
-        chunks: list[tuple[int, int]] = []
-        chunk_tokens = 0
-        for req, n in batch.items():
-            if n == 1:
-                kv_lens.append(req.processed + 1)
-            else:
-                chunks.append((req.processed, n))
-                chunk_tokens += n
+        if gathered is not None:
+            kv_lens, chunks, chunk_tokens = gathered.kv_lens, gathered.chunks, gathered.chunk_tokens
+        else:
+            kv_lens, chunks, chunk_tokens = split_of(batch)
         split = self._split
         if split is not None:
             return split(kv_lens, chunks, len(kv_lens) + chunk_tokens)
@@ -109,6 +107,22 @@ class StepPricer:
     def decode_run(self, batch: Iterable[EngineRequest], n_steps: int) -> NDArray[np.float64]:
         """Durations of ``n_steps`` decode steps of ``batch`` (``decode_run_durations``)."""
         return decode_run_durations(self.timer, [req.processed for req in batch], n_steps)
+
+
+def split_of(batch: Mapping[EngineRequest, int]) -> tuple[list[int], list[tuple[int, int]], int]:
+    """``(kv_lens, chunks, chunk_tokens)`` of ``batch``: the KV length after the step of each
+    request given one token, ``(cache_len, new_tokens)`` of the others, and their tokens
+    (``scheduler.StepSplit`` holds the same, gathered while scheduling)."""
+    kv_lens: list[int] = []
+    chunks: list[tuple[int, int]] = []
+    chunk_tokens = 0
+    for req, n in batch.items():
+        if n == 1:
+            kv_lens.append(req.processed + 1)
+        else:
+            chunks.append((req.processed, n))
+            chunk_tokens += n
+    return kv_lens, chunks, chunk_tokens
 
 
 def decode_run_durations(

@@ -5,7 +5,10 @@ the same victims, hand them down in the same order and leave the same policy ord
 ``insert`` / ``add_pinned`` per block, and ``release`` the same order as ``unpin`` then
 ``touch``; the plain-Python batch grouping must equal numpy's; the
 decode-run interpolation must equal ``np.linspace`` bit for bit; the engine's one-pass split of
-a step and a composed model's decode-run pricer must price what the step's pairs do.
+a step and a composed model's decode-run pricer must price what the step's pairs do; the
+split a scheduler gathers while scheduling must be the batch's own; the run-length stable
+argsort of the ITL statistics must order as numpy's stable sort, and the recorder's raw gap
+buffer must pool the same arrays as a list of gaps.
 """
 
 from __future__ import annotations
@@ -15,13 +18,17 @@ import pytest
 
 from hardware import shipped_catalog
 from simulator.engine.analytic import LinearLatency
+from simulator.engine.invariants import check_split
 from simulator.engine.request import EngineRequest
-from simulator.engine.steps import StepPricer, _linspace_into
+from simulator.engine.scheduler import StepPlan, StepSplit
+from simulator.engine.steps import StepPricer, _linspace_into, split_of
 from simulator.engine.tiers import CacheTier
 from simulator.kvcache.policies import POLICIES
 from simulator.latency import ComposedLatencyModel, Deployment, make_latency_model
 from simulator.latency import batch as batch_module
 from simulator.latency.batch import Batch, DecodeRun
+from simulator.metrics import stable_argsort
+from simulator.records import Recorder
 from simulator.workload.request import TraceRequest
 
 
@@ -203,3 +210,71 @@ def test_step_pricer_prices_as_the_pairs() -> None:
                 batch[req] = 1 if rng.random() < 0.9 else int(rng.integers(2, 1000))
             pairs = [(req.processed, n) for req, n in batch.items()]
             assert pricer.step(batch) == timer.step_seconds(pairs)
+
+
+def test_gathered_split_prices_as_the_batch() -> None:
+    # A split gathered request by request (``StepSplit.add``, what the schedulers do) is the
+    # batch's own split and prices the same seconds; one that disagrees is caught.
+    catalog = shipped_catalog()
+    deployment = Deployment(catalog.model("meta-llama/Llama-3.1-8B"), catalog.gpu("h100_sxm"))
+    pricer = StepPricer(make_latency_model("roofline", deployment))
+    rng = np.random.default_rng(9)
+    for _ in range(50):
+        batch: dict[EngineRequest, int] = {}
+        split = StepSplit()
+        for index in range(int(rng.integers(1, 300))):
+            req = EngineRequest(TraceRequest(index, 0.0, 9000, 10, ()), 16, 0, 0.0)
+            req.processed = int(rng.integers(0, 8000))
+            n = 1 if rng.random() < 0.9 else int(rng.integers(2, 1000))
+            batch[req] = n
+            split.add(req.processed, n)
+        assert (split.kv_lens, split.chunks, split.chunk_tokens) == split_of(batch)
+        assert pricer.step(batch, split) == pricer.step(batch)
+        check_split(StepPlan(batch, (), split))
+        split.kv_lens.append(7)
+        with pytest.raises(AssertionError, match="split disagrees"):
+            check_split(StepPlan(batch, (), split))
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_stable_argsort_orders_as_numpy(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    runs = [
+        np.full(int(rng.integers(1, 200)), float(rng.choice([0.0, -0.0, 1.5, 2.5, np.nan])))
+        if rng.random() < 0.3
+        else np.full(int(rng.integers(1, 200)), float(rng.integers(0, 50)) / 7)
+        for _ in range(int(rng.integers(1, 400)))
+    ]
+    runs.append(rng.random(int(rng.integers(0, 300))))  # a stretch of distinct values
+    values = np.concatenate(runs)
+    expected = np.argsort(values, kind="stable")
+    assert np.array_equal(stable_argsort(values), expected)
+    distinct = rng.random(int(rng.integers(0, 50)))  # no runs: numpy's own sort
+    assert np.array_equal(stable_argsort(distinct), np.argsort(distinct, kind="stable"))
+
+
+def test_recorder_pools_the_gaps_it_was_given() -> None:
+    rng = np.random.default_rng(3)
+    recorder = Recorder()
+    singles: list[float] = []
+    chunks: list[tuple[np.ndarray, int]] = []
+    for _ in range(200):
+        gaps = rng.random(int(rng.integers(0, 20))).tolist()
+        repeated = rng.random(int(rng.integers(0, 5)))
+        weight = int(rng.integers(1, 9))
+        recorder.gaps(gaps, repeated, weight)
+        singles.extend(gaps)
+        if len(repeated):
+            chunks.append((repeated, weight))
+    recorder.gap(0.25)
+    singles.append(0.25)
+    values, weights = recorder.itl_values()
+    expected_values = np.concatenate([np.array(singles), *(v for v, _ in chunks)])
+    expected_weights = np.concatenate(
+        [np.ones(len(singles)), *(np.full(len(v), float(w)) for v, w in chunks)]
+    )
+    assert np.array_equal(values, expected_values)
+    assert np.array_equal(weights, expected_weights)
+    assert weights.dtype == np.float64
+    recorder.gap(0.5)  # a gap after the pooling (the buffer is not held by the arrays)
+    assert len(recorder.itl_values()[0]) == len(expected_values) + 1
