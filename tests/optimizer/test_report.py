@@ -7,6 +7,9 @@ Chromium is installed.
 
 from __future__ import annotations
 
+import html as htmllib
+import json
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -172,7 +175,7 @@ def test_html_is_rendered_markdown_with_the_plot(tmp_path: Path) -> None:
     assert {"table", "h2", "strong", "pre"} <= set(parsed.tags)
     assert "TTFT p90 (ms)" in html  # axis titles carry units
     assert "cost (USD/h)" in html
-    assert "SLO ttft_ms.p90 \\u2264 4,000 ms" in html  # plotly escapes non-ASCII in its JSON
+    assert "SLO TTFT p90 \\u2264 4,000 ms" in html  # plotly escapes non-ASCII in its JSON
     assert "budget USD 150.00" in html
 
 
@@ -189,19 +192,67 @@ def test_tier_verdict_when_a_tier_cannot_be_replaced() -> None:
     ]
 
 
-def test_report_in_headless_chromium(tmp_path: Path) -> None:
+def _chromium() -> str:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         pytest.skip("Chromium is not installed (apt-get install chromium)")
-    _, _ = _write(tmp_path)
-    dom = subprocess.run(
+    return browser
+
+
+def _rendered_dom(browser: str, page: Path) -> str:
+    """``page`` as the browser's DOM after its scripts ran (plotly draws the figure)."""
+    return subprocess.run(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
-         "--dump-dom", (tmp_path / "report.html").as_uri()],
+         "--window-size=1280,900", "--dump-dom", page.as_uri()],
         capture_output=True, text=True, timeout=120, check=True,
     ).stdout  # fmt: skip
+
+
+def test_report_in_headless_chromium(tmp_path: Path) -> None:
+    browser = _chromium()
+    _, _ = _write(tmp_path)
+    dom = _rendered_dom(browser, tmp_path / "report.html")
     parsed = _Text()
     parsed.feed(dom)
     visible = "".join(parsed.text)
     assert "*" not in visible
     assert PLOT_ID in parsed.ids
     assert 'class="main-svg"' in dom  # plotly drew the figure in the browser
+
+
+#: Appended to report.html: once plotly has drawn, the boxes of every text label on the plot
+#: (line annotations, axis titles, legend entries) that overlaps another, into a <pre>.
+_OVERLAP_SCRIPT = """<script>
+setTimeout(function () {
+  var sel = '.annotation-text-g, .g-xtitle, .g-ytitle, .g-x2title, .g-y2title, .legend .traces';
+  var boxes = Array.from(document.querySelectorAll(sel)).map(function (e) {
+    var r = e.getBoundingClientRect();
+    return {text: e.textContent, l: r.left, r: r.right, t: r.top, b: r.bottom};
+  }).filter(function (b) { return b.r > b.l && b.b > b.t; });
+  var hits = [];
+  for (var i = 0; i < boxes.length; i++) for (var j = i + 1; j < boxes.length; j++) {
+    var a = boxes[i], c = boxes[j];
+    if (a.l < c.r && c.l < a.r && a.t < c.b && c.t < a.b) hits.push(a.text + ' / ' + c.text);
+  }
+  var out = document.createElement('pre');
+  out.id = 'overlaps';
+  out.textContent = JSON.stringify({labels: boxes.length, overlaps: hits});
+  document.body.appendChild(out);
+}, 2000);
+</script>"""
+
+
+def test_plot_labels_do_not_overlap_in_chromium(tmp_path: Path) -> None:
+    """The SLO-target and budget lines' labels, the axis titles and the legend entries of the
+    drawn figure: no two boxes intersect (the SLO and budget labels used to sit on top of each
+    other in the panel's top-right corner)."""
+    browser = _chromium()
+    _, html = _write(tmp_path)
+    page = tmp_path / "overlaps.html"
+    page.write_text(html.replace("</body>", _OVERLAP_SCRIPT + "</body>"), encoding="utf-8")
+    dom = _rendered_dom(browser, page)
+    found = re.search(r'<pre id="overlaps">(.*?)</pre>', dom, re.S)
+    assert found, "the measuring script did not run"
+    result = json.loads(htmllib.unescape(found.group(1)))
+    assert result["labels"] >= 8  # 2 line labels + 4 axis titles + legend entries
+    assert result["overlaps"] == []
