@@ -322,7 +322,12 @@ def _why_best(  # noqa: PLR0917  (the pick and everything its reason quotes)
     literal = view.best[role]
     value = info.text(pick.objectives[role])
     best = info.text(view.best_value(role))
-    if role == "cost":
+    if role == "cost" and len(near) == 1:
+        head = (
+            f"Trial {pick.number} is the cheapest feasible configuration at {best}, and no "
+            f"other comes within {tolerance:.0%} of it."
+        )
+    elif role == "cost":
         head = (
             f"The cheapest feasible configuration costs {best} (trial {literal.number}); of the "
             f"{len(near)} within {tolerance:.0%} of it, trial {pick.number} ({value}) is "
@@ -342,6 +347,7 @@ def _why_best(  # noqa: PLR0917  (the pick and everything its reason quotes)
             )
         saved = _cost_of(literal, view.infos) - _cost_of(pick, view.infos)
         head += f", {_money_delta(view, saved)} less than the literal best." if saved > 0 else "."
+    head = head[0].upper() + head[1:]  # "goodput 3,000 tok/s is …" opens a sentence
     return f"{head} It gives up: {view.gives_up(pick, [role, *others])}."
 
 

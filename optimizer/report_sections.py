@@ -91,6 +91,14 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: A budget limit in words, by ``Budget`` field name.
+_BUDGET_WORDS = {
+    "usd_per_hour": "at most USD {:,.2f}/h",
+    "usd_per_month": "at most USD {:,.0f}/month",
+    "max_gpus": "at most {:,.0f} GPUs",
+}
+
+
 def slo_section(spec: SloSpec, tolerance: float) -> list[str]:
     """Targets, attainment, budget and objectives, as the SLO file states them."""
     out = [f"## What was asked: SLO {md_escape(spec.name)}\n"]
@@ -107,8 +115,8 @@ def slo_section(spec: SloSpec, tolerance: float) -> list[str]:
         )
     limits = spec.budget.limits()
     if limits:
-        budget = ", ".join(f"{md_escape(k)} ≤ {v:,g}" for k, v in limits.items())
-        out.append(f"Budget: {budget}.\n")
+        budget = ", ".join(_BUDGET_WORDS[k].format(v) for k, v in limits.items())
+        out.append(f"Budget: {budget} (a configuration over it is infeasible).\n")
     objectives = [
         [role, o.metric, spec.objectives.directions[role]]
         for role, o in spec.objectives.by_role().items()
@@ -221,8 +229,20 @@ def headroom_text(entry: Mapping[str, Any], cap: float) -> str:
     return f"{float(scale):.2f}×"
 
 
-def planning_sections(planning: Planning, cap: float) -> list[str]:
-    """Tier value with verdicts, headroom, and the baseline comparison."""
+def planning_sections(
+    planning: Planning, cap: float, names: Mapping[str, str] | None = None
+) -> list[str]:
+    """Tier value with verdicts, headroom, and the baseline comparison.
+
+    ``names``: a pick's display name by the label the planning keys it under (its first:
+    ``best cost`` → ``best cost, balanced`` when one trial is both picks), as the
+    Recommendations section heads it.
+    """
+    shown = dict(names or {})
+
+    def name(label: str) -> str:
+        return shown.get(label, label)
+
     out: list[str] = []
     if planning.tier_value:
         out.append("## What each cache tier buys\n")
@@ -231,14 +251,14 @@ def planning_sections(planning: Planning, cap: float) -> list[str]:
             "are added until the SLO holds again, so the difference is what the tier saves.\n"
         )
         for label, rows in planning.tier_value.items():
-            out.append(f"### {md_escape(label)}\n")
+            out.append(f"### {md_escape(name(label))}\n")
             out.extend(f"- {md_escape(v)}\n" for v in tier_verdict(rows))
             headers = list(rows[0]) if rows else []
             out.append("\n" + md_table(headers, [[row[h] for h in headers] for row in rows]))
     if planning.headroom:
         out.append("## Headroom\n")
         cells = [
-            [label, headroom_text(h, cap), h.get("requests_per_s")]
+            [name(label), headroom_text(h, cap), h.get("requests_per_s")]
             for label, h in planning.headroom.items()
         ]
         out.append(md_table(["pick", "load growth that still meets the SLO", "requests/s"], cells))

@@ -148,11 +148,16 @@ def test_markdown_has_every_section_and_the_numbers(tmp_path: Path) -> None:
     ):
         assert heading in md
     assert "| ttft\\_ms | p90 | 4,000 ms |" in md
+    assert "Budget: at most USD 150.00/h (a configuration over it is infeasible)." in md
     assert "51 (6.4%; longest 122,378 tokens), dropped before simulating" in md
     assert "mean TTFT error 26.6%" in md  # the roofline model's validated error
     assert "drop L3: saves USD 7.60/h, TTFT p90 +3%, still meets the SLO" in md
     assert "keep L2 and L3: without it the pick needs 2 more instances" in md
-    assert "≥ 8× (search cap)" in md
+    assert "| best latency, best throughput | ≥ 8× (search cap) | 40 |" in md
+    # The planning is keyed by a trial's first pick; its sections name every pick it is.
+    tiers = md.split("## What each cache tier buys", 1)[1].split("## Headroom", 1)[0]
+    assert "### best latency, best throughput\n" in tiers
+    assert "**Why best throughput.** Goodput 3,000 tok/s is the best on the front" in md
     assert "1,000,000,000" not in md
     assert "It does not meet the SLO and budget: costs USD 246.20/h" in md
     assert "kind: Deployment" in md
