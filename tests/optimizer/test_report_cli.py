@@ -206,3 +206,20 @@ def test_an_over_budget_baseline_is_reported_by_its_reason_not_a_placeholder(
     assert "It does not meet the SLO and budget: costs USD" in md
     assert "1,000,000,000" not in md
     assert "1e+09" not in md
+
+
+def test_tolerance_option_reaches_the_picks_and_is_stored(tmp_path: Path) -> None:
+    """``--tolerance 0.3``: the picks' reasons quote it, results.json and the study keep it,
+    and ``kvplan report`` re-renders with it."""
+    url = f"sqlite:///{tmp_path / 'tol.db'}"
+    args = ["optimize", *BASE[:-2], "--trials", "3", "--no-plan", "--tolerance", "0.3"]
+    ran = runner.invoke(app, [*args, "--storage", url, "--json"])
+    assert ran.exit_code == 0, ran.output
+    data = json.loads(ran.stdout)
+    assert data["tolerance"] == 0.3
+    assert data["recommendations"]
+    whys = [pick["why"] for pick in data["recommendations"].values()]
+    assert any("30%" in why for why in whys), whys
+    again = runner.invoke(app, ["report", "--storage", url, "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["recommendations"] == data["recommendations"]
