@@ -23,6 +23,7 @@ __all__ = [
     "md_table",
     "planning_sections",
     "slo_section",
+    "source_text",
     "tier_verdict",
     "workload_section",
 ]
@@ -133,12 +134,30 @@ def _lengths_row(name: str, stats: Any) -> list[Any]:
     return [name, stats.mean, stats.p50, stats.p90, stats.p99, stats.max]
 
 
+def _setting(value: Any) -> str:
+    """A workload setting as written: ``1.0``, ``poisson``, nested ones as ``(key=value, …)``
+    (not Python's ``{'key': 'value'}``)."""
+    if isinstance(value, Mapping):
+        inner = ", ".join(f"{k}={_setting(v)}" for k, v in value.items() if v is not None)
+        return f"({inner})"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_setting(v) for v in value) + "]"
+    return str(value)
+
+
+def source_text(source: Mapping[str, Any]) -> str:
+    """``kind=trace, path=…, time_scale=1.0, …``: the workload's settings, its kind and file
+    first (``optimizer.workloads.describe_workload``'s mapping)."""
+    first = [k for k in ("kind", "path") if k in source]
+    keys = first + [k for k in source if k not in first]
+    return ", ".join(f"{k}={_setting(source[k])}" for k in keys if source[k] is not None)
+
+
 def workload_section(profile: WorkloadProfile | None) -> list[str]:
     """Source, requests, offered rate, length distributions and overlong requests."""
     if profile is None:
         return []
-    source = ", ".join(f"{k}={v}" for k, v in profile.source.items() if v is not None)
-    out = ["## Workload\n", f"Source: {md_escape(source)}.\n"]
+    out = ["## Workload\n", f"Source: {md_escape(source_text(profile.source))}.\n"]
     first = "first requests of each user, " if profile.closed_loop else ""
     rate = (
         f", offered load {profile.requests_per_s:,.2f} requests/s over {profile.span_s:,.0f} s"
@@ -160,8 +179,8 @@ def workload_section(profile: WorkloadProfile | None) -> list[str]:
     }[profile.overlong_policy]
     out.append(
         f"- longer than the model's {profile.max_context_tokens:,}-token context: "
-        f"{profile.n_overlong:,} ({share:.1%}; longest {profile.longest_tokens:,} tokens), "
-        f"{action}\n"
+        f"{profile.n_overlong:,} ({share:.1%}; longest {profile.longest_tokens:,} tokens of "
+        f"prompt + output), {action}\n"
         "- rejected by a configuration during simulation (a prompt larger than its whole L1 "
         "cache or step budget): per pick, below\n"
     )

@@ -20,7 +20,7 @@ import pytest
 from optimizer.picks import objective_infos
 from optimizer.report import Planning, ReportContext, write_report
 from optimizer.report_plot import PLOT_ID
-from optimizer.report_sections import tier_verdict
+from optimizer.report_sections import source_text, tier_verdict
 from optimizer.results import TrialRecord, summarise
 from optimizer.workload_profile import LengthStats, WorkloadProfile
 from slo import SloSpec
@@ -149,7 +149,8 @@ def test_markdown_has_every_section_and_the_numbers(tmp_path: Path) -> None:
         assert heading in md
     assert "| ttft\\_ms | p90 | 4,000 ms |" in md
     assert "Budget: at most USD 150.00/h (a configuration over it is infeasible)." in md
-    assert "51 (6.4%; longest 122,378 tokens), dropped before simulating" in md
+    assert "51 (6.4%; longest 122,378 tokens of prompt + output), dropped before simulating" in md
+    assert "Source: kind=trace, path=trace.jsonl." in md
     assert "mean TTFT error 26.6%" in md  # the roofline model's validated error
     assert "drop L3: saves USD 7.60/h, TTFT p90 +3%, still meets the SLO" in md
     assert "keep L2 and L3: without it the pick needs 2 more instances" in md
@@ -182,6 +183,16 @@ def test_html_is_rendered_markdown_with_the_plot(tmp_path: Path) -> None:
     assert "cost (USD/h)" in html
     assert "SLO TTFT p90 \\u2264 4,000 ms" in html  # plotly escapes non-ASCII in its JSON
     assert "budget USD 150.00" in html
+
+
+def test_a_generated_workload_source_reads_as_settings_not_python() -> None:
+    source = {"block_tokens": 16, "kind": "sessions", "sessions": 300,
+              "arrival": {"process": "poisson", "rate_per_s": 1.0, "profile": None},
+              "turns": {"dist": "uniform", "low": 1.0, "high": 8.0}}  # fmt: skip
+    assert source_text(source) == (
+        "kind=sessions, block_tokens=16, sessions=300, arrival=(process=poisson, "
+        "rate_per_s=1.0), turns=(dist=uniform, low=1.0, high=8.0)"
+    )
 
 
 def test_tier_verdict_of_a_pick_without_l2_or_l3() -> None:
