@@ -14,6 +14,7 @@ import optuna
 import pytest
 from typer.testing import CliRunner
 
+from optimizer.cli._output import console
 from optimizer.cli.main import app
 from optimizer.schema import ResultsFile
 
@@ -161,8 +162,9 @@ def test_python_m_kvplan_writes_a_working_completion_script() -> None:
     assert completed.stdout.split() == ["optimize"]
 
 
-def test_tables_fit_80_columns(study: tuple[str, Path]) -> None:
+def test_tables_fit_80_columns(study: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     url, _ = study
+    monkeypatch.setattr(console, "_width", 80)  # rich fixes a console's width when it is made
     result = runner.invoke(app, ["report", "--storage", url], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
