@@ -183,6 +183,13 @@ def test_html_is_rendered_markdown_with_the_plot(tmp_path: Path) -> None:
     assert "cost (USD/h)" in html
     assert "SLO TTFT p90 \\u2264 4,000 ms" in html  # plotly escapes non-ASCII in its JSON
     assert "budget USD 150.00" in html
+    # Hovering a point shows its trial, objectives with units and configuration (plotly's
+    # JSON escapes "<" and "/").
+    assert (
+        '"hovertext":["trial 2\\u003cbr\\u003eTTFT p90 (ms): 3,000 ms\\u003cbr\\u003e'
+        "goodput (tok\\u002fs): 1,000 tok\\u002fs"
+    ) in html
+    assert "gpu=h100_sxm, tp=2, instances=4, l3=none, eviction=s3_fifo" in html
 
 
 def test_a_generated_workload_source_reads_as_settings_not_python() -> None:
