@@ -30,7 +30,7 @@ from simulator.config import ServingConfig
 from simulator.pool_config import FLAT_POOL_AUTOSCALE_KEYS, FLAT_POOL_KEYS, POOLS
 from slo.inputfile import InputError, format_validation_error
 
-__all__ = ["ALIASES", "known_names", "to_config", "validate_space_names"]
+__all__ = ["ALIASES", "known_names", "pd_pools", "to_config", "validate_space_names"]
 
 #: Space names that are not ``ServingConfig`` fields, and the field(s) they set.
 ALIASES: dict[str, tuple[str, ...]] = {
@@ -76,15 +76,56 @@ def _fields(model: str, params: Mapping[str, Any]) -> dict[str, Any]:
     return fields
 
 
-def _split_pools(fields: dict[str, Any], share: float) -> None:
-    """Divide ``instances`` into prefill and decode pools by ``share`` (module docstring)."""
-    total = int(fields.get("instances", 1))
+def _split(total: int, share: float) -> tuple[int, int]:
+    """(prefill, decode) instances of ``total`` split by ``share`` (module docstring)."""
     if total < 2:
         raise ValueError("configuration: a disaggregated deployment needs instances >= 2")
     prefill = min(total - 1, max(1, round(total * share)))
-    fields["prefill_instances"] = prefill
-    fields["decode_instances"] = total - prefill
+    return prefill, total - prefill
+
+
+def _split_pools(fields: dict[str, Any], share: float) -> None:
+    """Divide ``instances`` into prefill and decode pools by ``share`` (module docstring)."""
+    fields["prefill_instances"], fields["decode_instances"] = _split(
+        int(fields.get("instances", 1)), share
+    )
     fields.pop("instances", None)
+
+
+#: Per-pool settings a disaggregated point may give flat (``prefill_tp``, ``decode_gpu``, …)
+#: that change how one of the pool's instances is launched.
+_POOL_LAUNCH_KEYS = ("gpu", "tp", "pp", "attention_dp", "max_running_requests",
+                     "max_batched_tokens")  # fmt: skip
+
+
+def pd_pools(params: Mapping[str, Any]) -> dict[str, dict[str, Any]] | None:
+    """Each pool of a disaggregated point as the parameters of its own instance group, or
+    None for an aggregated one.
+
+    ``{"prefill": {..., "instances": 2, "tp": 4}, "decode": {..., "instances": 6}}``: the
+    point's parameters with ``instances`` the pool's count (``prefill_instances`` /
+    ``decode_instances`` when given, else the ``prefill_share`` split ``to_config`` simulates)
+    and the pool's own ``gpu``/``tp``/... where given. What the launch lines and deployment
+    manifests of a PD pick are built from, so they describe the deployment simulated.
+    """
+    if params.get("pd_mode") != "disaggregated":
+        return None
+    prefill = params.get("prefill_instances")
+    decode = params.get("decode_instances")
+    if prefill is None or decode is None:
+        prefill, decode = _split(
+            int(params.get("instances", 2)), float(params.get("prefill_share", 0.5))
+        )
+    shared = {
+        k: v
+        for k, v in params.items()
+        if k not in ("pd_mode", "prefill_share") and not k.startswith(("prefill_", "decode_"))
+    }
+    pools: dict[str, dict[str, Any]] = {}
+    for pool, count in (("prefill", prefill), ("decode", decode)):
+        own = {k: params[f"{pool}_{k}"] for k in _POOL_LAUNCH_KEYS if f"{pool}_{k}" in params}
+        pools[pool] = {**shared, **own, "instances": int(count)}
+    return pools
 
 
 def to_config(model: str, params: Mapping[str, Any]) -> ServingConfig:

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from optimizer.configs import pd_pools
 from optimizer.launch import launch_commands
 
 __all__ = ["IMAGES", "deploy_artifacts"]
@@ -80,38 +81,49 @@ def _deployment(
     return yaml.safe_dump(manifest, sort_keys=False)
 
 
-def _pools(params: Mapping[str, Any]) -> list[tuple[str, int]]:
-    """``(suffix, replicas)`` per pool: one pool, or prefill and decode under PD."""
-    if params.get("pd_mode") != "disaggregated":
-        return [("", int(params.get("instances", 1)))]
-    total = int(params.get("instances", 2))
-    prefill = min(total - 1, max(1, round(total * float(params.get("prefill_share", 0.5)))))
-    return [("-prefill", prefill), ("-decode", total - prefill)]
+def _groups(params: Mapping[str, Any], launch: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
+    """``(name suffix, launch command, the group's parameters)`` per instance group: the one
+    group, or the prefill and decode pools of a PD pick (each with its own command, GPUs and
+    replica count, as simulated)."""
+    pools = pd_pools(params)
+    if pools is None:
+        return [("", str(launch["command"]), params)]
+    return [(f"-{role}", str(launch["pools"][role]["command"]), pool)
+            for role, pool in pools.items()]  # fmt: skip
+
+
+def _gpus(params: Mapping[str, Any]) -> int:
+    """GPUs of one instance: tp x pp (pipeline stages of tp GPUs each)."""
+    return int(params.get("tp", 1)) * int(params.get("pp") or 1)
+
+
+def _docker(image: str, port: int, gpus: int, args: list[str]) -> str:
+    head = ["docker", "run", "--gpus", f'"device={",".join(map(str, range(gpus)))}"']
+    return " ".join(head) + " " + shlex.join(["--ipc=host", "-p", f"{port}:{port}", image, *args])
 
 
 def deploy_artifacts(params: Mapping[str, Any]) -> dict[str, dict[str, str]]:
     """``{engine: {"container": docker run line, "kubernetes": manifest YAML}}`` per engine
-    that has a published serving image (vLLM, SGLang), the simulated one first."""
+    that has a published serving image (vLLM, SGLang), the simulated one first. A PD pick
+    gets one container line (under a ``# prefill pool`` comment) and one Deployment per
+    pool."""
     out: dict[str, dict[str, str]] = {}
-    # An instance is tp x pp GPUs (pipeline stages of tp GPUs each).
-    gpus = int(params.get("tp", 1)) * int(params.get("pp") or 1)
     for engine, launch in launch_commands(params).items():
         if engine not in IMAGES:
             continue
         image, port = IMAGES[engine]
-        args = _engine_args(engine, str(launch["command"]))
-        docker = [
-            "docker", "run", "--gpus", f'"device={",".join(map(str, range(gpus)))}"',
-            "--ipc=host", "-p", f"{port}:{port}", image, *args,
-        ]  # fmt: skip
-        manifests = [
-            _deployment(
-                _name(params, engine) + suffix, image, args, port=port, gpus=gpus, replicas=n
-            )
-            for suffix, n in _pools(params)
-        ]
-        out[engine] = {
-            "container": " ".join(docker[:5]) + " " + shlex.join(docker[5:]),
-            "kubernetes": "---\n".join(manifests),
-        }
+        lines, manifests = [], []
+        groups = _groups(params, launch)
+        for suffix, command, group in groups:
+            args = _engine_args(engine, command)
+            gpus = _gpus(group)
+            docker = _docker(image, port, gpus, args)
+            lines.append(f"# {suffix[1:]} pool\n{docker}" if suffix else docker)
+            manifests.append(
+                _deployment(
+                    _name(params, engine) + suffix, image, args, port=port, gpus=gpus,
+                    replicas=int(group.get("instances", 1)),
+                )
+            )  # fmt: skip
+        out[engine] = {"container": "\n".join(lines), "kubernetes": "---\n".join(manifests)}
     return out

@@ -17,6 +17,8 @@ import shlex
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from optimizer.configs import pd_pools
+
 __all__ = ["launch_commands"]
 
 
@@ -70,9 +72,11 @@ def _vllm_layout(p: Mapping[str, Any]) -> tuple[list[str], list[str]]:
     return args, notes
 
 
-def _sglang_layout(p: Mapping[str, Any]) -> list[str]:
+def _sglang_layout(p: Mapping[str, Any], role: str | None) -> list[str]:
     tp, dp, ep = _layout(p)
     args = ["--tp-size", str(tp)]
+    if role is not None:  # docs.sglang.io advanced_features/pd_disaggregation
+        args += ["--disaggregation-mode", role]
     if _stages(p) > 1:
         args += ["--pp-size", str(_stages(p))]
     if dp > 1:
@@ -82,10 +86,12 @@ def _sglang_layout(p: Mapping[str, Any]) -> list[str]:
     return args
 
 
-def _trtllm_layout(p: Mapping[str, Any], options: dict[str, Any]) -> list[str]:
+def _trtllm_layout(p: Mapping[str, Any], options: dict[str, Any], role: str | None) -> list[str]:
     """Adds the layout to the LLM API ``options``; returns the notes."""
     tp, dp, ep = _layout(p)
     notes = []
+    if role is not None:  # the KV cache transfer between the pools (features/disagg-serving)
+        options["cache_transceiver_config"] = {"backend": "DEFAULT"}
     if dp > 1:
         options["enable_attention_dp"] = True
         if dp != tp:
@@ -98,9 +104,13 @@ def _trtllm_layout(p: Mapping[str, Any], options: dict[str, Any]) -> list[str]:
     return notes
 
 
-def _vllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
+def _vllm(p: Mapping[str, Any], role: str | None) -> tuple[str, list[str]]:
     layout, notes = _vllm_layout(p)
     args = ["vllm", "serve", str(p["model"]), *layout]
+    if role is not None:
+        # NixlConnector (docs.vllm.ai features/nixl_connector_usage): the same config on both
+        # pools; which instance prefills is the proxy's choice.
+        args += ["--kv-transfer-config", json.dumps(_NIXL, separators=(",", ":"))]
     if p.get("precision") == "fp8":
         args += ["--quantization", "fp8"]
     if p.get("kv_precision") == "fp8":
@@ -128,9 +138,9 @@ def _vllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
     return shlex.join(args), notes
 
 
-def _sglang(p: Mapping[str, Any]) -> tuple[str, list[str]]:
+def _sglang(p: Mapping[str, Any], role: str | None) -> tuple[str, list[str]]:
     args = ["python", "-m", "sglang.launch_server", "--model-path", str(p["model"])]
-    args += _sglang_layout(p)
+    args += _sglang_layout(p, role)
     if p.get("precision") == "fp8":
         args += ["--quantization", "fp8"]
     if p.get("kv_precision") == "fp8":
@@ -175,7 +185,8 @@ def _trtllm_kv_cache(p: Mapping[str, Any]) -> dict[str, Any]:
     return kv
 
 
-def _trtllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
+def _trtllm(p: Mapping[str, Any], role: str | None) -> tuple[str, list[str]]:
+    options_file = f"kvplan-trtllm-{role}.yaml" if role else "kvplan-trtllm.yaml"
     args = [
         "trtllm-serve",
         str(p["model"]),
@@ -199,7 +210,7 @@ def _trtllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
         args += ["--max_batch_size", str(p["max_running_requests"])]
     options: dict[str, Any] = {}
     notes: list[str] = []
-    notes += _trtllm_layout(p, options)
+    notes += _trtllm_layout(p, options, role)
     if p.get("scheduler") == "chunked":
         options["enable_chunked_prefill"] = True
     elif p.get("scheduler") == "prefill_first":
@@ -211,8 +222,8 @@ def _trtllm(p: Mapping[str, Any]) -> tuple[str, list[str]]:
     policy = _CAPACITY_POLICY.get(str(p.get("kv_admission")))
     if policy:
         options["scheduler_config"] = {"capacity_scheduler_policy": policy}
-    args += ["--extra_llm_api_options", "kvplan-trtllm.yaml"]
-    notes.insert(0, f"kvplan-trtllm.yaml: {json.dumps(options)}")
+    args += ["--extra_llm_api_options", options_file]
+    notes.insert(0, f"{options_file}: {json.dumps(options)}")
     if p.get("precision") == "fp8":
         notes.append("fp8 weights: serve an FP8-quantized checkpoint of the model")
     if p.get("l3") not in (None, "none"):
@@ -229,11 +240,47 @@ _SPECULATIVE_FLAG = {
     "trtllm": "speculative_config in kvplan-trtllm.yaml",
 }
 
-_BUILDERS: dict[str, Callable[[Mapping[str, Any]], tuple[str, list[str]]]] = {
+_BUILDERS: dict[str, Callable[[Mapping[str, Any], str | None], tuple[str, list[str]]]] = {
     "vllm": _vllm,
     "sglang": _sglang,
     "trtllm": _trtllm,
 }
+
+#: vLLM's KV connector between prefill and decode instances.
+_NIXL = {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+
+#: How each engine puts a prefill pool and a decode pool behind one endpoint.
+_PD_ROUTING = {
+    "vllm": "put a prefill/decode proxy in front: it sends each request to a prefill "
+    "instance, then to a decode instance that pulls the KV cache over NIXL (vLLM's "
+    "NixlConnector guide)",
+    "sglang": "route with python -m sglang_router.launch_router --pd-disaggregation "
+    "--prefill URL... --decode URL... (one URL per instance)",
+    "trtllm": "start the pools and their router with trtllm-serve disaggregated -c CONFIG "
+    "(context_servers: the prefill instances, generation_servers: the decode instances)",
+}
+
+
+def _dedup(notes: list[str]) -> list[str]:
+    return list(dict.fromkeys(notes))
+
+
+def _pd_launch(engine: str, pools: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """One command per pool, each with its engine's disaggregation flags."""
+    commands: dict[str, dict[str, Any]] = {}
+    notes: list[str] = []
+    for role, pool in pools.items():
+        command, pool_notes = _BUILDERS[engine](pool, role)
+        commands[role] = {"command": command, "instances": int(pool["instances"])}
+        notes += pool_notes
+    counts = " and ".join(f"{c['instances']} {role}" for role, c in commands.items())
+    notes = [f"run {counts} instances (disaggregated prefill/decode)", _PD_ROUTING[engine],
+             *notes]  # fmt: skip
+    text = "\n".join(
+        f"# {role} pool: {c['instances']} instance{'s' * (c['instances'] != 1)}\n{c['command']}"
+        for role, c in commands.items()
+    )
+    return {"command": text, "notes": _dedup(notes), "pools": commands}
 
 
 def launch_commands(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -245,22 +292,32 @@ def launch_commands(params: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     kv_precision, hbm_utilisation, max_batched_tokens, max_running_requests, scheduler,
     chunk_tokens, kv_admission, l2_dram_gib, l3, eviction, router, prefix_caching); missing
     ones are left to the engine's defaults (prefix caching: on).
+
+    A disaggregated point (``pd_mode: disaggregated``) gets one command per pool, each with
+    the engine's prefill/decode role flags, under ``"pools"``: ``{"prefill": {"command",
+    "instances"}, "decode": {...}}`` (the pools as ``optimizer.configs.pd_pools`` splits them,
+    which is what was simulated); ``"command"`` is then both, each under a comment line.
     """
     simulated = str(params.get("backend") or "vllm").lower()
     order = sorted(_BUILDERS, key=lambda engine: engine != simulated)
     out: dict[str, dict[str, Any]] = {}
     spec = int(params.get("spec_tokens") or 0)
+    pools = pd_pools(params)
     for engine in order:
-        command, notes = _BUILDERS[engine](params)
+        if pools is not None:
+            entry = _pd_launch(engine, pools)
+        else:
+            command, notes = _BUILDERS[engine](params, None)
+            instances = int(params.get("instances", 1))
+            if instances > 1:
+                notes.insert(0, f"run {instances} instances of this command behind the router")
+            entry = {"command": command, "notes": notes}
         if spec:
-            notes.append(
+            entry["notes"].append(
                 f"speculative decoding with {spec} draft tokens: add your draft (EAGLE head or "
                 f"MTP layers) with {_SPECULATIVE_FLAG[engine]}"
             )
-        instances = int(params.get("instances", 1))
-        if instances > 1:
-            notes.insert(0, f"run {instances} instances of this command behind the router")
         if engine != simulated:
-            notes.insert(0, f"not simulated: the figures above are for {simulated}")
-        out[engine] = {"command": command, "notes": notes, "simulated": engine == simulated}
+            entry["notes"].insert(0, f"not simulated: the figures above are for {simulated}")
+        out[engine] = {**entry, "simulated": engine == simulated}
     return out

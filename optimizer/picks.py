@@ -284,6 +284,38 @@ def _tradeoffs(
     return tradeoffs, notes
 
 
+def _noise_members(
+    front: Sequence[TrialRecord], infos: Mapping[str, ObjectiveInfo], tradeoffs: Sequence[str]
+) -> list[str]:
+    """A note naming the front's members that are there only through an objective that is not
+    a trade-off: on the trade-off objectives alone another member is at least as good on every
+    one and better on one (``trial 87 (by 40)``)."""
+
+    def key(record: TrialRecord, role: str) -> float:
+        return infos[role].sign * float(record.objectives[role])
+
+    def dominates(a: TrialRecord, b: TrialRecord) -> bool:
+        pairs = [(key(a, role), key(b, role)) for role in tradeoffs]
+        return all(x <= y for x, y in pairs) and any(x < y for x, y in pairs)
+
+    shown = []
+    for record in front:
+        better = [o for o in front if o is not record and dominates(o, record)]
+        if better:
+            by = min(better, key=lambda o: o.number).number
+            shown.append(f"{record.number} (by {by})")
+    if not shown:
+        return []
+    names = " and ".join(infos[role].name for role in tradeoffs)
+    quiet = " and ".join(role for role in infos if role not in tradeoffs)
+    many = len(shown) > 1
+    return [
+        f"trial{'s' * many} {', '.join(shown)} {'are' if many else 'is'} on the front only "
+        f"through {quiet} differences within the noise: on {names} alone another "
+        "configuration is at least as good on each and better on one"
+    ]
+
+
 def make_picks(
     front: Sequence[TrialRecord],
     infos: Mapping[str, ObjectiveInfo],
@@ -295,6 +327,8 @@ def make_picks(
         return PickSet((), (), ())
     view = _Front(front, infos)
     tradeoffs, notes = _tradeoffs(front, infos)
+    if tradeoffs and len(tradeoffs) < len(infos):
+        notes += _noise_members(front, infos, tradeoffs)
     roles = tradeoffs or list(infos)  # nothing varies: still name one configuration
     picks: list[tuple[str, TrialRecord, str]] = []
     for role in tradeoffs:
@@ -322,7 +356,12 @@ def _why_best(  # noqa: PLR0917  (the pick and everything its reason quotes)
     literal = view.best[role]
     value = info.text(pick.objectives[role])
     best = info.text(view.best_value(role))
-    if role == "cost":
+    if role == "cost" and len(near) == 1:
+        head = (
+            f"Trial {pick.number} is the cheapest feasible configuration at {best}, and no "
+            f"other comes within {tolerance:.0%} of it."
+        )
+    elif role == "cost":
         head = (
             f"The cheapest feasible configuration costs {best} (trial {literal.number}); of the "
             f"{len(near)} within {tolerance:.0%} of it, trial {pick.number} ({value}) is "
@@ -342,6 +381,7 @@ def _why_best(  # noqa: PLR0917  (the pick and everything its reason quotes)
             )
         saved = _cost_of(literal, view.infos) - _cost_of(pick, view.infos)
         head += f", {_money_delta(view, saved)} less than the literal best." if saved > 0 else "."
+    head = head[0].upper() + head[1:]  # "goodput 3,000 tok/s is …" opens a sentence
     return f"{head} It gives up: {view.gives_up(pick, [role, *others])}."
 
 

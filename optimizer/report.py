@@ -194,7 +194,8 @@ def render_markdown(
             "## No feasible configuration\n\nNo trial met every SLO target and budget. "
             "Widen the space, relax the SLO, or run more trials.\n"
         )
-    md.extend(planning_sections(planning or Planning(), HEADROOM_CAP))
+    names = {labels.split(", ")[0]: labels for labels, _ in grouped_picks(result)}
+    md.extend(planning_sections(planning or Planning(), HEADROOM_CAP, names))
     md.append("## Settings\n")
     md.append(md_table(["setting", "value"], list(context.settings.items())))
     return "\n".join(md)

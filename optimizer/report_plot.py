@@ -112,16 +112,30 @@ def front_figure_html(
 def _limit_lines(
     fig: go.Figure, x: ObjectiveInfo, y: ObjectiveInfo, col: int, budget: float | None
 ) -> None:
-    """Dashed SLO-target and budget lines on the panel's axes."""
+    """Dashed SLO-target and budget lines on the panel's axes.
+
+    Their labels go to opposite corners so they never meet: a horizontal line's above its
+    left end, a vertical line's right of its foot. (Both at plotly's default, the top right,
+    put an SLO target at the top of the range on the budget's label.) Right of a budget line
+    is empty (every feasible point is within the budget), as is the space above an SLO
+    target's left end (every feasible point is below it).
+    """
     for info, horizontal in ((y, True), (x, False)):
+        bound = "≤" if info.sign > 0 else "≥"
         if info.target is not None:
-            value, text = info.target, f"SLO {info.metric} ≤ {info.text(info.target)}"
+            value, text = info.target, f"SLO {info.name} {bound} {info.text(info.target)}"
         elif info.role == "cost" and budget is not None:
             value, text = budget, f"budget {info.text(budget)}"
         else:
             continue
         line = {"dash": "dash", "color": "#555"}
         if horizontal:
-            fig.add_hline(y=value, line=line, annotation_text=text, row=1, col=col)
+            fig.add_hline(
+                y=value, line=line, annotation_text=text, annotation_position="top left",
+                row=1, col=col,
+            )  # fmt: skip
         else:
-            fig.add_vline(x=value, line=line, annotation_text=text, row=1, col=col)
+            fig.add_vline(
+                x=value, line=line, annotation_text=text, annotation_position="bottom right",
+                row=1, col=col,
+            )  # fmt: skip

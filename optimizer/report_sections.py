@@ -23,6 +23,7 @@ __all__ = [
     "md_table",
     "planning_sections",
     "slo_section",
+    "source_text",
     "tier_verdict",
     "workload_section",
 ]
@@ -92,6 +93,14 @@ def md_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+#: A budget limit in words, by ``Budget`` field name.
+_BUDGET_WORDS = {
+    "usd_per_hour": "at most USD {:,.2f}/h",
+    "usd_per_month": "at most USD {:,.0f}/month",
+    "max_gpus": "at most {:,.0f} GPUs",
+}
+
+
 def slo_section(spec: SloSpec, tolerance: float) -> list[str]:
     """Targets, attainment, budget and objectives, as the SLO file states them."""
     out = [f"## What was asked: SLO {md_escape(spec.name)}\n"]
@@ -108,8 +117,8 @@ def slo_section(spec: SloSpec, tolerance: float) -> list[str]:
         )
     limits = spec.budget.limits()
     if limits:
-        budget = ", ".join(f"{md_escape(k)} ≤ {v:,g}" for k, v in limits.items())
-        out.append(f"Budget: {budget}.\n")
+        budget = ", ".join(_BUDGET_WORDS[k].format(v) for k, v in limits.items())
+        out.append(f"Budget: {budget} (a configuration over it is infeasible).\n")
     objectives = [
         [role, o.metric, spec.objectives.directions[role]]
         for role, o in spec.objectives.by_role().items()
@@ -126,12 +135,30 @@ def _lengths_row(name: str, stats: Any) -> list[Any]:
     return [name, stats.mean, stats.p50, stats.p90, stats.p99, stats.max]
 
 
+def _setting(value: Any) -> str:
+    """A workload setting as written: ``1.0``, ``poisson``, nested ones as ``(key=value, …)``
+    (not Python's ``{'key': 'value'}``)."""
+    if isinstance(value, Mapping):
+        inner = ", ".join(f"{k}={_setting(v)}" for k, v in value.items() if v is not None)
+        return f"({inner})"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_setting(v) for v in value) + "]"
+    return str(value)
+
+
+def source_text(source: Mapping[str, Any]) -> str:
+    """``kind=trace, path=…, time_scale=1.0, …``: the workload's settings, its kind and file
+    first (``optimizer.workloads.describe_workload``'s mapping)."""
+    first = [k for k in ("kind", "path") if k in source]
+    keys = first + [k for k in source if k not in first]
+    return ", ".join(f"{k}={_setting(source[k])}" for k in keys if source[k] is not None)
+
+
 def workload_section(profile: WorkloadProfile | None) -> list[str]:
     """Source, requests, offered rate, length distributions and overlong requests."""
     if profile is None:
         return []
-    source = ", ".join(f"{k}={v}" for k, v in profile.source.items() if v is not None)
-    out = ["## Workload\n", f"Source: {md_escape(source)}.\n"]
+    out = ["## Workload\n", f"Source: {md_escape(source_text(profile.source))}.\n"]
     first = "first requests of each user, " if profile.closed_loop else ""
     rate = (
         f", offered load {profile.requests_per_s:,.2f} requests/s over {profile.span_s:,.0f} s"
@@ -153,8 +180,8 @@ def workload_section(profile: WorkloadProfile | None) -> list[str]:
     }[profile.overlong_policy]
     out.append(
         f"- longer than the model's {profile.max_context_tokens:,}-token context: "
-        f"{profile.n_overlong:,} ({share:.1%}; longest {profile.longest_tokens:,} tokens), "
-        f"{action}\n"
+        f"{profile.n_overlong:,} ({share:.1%}; longest {profile.longest_tokens:,} tokens of "
+        f"prompt + output), {action}\n"
         "- rejected by a configuration during simulation (a prompt larger than its whole L1 "
         "cache or step budget): per pick, below\n"
     )
@@ -222,8 +249,20 @@ def headroom_text(entry: Mapping[str, Any], cap: float) -> str:
     return f"{float(scale):.2f}×"
 
 
-def planning_sections(planning: Planning, cap: float) -> list[str]:
-    """Tier value with verdicts, headroom, and the baseline comparison."""
+def planning_sections(
+    planning: Planning, cap: float, names: Mapping[str, str] | None = None
+) -> list[str]:
+    """Tier value with verdicts, headroom, and the baseline comparison.
+
+    ``names``: a pick's display name by the label the planning keys it under (its first:
+    ``best cost`` → ``best cost, balanced`` when one trial is both picks), as the
+    Recommendations section heads it.
+    """
+    shown = dict(names or {})
+
+    def name(label: str) -> str:
+        return shown.get(label, label)
+
     out: list[str] = []
     if planning.tier_value:
         out.append("## What each cache tier buys\n")
@@ -232,14 +271,14 @@ def planning_sections(planning: Planning, cap: float) -> list[str]:
             "are added until the SLO holds again, so the difference is what the tier saves.\n"
         )
         for label, rows in planning.tier_value.items():
-            out.append(f"### {md_escape(label)}\n")
+            out.append(f"### {md_escape(name(label))}\n")
             out.extend(f"- {md_escape(v)}\n" for v in tier_verdict(rows))
             headers = list(rows[0]) if rows else []
             out.append("\n" + md_table(headers, [[row[h] for h in headers] for row in rows]))
     if planning.headroom:
         out.append("## Headroom\n")
         cells = [
-            [label, headroom_text(h, cap), h.get("requests_per_s")]
+            [name(label), headroom_text(h, cap), h.get("requests_per_s")]
             for label, h in planning.headroom.items()
         ]
         out.append(md_table(["pick", "load growth that still meets the SLO", "requests/s"], cells))

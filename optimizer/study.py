@@ -91,11 +91,15 @@ def _gp(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:
             f"the gp sampler needs PyTorch and SciPy ({err.name} is missing); install them "
             "with: pip install 'kvplan[gp]'"
         ) from None
-    return optuna.samplers.GPSampler(
-        seed=seed,
-        deterministic_objective=True,
-        warn_independent_sampling=False,
-    )
+    # ``deterministic_objective`` is "experimental": a notice for library users that each
+    # worker process (which has no filter of the parent's) would print on stderr.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.GPSampler(
+            seed=seed,
+            deterministic_objective=True,
+            warn_independent_sampling=False,
+        )
 
 
 def _random(seed: int, grid: dict[str, list[Any]]) -> optuna.samplers.BaseSampler:

@@ -198,30 +198,38 @@ def _gpu_table(cat: Catalog) -> Table:
         title_justify="left",
         **_LIST_STYLE,
     )
-    table.add_column("name", no_wrap=True)
-    for header in ("HBM GiB", "HBM TB/s", "bf16", "fp8", "fp4", "link GB/s", "per node", "$/GPU-h"):
-        table.add_column(header, justify="right")
+    table.add_column("name", overflow="fold")
+    for header in ("HBM\nGiB", "HBM\nTB/s", "bf16", "fp8", "fp4"):
+        table.add_column(header, justify="right", no_wrap=True)
+    for header in ("link\nGB/s", "per\nnode", "$/GPU-h"):
+        table.add_column(header, justify="right", no_wrap=True)
     for gpu in cat.gpus.values():
         tflops = gpu.dense_tflops
         table.add_row(
             _fmt(gpu.name),
             _fmt(gpu.hbm_gib),
             _fmt(gpu.hbm_tb_per_s),
-            *(_fmt(tflops[p]) if p in tflops else "-" for p in ("bf16", "fp8", "fp4")),
-            f"{_fmt(gpu.gpu_link_gb_per_s)} {_LINK_LABEL[gpu.gpu_link]}",
+            *(_tflops(tflops[p]) if p in tflops else "-" for p in ("bf16", "fp8", "fp4")),
+            f"{_fmt(gpu.gpu_link_gb_per_s)}\n{_LINK_LABEL[gpu.gpu_link]}",  # kind below
             str(gpu.gpus_per_node),
             _fmt(gpu.usd_per_gpu_hour),
         )
     return table
 
 
+def _tflops(value: float) -> str:
+    """A peak in the list: whole TFLOPS from 1,000 up (``1,307``; ``hardware show`` has every
+    digit), so the table's nine columns fit 80 characters."""
+    return f"{value:,.0f}" if value >= 1000 else _fmt(value)
+
+
 def _storage_table(cat: Catalog) -> Table:
     table = Table(title="KV-cache storage tiers", title_justify="left", **_LIST_STYLE)
-    table.add_column("name", no_wrap=True)
-    table.add_column("kind")
-    for header in ("read GB/s", "write GB/s", "latency µs", "capacity GiB", "$/GiB-month"):
-        table.add_column(header, justify="right")
-    table.add_column("shared")
+    table.add_column("name", overflow="fold")
+    table.add_column("kind", overflow="fold")
+    for header in ("read\nGB/s", "write\nGB/s", "latency\nµs", "capacity\nGiB", "$/GiB\n-month"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("shared", no_wrap=True)
     for tier in cat.storage.values():
         table.add_row(
             _fmt(tier.name),
@@ -249,10 +257,10 @@ def models_list(json_out: JsonOpt = False, catalog: CatalogOpt = None) -> None:
         title_justify="left",
         **_LIST_STYLE,
     )
-    table.add_column("name", no_wrap=True)
-    headers = ("layers", "attn", "experts k/n", "params", "active", "KV KiB/tok", "context")
+    table.add_column("name", overflow="fold")  # long names fold; figures stay whole
+    headers = ("layers", "attn", "experts\nk/n", "params", "active", "KV KiB\n/tok", "context")
     for header in headers:
-        table.add_column(header, justify="right")
+        table.add_column(header, justify="right", no_wrap=True)
     for model in cat.models.values():
         experts = "-"
         if model.is_moe:

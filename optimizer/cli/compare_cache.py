@@ -21,6 +21,7 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 from hardware.schema import Catalog
@@ -191,31 +192,42 @@ def _fmt(value: float, digits: int = 1) -> str:
 
 
 def print_comparison(rows: list[CacheRow], workload: dict[str, Any], *, json_out: bool) -> None:
-    """The rows as ``{"compare_cache": [...], "workload": {...}}`` JSON or one rich table."""
+    """The rows as ``{"compare_cache": [...], "workload": {...}}`` JSON or two rich tables
+    (latency and throughput; what each tier served)."""
     if json_out:
         print_json({"compare_cache": [asdict(row) for row in rows], "workload": workload})
         return
-    table = Table(title="cache setups: same workload, deployment and seed")
-    for column in (
-        "setup", "KV tiers", "done", "TTFT mean", "TTFT p90", "TPOT mean", "TPOT p90",
-        "out tok/s", "hit L1", "hit L2", "hit L3",
-    ):  # fmt: skip
-        left = column in ("setup", "KV tiers")
-        table.add_column(column, justify="left" if left else "right", no_wrap=left)
+    # Two tables, so each is readable at 80 columns: figures never wrap (two-line headers
+    # keep them narrow), names fold instead.
+    speed = Table(title="cache setups: same workload, deployment and seed", box=box.SIMPLE_HEAD)
+    tiers = Table(title="what each tier served", box=box.SIMPLE_HEAD)
+    for table in (speed, tiers):
+        table.add_column("setup", overflow="fold")
+    tiers.add_column("KV tiers", overflow="fold")
+    for column in ("done", "TTFT\nmean", "TTFT\np90", "TPOT\nmean", "TPOT\np90", "out\ntok/s"):
+        speed.add_column(column, justify="right", no_wrap=True)
+    for column in ("hit L1", "hit L2", "hit L3"):
+        tiers.add_column(column, justify="right", no_wrap=True)
+    infeasible: list[str] = []
     for row in rows:
         if not row.prefix_caching:
-            tiers = "no prefix caching"
+            kv = "no prefix caching"
         else:
-            tiers = "HBM" + (f"+DRAM {row.l2_dram_gib:g}G" if row.l2_dram_gib else "")
-            tiers += f"+{row.l3_tier}" if row.l3_tier else ""
-        if not row.feasible:
-            table.add_row(row.setup, tiers, f"infeasible: {row.reason}")
+            kv = "HBM" + (f"+DRAM {row.l2_dram_gib:g}G" if row.l2_dram_gib else "")
+            kv += f"+{row.l3_tier}" if row.l3_tier else ""
+        if not row.feasible:  # its reason below the tables: a long cell would widen a column
+            speed.add_row(row.setup, *["-"] * 6)
+            tiers.add_row(row.setup, kv, *["-"] * 3)
+            infeasible.append(f"{row.setup}: infeasible: {row.reason}")
             continue
-        table.add_row(
-            row.setup, tiers, str(row.finished), _fmt(row.ttft_mean_ms), _fmt(row.ttft_p90_ms),
+        speed.add_row(
+            row.setup, str(row.finished), _fmt(row.ttft_mean_ms), _fmt(row.ttft_p90_ms),
             _fmt(row.tpot_mean_ms, 2), _fmt(row.tpot_p90_ms, 2),
-            _fmt(row.output_tokens_per_s, 0), _fmt(row.hit_l1, 3), _fmt(row.hit_l2, 3),
-            _fmt(row.hit_l3, 3),
+            _fmt(row.output_tokens_per_s, 0),
         )  # fmt: skip
-    console.print(table)
+        tiers.add_row(row.setup, kv, _fmt(row.hit_l1, 3), _fmt(row.hit_l2, 3), _fmt(row.hit_l3, 3))
+    console.print(speed)
+    console.print(tiers)
+    for line in infeasible:
+        console.print(line, markup=False, highlight=False)
     console.print("latencies in ms; hit = share of prompt tokens served from that tier")

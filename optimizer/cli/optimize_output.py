@@ -92,8 +92,11 @@ def _front_table(result: StudyResult) -> Table:
     return table
 
 
-def _picks_table(result: StudyResult) -> Table:
-    table = _table("Recommendations (why: see report.md)", "pick", result)
+def _picks_table(result: StudyResult, *, written: bool) -> Table:
+    """The picks; the title says where their reasons are (report.md, once ``--out`` wrote
+    it; ``--json`` prints them too)."""
+    where = "why: see report.md" if written else "why: --out DIR writes report.md, or --json"
+    table = _table(f"Recommendations ({where})", "pick", result)
     table.add_column("USD/\nmonth", justify="right", no_wrap=True)
     for label, r in grouped_picks(result):
         monthly = float(r.metrics.get("usd_per_hour") or float("nan")) * HOURS_PER_MONTH
@@ -258,7 +261,7 @@ def emit(output: Output, *, out: Path | None, as_json: bool, summary: str) -> No
         )
         return
     console.print(_front_table(result))
-    console.print(_picks_table(result))
+    console.print(_picks_table(result, written=out is not None))
     for note in result.notes:
         console.print(f"note: {note}", markup=False, highlight=False)
     if out is not None:

@@ -206,8 +206,10 @@ def _validate_steps(path: Path, latency: str, catalog: Path | None, json_out: bo
         print_json(report.to_dict())
         return
     table = Table(title=f"Step times of '{latency}' against measured batches", title_justify="left")
-    for header in ("line", "id", "requests", "measured ms", "predicted ms", "err"):
-        table.add_column(header, justify="right" if header != "id" else "left")
+    table.add_column("line", justify="right", no_wrap=True)
+    table.add_column("id", overflow="fold")  # long ids fold; the figures stay whole
+    for header in ("requests", "measured\nms", "predicted\nms", "err"):
+        table.add_column(header, justify="right", no_wrap=True)
     for row, predicted in report.rows:
         error = (predicted - row.measured_ms) / row.measured_ms
         table.add_row(str(row.line), row.id, str(len(row.batch)), f"{row.measured_ms:.2f}",

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer.main
 from typer.testing import CliRunner
 
 from optimizer.cli.main import app
@@ -137,3 +140,25 @@ def test_table_fallback_notes_are_said_once_per_gpu_and_kernel(
     assert not any("heads 16, KV heads 16" in line for line in lines)
     assert "(said once per GPU and kernel)" in lines[0]
     assert lines[-1] == "note: something else"
+
+
+def _leaf_commands(command: Any, path: tuple[str, ...] = ()) -> Iterator[tuple[str, Any]]:
+    """Every runnable command under ``command`` as ``("hardware list", click command)``."""
+    commands = getattr(command, "commands", None)
+    if commands is None:
+        yield " ".join(path), command
+        return
+    for name in list(commands):
+        yield from _leaf_commands(commands[name], (*path, name))
+
+
+def test_every_command_takes_json() -> None:
+    """Issue 15: ``--json`` on every command (``convert`` lacked it)."""
+    leaves = dict(_leaf_commands(typer.main.get_command(app)))
+    assert {"convert", "optimize", "report", "simulate", "hardware list"} <= set(leaves)
+    lacking = [
+        name
+        for name, command in leaves.items()
+        if "--json" not in {opt for param in command.params for opt in param.opts}
+    ]
+    assert lacking == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from typing import Any
 
 from optimizer.launch import launch_commands
 
@@ -135,3 +136,55 @@ def test_pipeline_parallel_flags_per_engine() -> None:
     plain = launch_commands({"model": "m", "tp": 8, "pp": 1})
     assert "pipeline" not in plain["vllm"]["command"]
     assert "--pp" not in plain["sglang"]["command"] + plain["trtllm"]["command"]
+
+
+#: A disaggregated pick as a space samples it: 5 instances split by prefill_share, the
+#: prefill pool on wider TP.
+PD: dict[str, Any] = {"model": "Qwen/Qwen3-32B", "gpu": "h100_sxm", "tp": 2, "instances": 5,
+                      "pd_mode": "disaggregated", "prefill_share": 0.3,
+                      "prefill_tp": 4}  # fmt: skip
+
+
+def test_a_pd_pick_gets_one_command_per_pool_with_the_role_flags() -> None:
+    """The pools are the ones simulated (``to_config``'s split), each with its own TP and the
+    engine's prefill/decode flags; the notes say how many of each and how to route them."""
+    from optimizer.configs import to_config  # noqa: PLC0415
+
+    config = to_config(PD["model"], {k: v for k, v in PD.items() if k != "model"})
+    assert config.prefill is not None
+    assert config.decode is not None
+    out = launch_commands(PD)
+    for engine in ("vllm", "sglang", "trtllm"):
+        pools = out[engine]["pools"]
+        assert list(pools) == ["prefill", "decode"]
+        assert pools["prefill"]["instances"] == config.prefill.instances == 2
+        assert pools["decode"]["instances"] == config.decode.instances == 3
+        assert out[engine]["command"].startswith("# prefill pool: 2 instances\n")
+        assert any(n.startswith("run 2 prefill and 3 decode instances") for n in
+                   out[engine]["notes"])  # fmt: skip
+    sglang = {role: shlex.split(p["command"]) for role, p in out["sglang"]["pools"].items()}
+    for role, args in sglang.items():
+        assert args[args.index("--disaggregation-mode") + 1] == role
+    assert sglang["prefill"][sglang["prefill"].index("--tp-size") + 1] == "4"
+    assert sglang["decode"][sglang["decode"].index("--tp-size") + 1] == "2"
+    assert any("--pd-disaggregation" in n for n in out["sglang"]["notes"])
+    for pool in out["vllm"]["pools"].values():
+        args = shlex.split(pool["command"])
+        connector = json.loads(args[args.index("--kv-transfer-config") + 1])
+        assert connector == {"kv_connector": "NixlConnector", "kv_role": "kv_both"}
+    trtllm = out["trtllm"]
+    assert "kvplan-trtllm-prefill.yaml" in trtllm["pools"]["prefill"]["command"]
+    options = next(n for n in trtllm["notes"] if n.startswith("kvplan-trtllm-decode.yaml: "))
+    assert json.loads(options.split(": ", 1)[1])["cache_transceiver_config"] == {
+        "backend": "DEFAULT"
+    }
+    assert any("trtllm-serve disaggregated" in n for n in trtllm["notes"])
+
+
+def test_an_aggregated_pick_has_no_pools_and_no_role_flags() -> None:
+    out = launch_commands({**PD, "pd_mode": "aggregated"})
+    for entry in out.values():
+        assert "pools" not in entry
+        assert "disaggregation" not in entry["command"]
+        assert "kv-transfer-config" not in entry["command"]
+        assert "cache_transceiver" not in " ".join(entry["notes"])

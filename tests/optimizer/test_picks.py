@@ -54,6 +54,39 @@ def test_best_cost_breaks_near_ties_by_the_other_objectives() -> None:
     ]
     assert _picks(records)["best cost"] == 1
     assert _picks(records, tolerance=0.005)["best cost"] == 0
+    result = summarise(records, DIRECTIONS, objectives=INFOS)
+    why = next(p.why for p in result.picks if p.label == "best cost")
+    assert why.startswith(
+        "The cheapest feasible configuration costs USD 10.00/h (trial 0); of the 2 within 2% "
+        "of it, trial 1 (USD 10.10/h) is closest to the best on the other objectives."
+    )
+    assert "It gives up: cost USD 10.10/h vs best USD 10.00/h (+1.00%); TTFT p90 1,000 ms" in why
+    alone = summarise(records, DIRECTIONS, objectives=INFOS, tolerance=0.005)
+    why = next(p.why for p in alone.picks if p.label == "best cost")
+    assert why.startswith(
+        "Trial 0 is the cheapest feasible configuration at USD 10.00/h, and no other comes "
+        "within 0% of it. It gives up: TTFT p90 3,000 ms vs best 500 ms (+500.0%)"
+    )
+
+
+def test_the_knee_says_its_scales_distance_cost_and_what_it_gives_up() -> None:
+    records = [
+        _rec(0, 800.0, 3000.0, 147.9, requests=100_000),
+        _rec(1, 1200.0, 2900.0, 30.0, requests=100_000),
+        _rec(2, 3900.0, 1000.0, 20.0, requests=100_000),
+    ]
+    result = summarise(records, DIRECTIONS, objectives=INFOS)
+    knee = next(p for p in result.picks if p.label == "balanced")
+    # 400 ms of a 4 s target, 3.3% of goodput, 50% over the cheapest: sqrt(.01 + .0011 + .25)
+    assert knee.trial.number == 1
+    assert knee.why == (
+        "The knee of the front: trial 1 has the smallest combined shortfall from the best "
+        "(0.511), each objective measured on a meaningful scale (TTFT p90 against its SLO "
+        "target 4,000 ms; goodput relative to the best; cost relative to the best). It costs "
+        "USD 30.00/h and gives up: TTFT p90 1,200 ms vs best 800 ms (+50.0%); goodput "
+        "2,900 tok/s vs best 3,000 tok/s (-3.3%); cost USD 30.00/h vs best USD 20.00/h "
+        "(+50.0%)."
+    )
 
 
 def test_a_noise_objective_drives_no_pick_and_does_not_move_the_knee() -> None:
@@ -72,6 +105,25 @@ def test_a_noise_objective_drives_no_pick_and_does_not_move_the_knee() -> None:
         [[r.objectives[n] for n in DIRECTIONS] for r in records], list(DIRECTIONS.values())
     )
     assert knee_index(points) == 0
+
+
+def test_members_of_the_front_only_through_noise_are_named() -> None:
+    # Trial 2 is on the three-objective front only by 940 vs 921 tok/s (within the 3.7%
+    # noise): on latency and cost trial 1 is as cheap and faster.
+    records = [_rec(0, 1000.0, 944.0, 34.4), _rec(1, 1050.0, 921.0, 8.65),
+               _rec(2, 1100.0, 940.0, 8.65)]  # fmt: skip
+    result = summarise(records, DIRECTIONS, objectives=INFOS)
+    assert sorted(r.number for r in result.front) == [0, 1, 2]
+    assert (
+        "trial 2 (by 1) is on the front only through throughput differences within the noise: "
+        "on TTFT p90 and cost alone another configuration is at least as good on each and "
+        "better on one"
+    ) in result.notes
+    assert 2 not in {p.trial.number for p in result.picks}
+    varied = [_rec(0, 1000.0, 2000.0, 34.4), _rec(1, 1050.0, 900.0, 8.65),
+              _rec(2, 1100.0, 1900.0, 8.65)]  # fmt: skip
+    real = summarise(varied, DIRECTIONS, objectives=INFOS)
+    assert not any("only through" in note for note in real.notes)  # a real trade-off
 
 
 def test_a_real_difference_is_a_trade_off() -> None:

@@ -7,6 +7,9 @@ Chromium is installed.
 
 from __future__ import annotations
 
+import html as htmllib
+import json
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -17,7 +20,7 @@ import pytest
 from optimizer.picks import objective_infos
 from optimizer.report import Planning, ReportContext, write_report
 from optimizer.report_plot import PLOT_ID
-from optimizer.report_sections import LATENCY_ERRORS, tier_verdict
+from optimizer.report_sections import LATENCY_ERRORS, source_text, tier_verdict
 from optimizer.results import TrialRecord, summarise
 from optimizer.workload_profile import LengthStats, WorkloadProfile
 from slo import SloSpec
@@ -145,12 +148,18 @@ def test_markdown_has_every_section_and_the_numbers(tmp_path: Path) -> None:
     ):
         assert heading in md
     assert "| ttft\\_ms | p90 | 4,000 ms |" in md
-    assert "51 (6.4%; longest 122,378 tokens), dropped before simulating" in md
+    assert "Budget: at most USD 150.00/h (a configuration over it is infeasible)." in md
+    assert "51 (6.4%; longest 122,378 tokens of prompt + output), dropped before simulating" in md
+    assert "Source: kind=trace, path=trace.jsonl." in md
     ttft_error = LATENCY_ERRORS["roofline"][0]
     assert f"mean TTFT error {ttft_error:.1f}%" in md  # the roofline model's validated error
     assert "drop L3: saves USD 7.60/h, TTFT p90 +3%, still meets the SLO" in md
     assert "keep L2 and L3: without it the pick needs 2 more instances" in md
-    assert "≥ 8× (search cap)" in md
+    assert "| best latency, best throughput | ≥ 8× (search cap) | 40 |" in md
+    # The planning is keyed by a trial's first pick; its sections name every pick it is.
+    tiers = md.split("## What each cache tier buys", 1)[1].split("## Headroom", 1)[0]
+    assert "### best latency, best throughput\n" in tiers
+    assert "**Why best throughput.** Goodput 3,000 tok/s is the best on the front" in md
     assert "1,000,000,000" not in md
     assert "It does not meet the SLO and budget: costs USD 246.20/h" in md
     assert "kind: Deployment" in md
@@ -173,8 +182,25 @@ def test_html_is_rendered_markdown_with_the_plot(tmp_path: Path) -> None:
     assert {"table", "h2", "strong", "pre"} <= set(parsed.tags)
     assert "TTFT p90 (ms)" in html  # axis titles carry units
     assert "cost (USD/h)" in html
-    assert "SLO ttft_ms.p90 \\u2264 4,000 ms" in html  # plotly escapes non-ASCII in its JSON
+    assert "SLO TTFT p90 \\u2264 4,000 ms" in html  # plotly escapes non-ASCII in its JSON
     assert "budget USD 150.00" in html
+    # Hovering a point shows its trial, objectives with units and configuration (plotly's
+    # JSON escapes "<" and "/").
+    assert (
+        '"hovertext":["trial 2\\u003cbr\\u003eTTFT p90 (ms): 3,000 ms\\u003cbr\\u003e'
+        "goodput (tok\\u002fs): 1,000 tok\\u002fs"
+    ) in html
+    assert "gpu=h100_sxm, tp=2, instances=4, l3=none, eviction=s3_fifo" in html
+
+
+def test_a_generated_workload_source_reads_as_settings_not_python() -> None:
+    source = {"block_tokens": 16, "kind": "sessions", "sessions": 300,
+              "arrival": {"process": "poisson", "rate_per_s": 1.0, "profile": None},
+              "turns": {"dist": "uniform", "low": 1.0, "high": 8.0}}  # fmt: skip
+    assert source_text(source) == (
+        "kind=sessions, block_tokens=16, sessions=300, arrival=(process=poisson, "
+        "rate_per_s=1.0), turns=(dist=uniform, low=1.0, high=8.0)"
+    )
 
 
 def test_tier_verdict_of_a_pick_without_l2_or_l3() -> None:
@@ -190,19 +216,67 @@ def test_tier_verdict_when_a_tier_cannot_be_replaced() -> None:
     ]
 
 
-def test_report_in_headless_chromium(tmp_path: Path) -> None:
+def _chromium() -> str:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         pytest.skip("Chromium is not installed (apt-get install chromium)")
-    _, _ = _write(tmp_path)
-    dom = subprocess.run(
+    return browser
+
+
+def _rendered_dom(browser: str, page: Path) -> str:
+    """``page`` as the browser's DOM after its scripts ran (plotly draws the figure)."""
+    return subprocess.run(
         [browser, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=5000",
-         "--dump-dom", (tmp_path / "report.html").as_uri()],
+         "--window-size=1280,900", "--dump-dom", page.as_uri()],
         capture_output=True, text=True, timeout=120, check=True,
     ).stdout  # fmt: skip
+
+
+def test_report_in_headless_chromium(tmp_path: Path) -> None:
+    browser = _chromium()
+    _, _ = _write(tmp_path)
+    dom = _rendered_dom(browser, tmp_path / "report.html")
     parsed = _Text()
     parsed.feed(dom)
     visible = "".join(parsed.text)
     assert "*" not in visible
     assert PLOT_ID in parsed.ids
     assert 'class="main-svg"' in dom  # plotly drew the figure in the browser
+
+
+#: Appended to report.html: once plotly has drawn, the boxes of every text label on the plot
+#: (line annotations, axis titles, legend entries) that overlaps another, into a <pre>.
+_OVERLAP_SCRIPT = """<script>
+setTimeout(function () {
+  var sel = '.annotation-text-g, .g-xtitle, .g-ytitle, .g-x2title, .g-y2title, .legend .traces';
+  var boxes = Array.from(document.querySelectorAll(sel)).map(function (e) {
+    var r = e.getBoundingClientRect();
+    return {text: e.textContent, l: r.left, r: r.right, t: r.top, b: r.bottom};
+  }).filter(function (b) { return b.r > b.l && b.b > b.t; });
+  var hits = [];
+  for (var i = 0; i < boxes.length; i++) for (var j = i + 1; j < boxes.length; j++) {
+    var a = boxes[i], c = boxes[j];
+    if (a.l < c.r && c.l < a.r && a.t < c.b && c.t < a.b) hits.push(a.text + ' / ' + c.text);
+  }
+  var out = document.createElement('pre');
+  out.id = 'overlaps';
+  out.textContent = JSON.stringify({labels: boxes.length, overlaps: hits});
+  document.body.appendChild(out);
+}, 2000);
+</script>"""
+
+
+def test_plot_labels_do_not_overlap_in_chromium(tmp_path: Path) -> None:
+    """The SLO-target and budget lines' labels, the axis titles and the legend entries of the
+    drawn figure: no two boxes intersect (the SLO and budget labels used to sit on top of each
+    other in the panel's top-right corner)."""
+    browser = _chromium()
+    _, html = _write(tmp_path)
+    page = tmp_path / "overlaps.html"
+    page.write_text(html.replace("</body>", _OVERLAP_SCRIPT + "</body>"), encoding="utf-8")
+    dom = _rendered_dom(browser, page)
+    found = re.search(r'<pre id="overlaps">(.*?)</pre>', dom, re.S)
+    assert found, "the measuring script did not run"
+    result = json.loads(htmllib.unescape(found.group(1)))
+    assert result["labels"] >= 8  # 2 line labels + 4 axis titles + legend entries
+    assert result["overlaps"] == []

@@ -14,6 +14,7 @@ import optuna
 import pytest
 from typer.testing import CliRunner
 
+from optimizer.cli._output import console
 from optimizer.cli.main import app
 from optimizer.schema import ResultsFile
 
@@ -161,8 +162,9 @@ def test_python_m_kvplan_writes_a_working_completion_script() -> None:
     assert completed.stdout.split() == ["optimize"]
 
 
-def test_tables_fit_80_columns(study: tuple[str, Path]) -> None:
+def test_tables_fit_80_columns(study: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
     url, _ = study
+    monkeypatch.setattr(console, "_width", 80)  # rich fixes a console's width when it is made
     result = runner.invoke(app, ["report", "--storage", url], env={"COLUMNS": "80"})
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -206,3 +208,20 @@ def test_an_over_budget_baseline_is_reported_by_its_reason_not_a_placeholder(
     assert "It does not meet the SLO and budget: costs USD" in md
     assert "1,000,000,000" not in md
     assert "1e+09" not in md
+
+
+def test_tolerance_option_reaches_the_picks_and_is_stored(tmp_path: Path) -> None:
+    """``--tolerance 0.3``: the picks' reasons quote it, results.json and the study keep it,
+    and ``kvplan report`` re-renders with it."""
+    url = f"sqlite:///{tmp_path / 'tol.db'}"
+    args = ["optimize", *BASE[:-2], "--trials", "3", "--no-plan", "--tolerance", "0.3"]
+    ran = runner.invoke(app, [*args, "--storage", url, "--json"])
+    assert ran.exit_code == 0, ran.output
+    data = json.loads(ran.stdout)
+    assert data["tolerance"] == 0.3
+    assert data["recommendations"]
+    whys = [pick["why"] for pick in data["recommendations"].values()]
+    assert any("30%" in why for why in whys), whys
+    again = runner.invoke(app, ["report", "--storage", url, "--json"])
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["recommendations"] == data["recommendations"]

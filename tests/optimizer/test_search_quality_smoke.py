@@ -155,3 +155,23 @@ def test_budgets_count_what_each_point_simulated(sq: ModuleType, tmp_path: Path)
     assert loaded is not None
     assert loaded.evaluations[stopped[0]].pruned
     assert not loaded.evaluations[full[0]].pruned
+
+
+@pytest.mark.parametrize(
+    ("space", "slo", "points"),
+    [
+        ("search_quality.yaml", "search_quality_tight_slo.yaml", 216),
+        ("search_quality_policies.yaml", "search_quality_policies_slo.yaml", 128),
+    ],
+)
+def test_the_bench_spaces_enumerate_as_documented(
+    sq: ModuleType, space: str, slo: str, points: int
+) -> None:
+    """The two enumerable spaces bench/README's search-quality tables are measured on, with
+    the SLO files that constrain them (issue 15, item 4)."""
+    from optimizer.space import load_space  # noqa: PLC0415
+    from slo import load_slo  # noqa: PLC0415
+
+    spaces = BENCH.parent / "spaces"
+    assert len(sq.enumerate_points(load_space(spaces / space))) == points
+    assert load_slo(spaces / slo).attainment is not None
