@@ -6,6 +6,11 @@ TPE) run in this process, the way ``optimizer.cli.optimize_cmd`` runs it, with e
     python bench/optimize_speed.py                  # one worker, in-memory storage
     python bench/optimize_speed.py --workers 2      # two workers on a temporary journal file
     python bench/optimize_speed.py --baseline examples/baseline.yaml
+    python bench/optimize_speed.py --storage study.journal --workers 2  # again: planning only
+
+With ``--storage`` the study is kept: a second run finds its trials done (the trials phase
+costs only the reading) and times the planning alone, on the same picks for any tree and any
+number of workers.
 
 Printed: one line per phase — wall seconds, CPU seconds of this process and of its finished
 child processes (the trial workers and the planning pool are reaped before the phase ends, so
@@ -70,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=60)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--baseline", type=Path, default=None)
+    parser.add_argument("--storage", default=None, help="keep the study here (a journal file)")
     parser.add_argument("--profile", type=int, default=0, metavar="N")
     parser.add_argument("--json", action="store_true", help="one JSON line instead of text")
     args = parser.parse_args(argv)
@@ -77,7 +83,9 @@ def main(argv: list[str] | None = None) -> int:
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
     folder = tempfile.mkdtemp(prefix="kvplan-optimize-speed-")
-    storage = None if args.workers <= 1 else os.path.join(folder, "study.journal")
+    storage = args.storage
+    if storage is None and args.workers > 1:
+        storage = os.path.join(folder, "study.journal")
     setup = OptimizeSetup(
         slo_path=str(resources.files("optimizer") / "data" / "default_slo.yaml"),
         space_path=None,

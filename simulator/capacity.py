@@ -143,8 +143,9 @@ def capacity_search(
     ``passes_at_max``: the caller knows ``max_time_scale`` passes (module docstring, step 1);
     the answer is the same, one simulation fewer unless ``max_time_scale`` is the answer.
     ``give_up``: the attainment floor and bars that ``meets`` requires; a simulation above the
-    lowest load is then abandoned as failing once the floor is out of reach (``give_up.py``;
-    the answer is the same, the simulation shorter). ``Capacity.given_up`` counts them.
+    lowest load is then abandoned as failing once the floor is out of reach (``give_up.py``,
+    judging each request at its first token as well as at its finish; the answer is the same,
+    the simulation shorter). ``Capacity.given_up`` counts them.
     """
     if not 0 < min_time_scale <= max_time_scale:
         raise ValueError("need 0 < min_time_scale <= max_time_scale")

@@ -20,9 +20,12 @@ source, so they are not counted: giving up only comes later.
 At the first token (``WatchedSource.first_token_hook``, for a caller that passes it to
 ``simulate(..., on_first_token=...)``): a request with no first token by its arrival plus the
 TTFT bar has certainly missed it, and one with its first token at ``f`` must finish by
-``f + (n − 1) · P``. Near the capacity most misses are TTFT misses of requests that then run
-for seconds, so deciding them here stops a failing simulation far sooner; without the hook a
-request is judged only by its finish, as above.
+``f + (n − 1) · P`` (TPOT runs from the recorded first token to the recorded finish; the
+worst gap is measured between step ends, so it tightens nothing here). Near the capacity most
+misses are TTFT misses of requests that then run for seconds, so deciding them here stops a
+failing simulation far sooner. Capacity probes use the hook; without it a request is judged
+only by its finish, as above — a trial's own simulation (``optimizer.objective``) is watched
+that way, so which trials are given up, and so every study, stays as it was.
 
 Arrival times are the driver's: a timestamp earlier than the previous arrival is served at the
 previous arrival's time. What this is not: an SLO evaluator (``slo`` is); it never decides that
