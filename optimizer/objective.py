@@ -54,13 +54,21 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import optuna
-from optuna.trial import FrozenTrial, TrialState
+from optuna.trial import TrialState
 
 from hardware.schema import Catalog
 from optimizer.configs import to_config
 from optimizer.screen import Shapes, screen, workload_shapes
 from optimizer.space import SearchSpace
 from optimizer.study import CONSTRAINTS_ATTR
+from optimizer.trial_state import (
+    FINISHED_STATES,
+    REPEAT_ATTR,
+    SHARE_ATTR,
+    is_evaluated,
+    is_repeat,
+    simulation_share,
+)
 from optimizer.workloads import describe_workload
 from simulator.api import SimResult, WorkloadBuilder, build_source, simulate
 from simulator.capacity import Capacity, capacity_search
@@ -83,12 +91,6 @@ __all__ = [
     "miss_rule",
     "simulation_share",
 ]
-
-#: User attribute of a trial that repeated an earlier trial's configuration: that trial's number.
-REPEAT_ATTR = "repeat_of"
-
-#: User attribute (and metric) of a trial: the share of one whole-workload simulation it ran.
-SHARE_ATTR = "simulation_share"
 
 #: Metrics stored as scalar user attributes on every trial, besides the SLO's own.
 SCALAR_METRICS = (
@@ -127,35 +129,6 @@ class Evaluation:
 def _finite(metrics: Mapping[str, float]) -> dict[str, float | None]:
     """JSON-safe copy for storage: non-finite values become None."""
     return {k: (v if math.isfinite(v) else None) for k, v in metrics.items()}
-
-
-def is_repeat(trial: FrozenTrial) -> bool:
-    """Whether ``trial`` repeated an earlier trial's configuration (it cost no simulation)."""
-    return REPEAT_ATTR in trial.user_attrs
-
-
-#: States of a trial this objective finished: COMPLETE (objective values) or PRUNED
-#: (infeasible without a full simulation: constraints and reason, no values).
-FINISHED_STATES = (TrialState.COMPLETE, TrialState.PRUNED)
-
-
-def simulation_share(trial: FrozenTrial) -> float:
-    """The share of one whole-workload simulation ``trial`` ran (module docstring), read from
-    its attributes; a trial stored before the share was (a resumed older study): 0 when it
-    simulated no request, else 1."""
-    share = trial.user_attrs.get(SHARE_ATTR)
-    if isinstance(share, int | float):
-        return min(1.0, max(0.0, float(share)))
-    simulated = trial.user_attrs.get("metrics", {}).get("simulated_requests")
-    return 0.0 if simulated == 0 else 1.0
-
-
-def is_evaluated(trial: FrozenTrial) -> bool:
-    """Whether ``trial`` holds this objective's result (a finished trial that stored it:
-    objective values when COMPLETE, the constraints it was stopped on when PRUNED)."""
-    if trial.state == TrialState.COMPLETE:
-        return trial.values is not None
-    return trial.state == TrialState.PRUNED and CONSTRAINTS_ATTR in trial.user_attrs
 
 
 class TrialEvaluator:

@@ -12,9 +12,10 @@ decides *how* the simulations behind it run, without changing any figure:
 - **giving up**: a headroom search abandons a simulation as failing once the SLO's attainment
   floor is out of reach (``miss_rule``; ``simulator.give_up``), which is exact.
 - **parallelism**: ``WorkerPool`` runs the per-pick tasks (each pick's tier rows, each pick's
-  headroom search) in ``workers`` processes, each with its own evaluator built from the
-  study's ``OptimizeSetup``; results are gathered in task order, so the report is identical
-  for any number of workers. ``InProcess`` runs them here, one after the other.
+  headroom search) in ``workers`` processes — this one, with its evaluator, and ``workers − 1``
+  spawned ones, each with its own evaluator built from the study's ``OptimizeSetup``; results
+  are gathered in task order, so the report is identical for any number of workers.
+  ``InProcess`` runs them here, one after the other.
 
 What this is not: the planning content (``planning.py``) or the capacity search
 (``simulator.capacity``).
@@ -24,8 +25,9 @@ from __future__ import annotations
 
 import math
 import multiprocessing
+import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Protocol, TypeVar
 
@@ -163,10 +165,14 @@ class InProcess:
 
 
 class WorkerPool:
-    """Tasks spread over ``workers`` spawned processes (``close`` them when done).
+    """Tasks spread over ``workers`` processes: this one and ``workers − 1`` spawned ones
+    (``close`` them when done).
 
-    Each worker builds its evaluator once from ``setup`` and reuses ``stored``; tasks are
-    dealt one at a time, so a long headroom search does not hold others back.
+    Each spawned worker builds its evaluator once from ``setup`` and reuses ``stored``; this
+    process works with ``evaluator``, ready at once (imported, its latency tables built), so
+    planning starts while the spawned ones still import. Tasks are dealt one at a time: the
+    spawned workers take them from the front (the long headroom searches come first), this
+    process from the back, until they meet — so a long search holds no other task back.
     """
 
     def __init__(
@@ -181,23 +187,78 @@ class WorkerPool:
             raise ValueError("WorkerPool needs workers >= 2 (use InProcess)")
         self.evaluator = evaluator
         self.progress = progress
+        self.spawned = workers - 1
         self._pool = ProcessPoolExecutor(
-            max_workers=workers,
+            max_workers=self.spawned,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_start_worker,
             initargs=(setup, dict(stored)),
         )
 
     def map(self, task: Task[T, R], args: Sequence[T]) -> list[R]:
-        """Run the tasks in the workers; results in the order of ``args``."""
-        futures = [self._pool.submit(_run_task, (task, arg)) for arg in args]
-        for done, _ in enumerate(as_completed(futures), start=1):
-            self.progress(done, len(futures))
-        return [future.result() for future in futures]
+        """Run the tasks here and in the spawned workers; results in the order of ``args``."""
+        deal = _Deal(len(args), self.progress)
+        results: list[Any] = [None] * len(args)
+        errors: list[BaseException] = []
+
+        def feed() -> None:  # one thread per spawned worker: a task in flight at a time
+            try:
+                while (index := deal.take(front=True)) is not None:
+                    results[index] = self._pool.submit(_run_task, (task, args[index])).result()
+                    deal.finished()
+            except BaseException as err:  # re-raised by ``map`` once every feeder stopped
+                deal.stop()
+                errors.append(err)
+
+        feeders = [threading.Thread(target=feed, daemon=True) for _ in range(self.spawned)]
+        for feeder in feeders:
+            feeder.start()
+        try:
+            while (index := deal.take(front=False)) is not None:
+                results[index] = task(self.evaluator, args[index])
+                deal.finished()
+        finally:
+            deal.stop()  # after an error here: the feeders take nothing more
+            for feeder in feeders:
+                feeder.join()
+        if errors:
+            raise errors[0]
+        return results
 
     def close(self, *, cancel: bool = False) -> None:
         """Stop the workers (after their tasks, or dropping queued ones with ``cancel``)."""
         self._pool.shutdown(wait=True, cancel_futures=cancel)
+
+
+class _Deal:
+    """Task indices ``0 … n − 1`` handed out from either end, and the finished count."""
+
+    def __init__(self, n: int, progress: Progress) -> None:
+        self._lock = threading.Lock()
+        self._front, self._back, self._n, self._done = 0, n, n, 0
+        self._progress = progress
+
+    def take(self, *, front: bool) -> int | None:
+        """The next task index from the front or the back (None: none left)."""
+        with self._lock:
+            if self._front >= self._back:
+                return None
+            if front:
+                self._front += 1
+                return self._front - 1
+            self._back -= 1
+            return self._back
+
+    def finished(self) -> None:
+        """One more task is done: tell ``progress``."""
+        with self._lock:
+            self._done += 1
+            self._progress(self._done, self._n)
+
+    def stop(self) -> None:
+        """Hand out nothing more."""
+        with self._lock:
+            self._back = self._front
 
 
 @contextmanager

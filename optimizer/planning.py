@@ -14,8 +14,10 @@ All figures come from extra simulations on the study's own workload and seed:
 How the simulations run (``plan_runner``): evaluations whose configuration a trial already
 ran are copied from it when ``plan`` is given a ``ReusingEvaluator``, the headroom search
 skips the nominal load (a pick met the SLO there in its trial) and gives up on a simulation
-once the attainment floor is out of reach, and a ``runner`` may spread the per-pick tasks over
-worker processes; none of it changes a figure (the headroom's simulation count aside).
+once the attainment floor is out of reach (requests judged at their first token: TTFT misses,
+the usual failure near the capacity, are certain then), and a ``runner`` may spread the per-pick
+tasks over worker processes; none of it changes a figure (the headroom's simulation count
+aside).
 """
 
 from __future__ import annotations

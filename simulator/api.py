@@ -25,7 +25,7 @@ tier, the same KV footprint per request.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -55,6 +55,7 @@ from simulator.presets import load_preset
 from simulator.records import QueueSamples, Recorder, RequestRecord
 from simulator.scaling import start_scaling
 from simulator.workload.no_reuse import NoPrefixReuse
+from simulator.workload.request import TraceRequest
 from simulator.workload.source import RequestSource
 
 __all__ = ["SimResult", "WorkloadBuilder", "build_source", "simulate"]
@@ -172,6 +173,7 @@ def simulate(
     sample_interval_s: float = 1.0,
     check_invariants: bool = False,
     drop_overlong_requests: bool = True,
+    on_first_token: Callable[[TraceRequest, float, float], None] | None = None,
 ) -> SimResult:
     """Run ``workload`` on ``config`` and summarise it (module docstring for failure modes).
 
@@ -179,7 +181,10 @@ def simulate(
     ``WorkloadSpec``, built here from the seed. ``sample_interval_s`` spaces the queue-length
     samples. ``check_invariants`` verifies queue and block accounting after every step (slow;
     for tests). ``drop_overlong_requests`` removes requests longer than the model's context
-    before the run (module docstring).
+    before the run (module docstring). ``on_first_token(request, first_token_s, now_s)`` is
+    told of every request's first token (its recorded time, and the simulated time of the step
+    that produced it) — for a watcher that decides early (``simulator.give_up``); it may raise
+    out of the run.
     """
     catalog = catalog or shipped_catalog()
     cost = deployment_cost(config, catalog)
@@ -203,7 +208,13 @@ def simulate(
     if not _prefix_caching(config):
         source = NoPrefixReuse(source)
     cluster = Cluster(
-        kernel, pool.instances, pool.router, source, recorder, sample_interval_s=sample_interval_s
+        kernel,
+        pool.instances,
+        pool.router,
+        source,
+        recorder,
+        sample_interval_s=sample_interval_s,
+        on_first_token=on_first_token,
     )
     scaling = start_scaling(
         config,

@@ -143,8 +143,9 @@ def capacity_search(
     ``passes_at_max``: the caller knows ``max_time_scale`` passes (module docstring, step 1);
     the answer is the same, one simulation fewer unless ``max_time_scale`` is the answer.
     ``give_up``: the attainment floor and bars that ``meets`` requires; a simulation above the
-    lowest load is then abandoned as failing once the floor is out of reach (``give_up.py``;
-    the answer is the same, the simulation shorter). ``Capacity.given_up`` counts them.
+    lowest load is then abandoned as failing once the floor is out of reach (``give_up.py``,
+    judging each request at its first token as well as at its finish; the answer is the same,
+    the simulation shorter). ``Capacity.given_up`` counts them.
     """
     if not 0 < min_time_scale <= max_time_scale:
         raise ValueError("need 0 < min_time_scale <= max_time_scale")
@@ -202,7 +203,12 @@ class _Search:
         self.config, self.workload, self.meets = config, workload, meets
         self.seed, self.catalog = seed, catalog
         self.drop_overlong_requests = drop_overlong_requests
-        self.give_up = give_up if give_up is not None and give_up.bounded else None
+        # A TTFT bar alone decides misses too: at the first token (``WatchedSource``).
+        self.give_up = (
+            give_up
+            if give_up is not None and (give_up.bounded or give_up.ttft_s is not None)
+            else None
+        )
         self.simulations = 0
         self.given_up = 0
         self._counts: list[int] = []  # requests per simulation, counted once (``Watched``)
@@ -215,10 +221,12 @@ class _Search:
         """``run`` above the lowest load, given up (None) once the floor is out of reach."""
         if self.give_up is None:
             return self.run(scale)
+        # Built here, not in ``simulate``, to hand its first-token hook to the run: TTFT misses
+        # are then decided at the first token instead of at the finish (``give_up.py``).
+        watched = Watched(TimeScaled(self.workload, scale), self.give_up, self._counts)
+        source = watched.source(self.seed)
         try:
-            result = self._simulate(
-                Watched(TimeScaled(self.workload, scale), self.give_up, self._counts)
-            )
+            result = self._simulate(source, on_first_token=source.first_token_hook())
         except Decided:
             self.given_up += 1
             return False, None
@@ -229,7 +237,11 @@ class _Search:
         rate = result.summary.requests_per_s if result.summary is not None else None
         return Capacity(scale, rate, self.simulations, result, at_limit, self.given_up)
 
-    def _simulate(self, workload: WorkloadBuilder) -> SimResult:
+    def _simulate(
+        self,
+        workload: WorkloadBuilder | RequestSource,
+        on_first_token: Callable[[TraceRequest, float, float], None] | None = None,
+    ) -> SimResult:
         self.simulations += 1
         return simulate(
             self.config,
@@ -237,6 +249,7 @@ class _Search:
             seed=self.seed,
             catalog=self.catalog,
             drop_overlong_requests=self.drop_overlong_requests,
+            on_first_token=on_first_token,
         )
 
     def _judge(self, result: SimResult) -> tuple[bool, SimResult]:

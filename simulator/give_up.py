@@ -17,6 +17,16 @@ so a simulation given up on would have failed in full: the capacity found is unc
 Rejected requests (which miss everything) are not told apart from finished ones at the
 source, so they are not counted: giving up only comes later.
 
+At the first token (``WatchedSource.first_token_hook``, for a caller that passes it to
+``simulate(..., on_first_token=...)``): a request with no first token by its arrival plus the
+TTFT bar has certainly missed it, and one with its first token at ``f`` must finish by
+``f + (n − 1) · P`` (TPOT runs from the recorded first token to the recorded finish; the
+worst gap is measured between step ends, so it tightens nothing here). Near the capacity most
+misses are TTFT misses of requests that then run for seconds, so deciding them here stops a
+failing simulation far sooner. Capacity probes use the hook; without it a request is judged
+only by its finish, as above — a trial's own simulation (``optimizer.objective``) is watched
+that way, so which trials are given up, and so every study, stays as it was.
+
 Arrival times are the driver's: a timestamp earlier than the previous arrival is served at the
 previous arrival's time. What this is not: an SLO evaluator (``slo`` is); it never decides that
 a simulation passes.
@@ -26,15 +36,15 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.api import WorkloadBuilder
+from simulator.api import WorkloadBuilder, build_source
 from simulator.cluster.overlong import tokens_of
 from simulator.workload.request import TraceRequest
-from simulator.workload.source import OpenLoopSource, RequestSource
+from simulator.workload.source import OpenLoopSource
 
 __all__ = ["Decided", "MissRule", "Watched", "WatchedSource"]
 
@@ -87,7 +97,7 @@ class MissRule:
                 gaps = [b for b in (self.tpot_s, self.itl_s) if b is not None]
                 if gaps:
                     bounds.append(self.ttft_s + (output_tokens - 1) * min(gaps))
-        return min(bounds, default=math.inf) * (1 + _SLACK) + _SLACK
+        return _padded(min(bounds, default=math.inf))
 
     @property
     def bounded(self) -> bool:
@@ -115,53 +125,94 @@ class WatchedSource:
         self._least_met = rule.floor * n_requests - 1e-6
         self._missed = 0
         self._arrived = 0
+        self._first_tokens = False
+        """Whether first tokens are reported (``first_token_hook``): TTFT is then judged."""
         self._due: list[tuple[float, int]] = []
-        """(deadline, request index) of the requests with a finite deadline, earliest first."""
-        self._settled: set[int] = set()
-        """Requests of ``_due`` already settled (finished, or counted) before their deadline
-        comes up in ``_check``."""
-        self._deadline: dict[int, float] = {}
-        """Request index -> its deadline (absolute seconds), while it is in the system."""
+        """(deadline, request index), earliest first; an entry whose deadline is no longer its
+        request's ``_open`` deadline (it reached that milestone, or was judged) is skipped."""
+        self._open: dict[int, tuple[float, float, float, int]] = {}
+        """Request index -> (deadline of its next milestone, deadline of its finish, arrival
+        (absolute seconds), output tokens), while it is in the system and not yet judged."""
+
+    def first_token_hook(self) -> Callable[[TraceRequest, float, float], None]:
+        """The callback for ``simulate(..., on_first_token=...)``; asked for before the run.
+
+        From then on a request is also judged at its first token: one that has none by
+        ``arrival + ttft_s`` has certainly missed TTFT (the record's ``first_token_s`` can only
+        be later), and one whose first token came in time must finish within
+        ``(n − 1) · tpot_s`` of it (TPOT is measured from the first token), which is sooner
+        than ``deadline_s`` allows whenever its TTFT beat the bar.
+        """
+        self._first_tokens = True
+        return self.on_first_token
 
     def start(self) -> Iterator[TraceRequest]:
         """The requests; the driver pulls each at the previous one's arrival."""
         now = 0.0
+        rule, ttft = self._rule, self._rule.ttft_s
         for request in self._source.start():
             self._check(now)
-            if not self._rule.counts(request):
+            if not rule.counts(request):
                 yield request  # dropped downstream: no deadline, never finishes
                 continue
             self._arrived += 1
             now = max(now, request.timestamp_s)
-            deadline = now + self._rule.deadline_s(max(1, request.output_length))
-            self._deadline[request.index] = deadline
-            if deadline < math.inf:
-                heapq.heappush(self._due, (deadline, request.index))
+            tokens = max(1, request.output_length)
+            finish = now + rule.deadline_s(tokens)
+            milestone = finish
+            if self._first_tokens and ttft is not None:
+                milestone = min(finish, now + _padded(ttft))
+            self._open[request.index] = (milestone, finish, now, tokens)
+            if milestone < math.inf:
+                heapq.heappush(self._due, (milestone, request.index))
             yield request
+
+    def on_first_token(self, request: TraceRequest, first_token_s: float, now_s: float) -> None:
+        """``request`` has its first token at ``first_token_s`` (as recorded; the run is at
+        ``now_s``): judge its TTFT and tighten its finish deadline — once ``first_token_hook``
+        was asked for (else arrivals set no TTFT deadline, and this does nothing)."""
+        if not self._first_tokens:
+            return
+        index = request.index
+        entry = self._open.get(index)
+        if entry is not None:
+            _, finish, arrival, tokens = entry
+            ttft, tpot = self._rule.ttft_s, self._rule.tpot_s
+            if ttft is not None and first_token_s > arrival + _padded(ttft):
+                del self._open[index]  # a certain TTFT miss
+                self._missed += 1
+            else:
+                if tpot is not None and tokens > 1:
+                    finish = min(finish, first_token_s + _padded((tokens - 1) * tpot))
+                self._open[index] = (finish, finish, arrival, tokens)
+                if finish < math.inf:
+                    heapq.heappush(self._due, (finish, index))
+        self._check(now_s)
 
     def on_finish(self, request: TraceRequest, now_s: float) -> TraceRequest | None:
         """Count a request that finished past its deadline; an open loop triggers nothing."""
-        index = request.index
-        deadline = self._deadline.pop(index)
-        if index in self._settled:
-            self._settled.discard(index)  # counted while it ran past its deadline
-        elif deadline < math.inf:
-            self._missed += now_s > deadline
-            self._settled.add(index)  # its entry in ``_due`` is skipped when it comes up
+        entry = self._open.pop(request.index, None)
+        if entry is not None:  # not judged yet (else: counted while it ran past a deadline)
+            self._missed += now_s > entry[1]
         self._check(now_s)
         return None
 
     def _check(self, now: float) -> None:
-        due, settled = self._due, self._settled
+        due, open_ = self._due, self._open
         while due and due[0][0] < now:
-            _, index = heapq.heappop(due)
-            if index in settled:
-                settled.discard(index)  # it finished: already judged in ``on_finish``
-                continue
-            settled.add(index)  # still running past its deadline: a certain miss
+            deadline, index = heapq.heappop(due)
+            entry = open_.get(index)
+            if entry is None or entry[0] != deadline:
+                continue  # judged already, or past that milestone in time
+            del open_[index]  # still short of its milestone past its deadline: a certain miss
             self._missed += 1
         if self._n - self._missed < self._least_met:
             raise Decided(self._arrived, self._missed, self._n)
+
+
+def _padded(seconds: float) -> float:
+    """``seconds`` with the rounding slack (``_SLACK``) on top."""
+    return seconds * (1 + _SLACK) + _SLACK
 
 
 class Watched:
@@ -176,7 +227,14 @@ class Watched:
         self.rule = rule
         self.counts = counts
 
-    def build(self, rng: np.random.Generator) -> RequestSource:
+    def source(self, seed: int) -> WatchedSource:
+        """The watched source ``simulate(..., seed=seed)`` would build from this builder (to
+        take its ``first_token_hook`` before the run)."""
+        source = build_source(self, seed)
+        assert isinstance(source, WatchedSource)
+        return source
+
+    def build(self, rng: np.random.Generator) -> WatchedSource:
         """The inner workload's source, watched."""
         source = self.workload.build(rng)
         assert isinstance(source, OpenLoopSource)  # capacity search checked it

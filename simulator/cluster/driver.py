@@ -12,7 +12,7 @@ pools): the driver only needs instances with ``on_arrival`` / ``n_outstanding`` 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from simulator.cluster.router import Router
 from simulator.core import Kernel
@@ -37,7 +37,10 @@ class Cluster:
         recorder: Recorder,
         *,
         sample_interval_s: float = 1.0,
+        on_first_token: Callable[[TraceRequest, float, float], None] | None = None,
     ) -> None:
+        """``on_first_token(request, first_token_s, now_s)``: told of every first token, at
+        the end of the step that produced it (``simulate``'s argument)."""
         if sample_interval_s <= 0:
             raise ValueError("sample_interval_s must be > 0")
         self.kernel = kernel
@@ -55,6 +58,14 @@ class Cluster:
         self._next: TraceRequest | None = None
         for instance in self.instances:
             instance.on_finish = self._finished
+        if on_first_token is not None:
+            hook = on_first_token
+
+            def first_token(request: TraceRequest, first_token_s: float) -> None:
+                hook(request, first_token_s, kernel.now)
+
+            for instance in self.instances:
+                instance.on_first_token = first_token
 
     def run(self) -> None:
         """Simulate until every request has finished."""

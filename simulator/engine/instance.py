@@ -112,6 +112,9 @@ class EngineInstance:
         )
         self.recorder = recorder
         self.on_finish = on_finish
+        self.on_first_token: Callable[[TraceRequest, float], None] | None = None
+        """Called with a request and its recorded ``first_token_s`` when its first token is
+        out, at that step's end (the cluster driver sets it for a watcher that asks)."""
         self.handoff = handoff
         self.check_invariants_each_step = check_invariants
         self.scheduler = SCHEDULERS[params.scheduler]()
@@ -434,6 +437,10 @@ class EngineInstance:
         self._account(progress, start_s, end_s)
         self.kv_use.mark(end_s)
         delivered = end_s if self.frontend is None else self._delivered(batch, end_s)
+        hook = self.on_first_token
+        if hook is not None:
+            for req in progress.first:
+                hook(req.trace, req.first_token_s)
         for req in progress.done:
             self._finish(req, end_s, delivered)
 

@@ -7,7 +7,7 @@ not: it does not schedule, preempt or time anything.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import NDArray
@@ -37,6 +37,9 @@ class Progress:
     prefill_tokens: int = 0
     decode_tokens: int = 0
     steps: int = 1
+    first: list[EngineRequest] = field(default_factory=list)
+    """Requests that produced their first token here (set only by ``apply_step``: a decode
+    run's requests have theirs), in batch order."""
 
 
 def apply_step(batch: Batch, end_s: float, kv: KVManager, recorder: Recorder) -> Progress:
@@ -46,7 +49,7 @@ def apply_step(batch: Batch, end_s: float, kv: KVManager, recorder: Recorder) ->
     or the next one (an inter-token gap). Prompt blocks it completed are written through.
     """
     progress = Progress([])
-    done, gaps = progress.done, []
+    done, first, gaps = progress.done, progress.first, []
     prefill_tokens = decode_tokens = 0
     for req, n in batch.items():
         before = req.processed
@@ -78,6 +81,7 @@ def apply_step(batch: Batch, end_s: float, kv: KVManager, recorder: Recorder) ->
             req.generated = generated + 1
             if req.first_token_s < 0:
                 req.first_token_s = end_s
+                first.append(req)
             else:
                 gap = end_s - req.last_token_s
                 gaps.append(gap)

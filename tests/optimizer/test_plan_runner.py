@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import os
+import time
 from typing import Any
 
 import pytest
@@ -12,6 +14,7 @@ from optimizer.plan_runner import (
     ROW_METRICS,
     InProcess,
     ReusingEvaluator,
+    WorkerPool,
     config_key,
     planning_runner,
     stored_evaluations,
@@ -132,3 +135,28 @@ def test_a_worker_pool_gives_the_same_planning(
     with planning_runner(_setup(files), evaluator, records, workers=2) as pool:
         parallel = plan(evaluator, result, runner=pool)
     assert parallel == serial
+
+
+def _where(evaluator: TrialEvaluator, index: int) -> tuple[int, int]:
+    """A task that says which process ran it (module-level: the workers unpickle it)."""
+    del evaluator
+    time.sleep(0.2)  # long enough for the spawned worker's feeder to have taken the first
+    return index, os.getpid()
+
+
+@pytest.mark.slow
+def test_the_pool_runs_tasks_here_and_in_the_spawned_worker_in_order(
+    study: tuple[TrialEvaluator, list[TrialRecord], StudyResult], files: dict[str, str]
+) -> None:
+    evaluator, records, _ = study
+    heard: list[tuple[int, int]] = []
+    with planning_runner(
+        _setup(files), evaluator, records, workers=2, progress=lambda d, n: heard.append((d, n))
+    ) as pool:
+        assert isinstance(pool, WorkerPool)
+        assert pool.spawned == 1  # this process is the other worker
+        done = pool.map(_where, list(range(6)))
+    assert [index for index, _ in done] == list(range(6))
+    assert done[-1][1] == os.getpid()  # this process takes tasks from the back at once
+    assert done[0][1] != os.getpid()  # the spawned worker from the front
+    assert heard == [(k, 6) for k in range(1, 7)]
