@@ -21,7 +21,7 @@ from rich.table import Table
 from hardware import BYTES_PER_ELEMENT, load_catalog
 from optimizer.cli._output import console, print_json
 from optimizer.cli.analyze_plot import write_plots
-from optimizer.cli.replay_cmd import BlockIdOpt, CostModelOpt, choice_of
+from optimizer.cli.trace_options import BlockIdOpt, CostModelOpt, choice_of
 from simulator.kvcache.analyze import Analysis, analyze, to_json
 from simulator.kvcache.cost import parse_cost_model
 from simulator.kvcache.lru_curve import TraceArrays

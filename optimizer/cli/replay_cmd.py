@@ -30,7 +30,6 @@ objects with exactly the RESULT keys. Warnings go to stderr.
 from __future__ import annotations
 
 import json
-import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -52,9 +51,16 @@ from optimizer.cli.replay_tables import (
     show_results,
     warn,
 )
+from optimizer.cli.trace_options import (
+    BlockIdOpt,
+    CostModelOpt,
+    choice_of,
+    parse_block_count,
+    split_list,
+)
 from simulator.kvcache.compiled import CompiledReplay, compiled_reason
 from simulator.kvcache.compiled.passes import replay_pass
-from simulator.kvcache.cost import COST_MODEL_NAMES, parse_cost_model
+from simulator.kvcache.cost import parse_cost_model
 from simulator.kvcache.holes import HoleStats, HoleWriter, dataset_name, holes_path
 from simulator.kvcache.params import PolicySpec, parse_policy_specs
 from simulator.kvcache.policies import POLICIES, make_policy
@@ -80,44 +86,9 @@ from simulator.workload.chunk_reader import chunk_reason
 from simulator.workload.trace import LcpTrace
 from slo.inputfile import InputError
 
-__all__ = ["parse_block_count", "register"]
+__all__ = ["register"]
 
-_MULTIPLIERS = {"": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
-_SIZE = re.compile(r"(\d+)([kmg]?)", re.IGNORECASE)
 _TICK = 1024  # requests between progress-bar updates
-
-
-#: The trace-reading options ``replay`` and ``analyze`` share.
-CostModelOpt = Annotated[
-    str,
-    typer.Option("--cost-model", help=f"Block cost by position: {', '.join(COST_MODEL_NAMES)}."),
-]
-BlockIdOpt = Annotated[
-    str, typer.Option("--block-id", help="prefix: intern (parent, id) paths; raw: verbatim.")
-]
-
-
-def parse_block_count(text: str) -> int:
-    """``"8k"`` -> 8192: a positive integer with an optional k/m/g suffix (×1024 each)."""
-    match = _SIZE.fullmatch(text.strip())
-    if match is None or int(match.group(1)) == 0:
-        raise InputError(
-            f"--cache-size {text.strip()!r}: expected a positive number of blocks with an"
-            " optional k/m/g suffix (×1024), e.g. 8k"
-        )
-    return int(match.group(1)) * _MULTIPLIERS[match.group(2).lower()]
-
-
-def _split(text: str) -> list[str]:
-    """Comma-separated items, stripped, empty ones dropped, duplicates removed (order kept)."""
-    return list(dict.fromkeys(item.strip() for item in text.split(",") if item.strip()))
-
-
-def choice_of(option: str, value: str, choices: Sequence[str]) -> str:
-    """``value`` if it is one of ``choices``, else ``InputError`` naming ``option``."""
-    if value not in choices:
-        raise InputError(f"{option} {value!r}: expected one of {', '.join(choices)}")
-    return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,7 +439,7 @@ def replay_command(
     if trace is None or cache_size is None:
         raise InputError("replay needs a TRACE and --cache-size (or --list-policies)")
     check_seed(seed)
-    sizes = [parse_block_count(item) for item in _split(cache_size) or [""]]
+    sizes = [parse_block_count(item) for item in split_list(cache_size) or [""]]
     specs = parse_policy_specs(algo)
     parse_cost_model(cost_model)  # fail fast, before the trace is read
     match_mode = cast(MatchMode, choice_of("--match", match, MATCH_MODES))

@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 
 from optimizer.cli import replay_cmd
 from optimizer.cli.main import app
-from optimizer.cli.replay_cmd import parse_block_count
+from optimizer.cli.trace_options import parse_block_count
 from simulator.kvcache.compiled.passes import replay_pass
 from simulator.kvcache.policies import make_policy
 from simulator.kvcache.replay import RESULT_KEYS, replay
