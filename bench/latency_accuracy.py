@@ -61,12 +61,8 @@ from simulator.latency.moe_table import MoeShape, MoeTable, read_moe_profile
 from simulator.latency.profile_files import ENGINES, MOE_KIND, resolve_profile_files
 from simulator.latency.profiles import ProfileSet, shipped_profiles
 from simulator.latency.roofline import RooflineKernels
-from simulator.latency.table import (
-    ProfileKernels,
-    ProfileTable,
-    TableFallbackWarning,
-    table_kernels,
-)
+from simulator.latency.table import ProfileKernels, ProfileTable, TableFallbackWarning
+from simulator.latency.table_source import table_kernels
 from slo.inputfile import InputError
 
 _Row = Any  # a pandas itertuples row

@@ -32,7 +32,8 @@ from simulator.latency.deployment import Deployment
 from simulator.latency.model import ComposedLatencyModel, RooflineModel
 from simulator.latency.pipeline import PipelineModel
 from simulator.latency.profile_files import DEFAULT_ENGINE, engine_of
-from simulator.latency.table import DEFAULT_PROFILE_GPU, has_profile_table, table_kernels
+from simulator.latency.table import DEFAULT_PROFILE_GPU
+from simulator.latency.table_source import has_profile_table, table_kernels
 from slo.inputfile import InputError
 
 __all__ = [

@@ -43,38 +43,22 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Hashable, Sequence
-from functools import cache
-from pathlib import Path
 from typing import cast
 
 import pandas as pd
 
-from hardware.catalog import shipped_catalog
-from hardware.schema import GpuSpec
 from simulator.latency._cached import CachedKernels, Heads, float_heads
 from simulator.latency.kernels import KernelTimer
-from simulator.latency.mla_table import MlaTable, Phase, load_mla_table
-from simulator.latency.moe_table import MoeShape, MoeTable, load_moe_table
-from simulator.latency.profile_files import (
-    DEFAULT_ENGINE,
-    MLA_KINDS,
-    MOE_KIND,
-    ProfileFiles,
-    directory_files,
-    resolve_profile_files,
-)
+from simulator.latency.mla_table import MlaTable, Phase
+from simulator.latency.moe_table import MoeShape, MoeTable
 from simulator.latency.profile_grid import Grid, grid_key_int, head_config_args
-from simulator.latency.profiles import HEAD_COLUMNS, ProfileSet, load_profile_files
-from simulator.latency.roofline import RooflineKernels
-from slo.inputfile import InputError
+from simulator.latency.profiles import HEAD_COLUMNS, ProfileSet
 
 __all__ = [
     "DEFAULT_PROFILE_GPU",
     "ProfileKernels",
     "ProfileTable",
     "TableFallbackWarning",
-    "has_profile_table",
-    "table_kernels",
 ]
 
 #: The GPU whose profiles ship (and stand in, scaled by the roofline, for other GPUs).
@@ -422,85 +406,3 @@ class ProfileKernels(CachedKernels):
             return seconds
         at_query = self._fallback.all_reduce(message_bytes, num_gpus)
         return self._beyond(seconds, at_query, self._fallback.all_reduce(anchor, num_gpus))
-
-
-def has_profile_table(gpu: str, engine: str, roots: Sequence[str | Path] = ()) -> bool:
-    """Whether measured GEMM profiles of ``gpu`` under ``engine`` exist (in a user root or
-    shipped): the condition for the ``auto`` latency model to use the table."""
-    located = resolve_profile_files(gpu, engine, roots)
-    return located is not None and "gemm" in located.files
-
-
-def table_kernels(
-    gpu: GpuSpec,
-    profiles_dir: str | Path | None = None,
-    *,
-    engine: str = DEFAULT_ENGINE,
-    roots: Sequence[str | Path] = (),
-    monotone: bool = True,
-    warn_range: bool = True,
-) -> ProfileKernels:
-    """The ``table[:DIR]`` kernel source for ``gpu`` under ``engine``, with ``RooflineKernels``
-    as fallback.
-
-    ``profiles_dir`` holds profiles measured on ``gpu`` itself (``engine``'s files, else
-    engine-neutral ones). Without it: per kernel class, the profiles of ``gpu`` and ``engine``
-    in the first of the user ``roots`` that has them, else the shipped ones
-    (``profile_files.resolve_profile_files``); a GPU with none at all gets the H100 ones of the
-    same engine carried over by the roofline ratio (warned on first use). ``warn_range=False``
-    keeps quiet about shapes outside or in gaps of a grid. The grids are built once per process
-    per set of files and GPU and shared.
-    """
-    profiled = gpu
-    if profiles_dir is not None:
-        files = directory_files(profiles_dir, engine, moe=True)
-        if not files:
-            raise InputError(f"{profiles_dir}: no kernel profile CSV for engine '{engine}'")
-        located: ProfileFiles | None = ProfileFiles(gpu.name, engine, files, str(profiles_dir))
-    else:
-        located = resolve_profile_files(gpu.name, engine, roots)
-        if located is None:
-            located = resolve_profile_files(DEFAULT_PROFILE_GPU, engine, roots)
-            profiled = shipped_catalog().gpu(DEFAULT_PROFILE_GPU)
-    if located is None:
-        raise InputError(
-            f"no kernel profiles for engine '{engine}' (not even {DEFAULT_PROFILE_GPU})"
-        )
-    table = _shared_table(
-        engine,
-        tuple(sorted((kind, str(path)) for kind, path in located.files.items())),
-        located.source,
-        profiled.model_dump_json(),
-        monotone,
-    )
-    fallback = RooflineKernels(gpu)
-    same = profiled is gpu
-    return ProfileKernels(
-        table,
-        fallback,
-        gpu=gpu.name,
-        profile_fallback=fallback if same else RooflineKernels(profiled),
-        warn_range=warn_range,
-    )
-
-
-@cache
-def _shared_table(
-    engine: str,
-    files: tuple[tuple[str, str], ...],
-    source: str,
-    profiled_gpu_json: str,
-    monotone: bool,
-) -> ProfileTable:
-    """One ``ProfileTable`` per process per set of files, GPU and mode (read-only once built)."""
-    profiled = GpuSpec.model_validate_json(profiled_gpu_json)
-    located = ProfileFiles(profiled.name.lower(), engine, {k: Path(p) for k, p in files}, source)
-    moe = load_moe_table(located.files.get(MOE_KIND), monotone=monotone)
-    mla_files = {kind: located.files[kind] for kind in MLA_KINDS if kind in located.files}
-    return ProfileTable(
-        load_profile_files(located),
-        RooflineKernels(profiled),
-        monotone=monotone,
-        moe=moe,
-        mla=load_mla_table(mla_files, monotone=monotone),
-    )

@@ -17,7 +17,7 @@ from simulator.latency.compose import KernelCall, OperatorPlanner
 from simulator.latency.mla_table import measured_mla_shape, read_mla_profile
 from simulator.latency.model import ComposedLatencyModel
 from simulator.latency.profile_files import shipped_profiles_dir
-from simulator.latency.table import table_kernels
+from simulator.latency.table_source import table_kernels
 from slo.inputfile import InputError
 
 MODEL = "deepseek-ai/DeepSeek-V3"

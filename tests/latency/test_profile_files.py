@@ -27,7 +27,7 @@ from simulator.latency.profile_files import (
     shipped_profiles_dir,
 )
 from simulator.latency.profiles import load_profiles
-from simulator.latency.table import table_kernels
+from simulator.latency.table_source import table_kernels
 from simulator.workload.closed_loop import closed_loop_workload
 from slo.inputfile import InputError
 

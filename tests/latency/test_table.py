@@ -30,12 +30,8 @@ from simulator.latency.profiles import (
     shipped_profiles,
     shipped_profiles_dir,
 )
-from simulator.latency.table import (
-    ProfileKernels,
-    ProfileTable,
-    TableFallbackWarning,
-    table_kernels,
-)
+from simulator.latency.table import ProfileKernels, ProfileTable, TableFallbackWarning
+from simulator.latency.table_source import table_kernels
 from slo.inputfile import InputError
 
 H100 = shipped_catalog().gpu("h100_sxm")
