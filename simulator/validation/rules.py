@@ -48,7 +48,7 @@ from hardware.checkpoints import RECIPES, Recipe, resolve_checkpoint
 from hardware.checkpoints import kv_precision as auto_kv_precision
 from hardware.schema import Catalog
 from simulator.presets import load_preset
-from simulator.validation.silicon.rows import MeasuredRow
+from simulator.validation.silicon.rows import MeasuredRow, SiliconRow
 from simulator.validation.silicon.versions import version_key
 from slo.inputfile import InputError
 
@@ -63,6 +63,7 @@ __all__ = [
     "kv_precision",
     "protocol",
     "recipe_for",
+    "recorded_layout",
     "version_settings",
     "weight_precision",
 ]
@@ -208,6 +209,38 @@ def harness(row: MeasuredRow) -> str:
     if _DATED_EXPORT.match(source) or re.search(r"(?:^|;)\s*image\s*=", source):
         return "inferencex"
     return "unknown"
+
+
+#: InferenceX's own parallel settings in a dated export's row id: ``…_tp4_ep4_1322``,
+#: ``…_tp4_0_ep4_0_215`` (the config's ``tp`` and ``ep``; the last number is the run).
+_IX_ID_LAYOUT = re.compile(r"_tp(\d+)(?:_0)?_ep(\d+)(?:_0)?_\d+$")
+
+
+def recorded_layout(row: SiliconRow) -> tuple[int, int, int, int]:
+    """``(tp per rank, attention-DP ranks, moe_tp, moe_ep)`` of an aggregated row's worker, in
+    aiconfigurator's convention (``silicon/layout.py``: the worker has ``tp × ranks`` GPUs).
+
+    The columns as recorded, except for InferenceX rows with attention DP whose id names the
+    harness's own settings. InferenceX's ``tp`` is the server's GPU count and ``dp-attn``
+    spreads attention over those GPUs: its launch scripts run ``--tensor-parallel-size=1
+    --data-parallel-size=$TP --enable-expert-parallel`` (vLLM; SGLang ``--dp-size $TP``,
+    TensorRT-LLM ``enable_attention_dp``), experts over all ``tp`` GPUs. The 2026-04-06 export
+    wrote such rows as ``tp_size`` = the GPUs, ``attention_dp_size`` = the ranks and
+    ``moe_ep_size`` = their product (MiniMax-M2.5 on H100: ``tp 4 × dp 4``, ``ep 16``, id
+    ``…_tp4_ep4_…``), which read in aiconfigurator's convention is a 16-GPU worker, four times
+    the benchmark's. Here the id's ``tp`` GPUs hold the ranks (``tp / ranks`` each) and the
+    id's ``ep`` splits the experts. A row whose id names no such settings, or whose ranks do
+    not divide them, keeps its columns (the layout check then names what does not fit).
+    """
+    recorded = (row.tp, row.attention_dp, row.moe_tp, row.moe_ep)
+    ranks = max(1, row.attention_dp)
+    match = _IX_ID_LAYOUT.search(row.id)
+    if ranks == 1 or match is None or harness(row) != "inferencex":
+        return recorded
+    gpus, ep = int(match.group(1)), int(match.group(2))
+    if gpus % ranks or gpus % ep:
+        return recorded
+    return gpus // ranks, ranks, gpus // ep, ep
 
 
 def benchmark_engine_settings(row: MeasuredRow, *, literal: bool = False) -> dict[str, Any]:

@@ -58,7 +58,9 @@ does not model. It is fitted to the measured rows, not derived from documentatio
 
 A row with attention data parallelism (``attention_dp_size`` D > 1) is a worker of
 ``tp_size × D`` GPUs with ``attention_dp: D`` and its experts split ``moe_ep_size`` ways
-(``silicon/layout.py``); its ``batch_size`` is per rank (``silicon/rows.py``).
+(``silicon/layout.py``); its ``batch_size`` is per rank (``silicon/rows.py``). An InferenceX
+row whose id names the harness's own ``tp`` / ``ep`` is read in that harness's convention
+(``rules.recorded_layout``: its ``tp`` GPUs hold the D ranks).
 
 Rows that cannot be simulated are returned as ``Skipped`` with the reason, never dropped:
 models or GPUs not in the catalog, pipeline parallelism (``layout.PP_ROW_REASON``), MoE layouts
@@ -94,6 +96,7 @@ from simulator.validation.rules import (
     benchmark_engine_settings,
     kv_precision,
     protocol,
+    recorded_layout,
     version_settings,
     weight_precision,
 )
@@ -239,7 +242,7 @@ def row_config(
         gpu = catalog.gpu(row.system)
     except InputError as err:
         return str(err).split(";", 1)[0]  # "unknown model 'x' (did you mean ...)"
-    layout = worker_layout(row.tp, row.attention_dp, row.moe_tp, row.moe_ep, moe=model.is_moe)
+    layout = worker_layout(*recorded_layout(row), moe=model.is_moe)
     if isinstance(layout, str):
         return layout
     fields = {

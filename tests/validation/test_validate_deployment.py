@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hardware.catalog import shipped_catalog
-from simulator.validation.rules import harness, protocol, version_settings
+from simulator.validation.rules import harness, protocol, recorded_layout, version_settings
 from simulator.validation.validate import (
     FITTED_TTFT_OFFSET_MS,
     RowResult,
@@ -143,3 +143,28 @@ def test_inferencex_clients_draw_lengths_and_send_ten_rounds() -> None:
     assert fixed.requests == 4 * 20
     # Fixed lengths: every step holds all four requests, so TPOT is one step exactly.
     assert fixed.predicted_tpot_ms == pytest.approx(10.0)
+
+
+def test_an_inferencex_attention_dp_row_is_the_gpus_its_id_names() -> None:
+    # The 2026-04-06 export's MiniMax-M2.5 rows: id "..._tp4_ep4_1322" (InferenceX's tp = the
+    # server's 4 GPUs), columns tp_size 4 × attention_dp_size 4 with moe_ep_size 16 — read
+    # in aiconfigurator's convention a 16-GPU worker. The worker is the id's 4 GPUs: 4 ranks
+    # of TP1 (--tensor-parallel-size=1 --data-parallel-size=$TP), experts split 4 ways.
+    source = "source_file=2026-04-06.csv; model=MiniMax-M2.5; image=vllm/vllm-openai:v0.18.0"
+    row = _row(
+        id="2026_04_06_minimax_m2_5_h100_sxm_vllm_fp8_agg_8192x1024_c32_tp4_ep4_1322",
+        model="MiniMaxAI/MiniMax-M2.5", tp=4, attention_dp=4, moe_tp=1, moe_ep=16,
+        concurrency=32, source=source, precision="fp8",
+    )  # fmt: skip
+    assert recorded_layout(row) == (1, 4, 1, 4)
+    config = row_config(row, shipped_catalog(), latency_model="roofline")
+    assert not isinstance(config, str)
+    assert (config.tp, config.attention_dp, config.ep) == (4, 4, 4)
+    # Without attention DP, or from another harness, the columns stand as recorded.
+    plain = _row(id=row.id, tp=4, moe_ep=4, source=source)
+    assert recorded_layout(plain) == (4, 1, 1, 4)
+    aic = _row(id=row.id, tp=4, attention_dp=4, moe_ep=16)
+    assert recorded_layout(aic) == (4, 4, 1, 16)
+    # An id whose GPUs the ranks do not divide keeps the columns (the layout check reports).
+    odd = _row(id="x_tp6_ep6_1", tp=4, attention_dp=4, moe_ep=16, source=source)
+    assert recorded_layout(odd) == (4, 4, 1, 16)
