@@ -66,8 +66,21 @@ class DecodeRunTimer(Protocol):
         ...
 
 
-#: ``ComposedLatencyModel.split_step_seconds``: decode KV lengths, prefill chunks, new tokens.
-SplitTimer = Callable[[list[int], list[tuple[int, int]], int], float]
+class SplitTimer(Protocol):
+    """``ComposedLatencyModel.split_step_seconds``: seconds of one step from its decode KV
+    lengths, prefill chunks and new tokens, plus ``n_bucketed`` decodes given as octave
+    buckets ``bucketed`` (the decode cohort's)."""
+
+    def __call__(
+        self,
+        kv_lens: list[int],
+        chunks: list[tuple[int, int]],
+        num_tokens: int,
+        bucketed: Sequence[tuple[int, int, int]] = (),
+        n_bucketed: int = 0,
+    ) -> float:
+        """Seconds of the step (``num_tokens`` counts the bucketed decodes too)."""
+        ...
 
 
 class StepPricer:
@@ -76,7 +89,8 @@ class StepPricer:
     A ``LatencyModel`` (``simulator/latency``) also takes a prebuilt ``latency.Batch``: the
     pricer then splits the step's requests into decode KV lengths and prefill chunks in one
     pass (``Batch.of_split``), the same batch ``step_seconds(pairs)`` would build for several
-    times the work on a large step. Any other timer gets the pairs.
+    times the work on a large step. Any other timer gets the pairs. Only a composed model
+    takes decodes as octave buckets (``takes_buckets``: the decode cohort's).
     """
 
     __slots__ = ("_shapes", "_split", "timer")
@@ -87,6 +101,12 @@ class StepPricer:
         self._shapes = isinstance(timer, LatencyModel)
         # A composed model prices the split directly (no ``latency.Batch`` object).
         self._split: SplitTimer | None = getattr(timer, "split_step_seconds", None)
+
+    @property
+    def takes_buckets(self) -> bool:
+        """Whether ``step`` prices a gathered split's ``bucketed`` decodes (a decode cohort
+        needs it: its members' KV lengths are not listed)."""
+        return self._split is not None
 
     def step(self, batch: Mapping[EngineRequest, int], gathered: StepSplit | None = None) -> float:
         """Seconds of one step of ``batch`` (non-empty); ``gathered`` is its split if the
@@ -99,6 +119,10 @@ class StepPricer:
             kv_lens, chunks, chunk_tokens = split_of(batch)
         split = self._split
         if split is not None:
+            if gathered is not None and gathered.n_bucketed:
+                n = gathered.n_bucketed
+                tokens = len(kv_lens) + n + chunk_tokens
+                return split(kv_lens, chunks, tokens, gathered.bucketed, n)
             return split(kv_lens, chunks, len(kv_lens) + chunk_tokens)
         shapes = StepShapes.of_split(kv_lens, chunks, len(kv_lens) + chunk_tokens)
         # A LatencyModel's step_seconds takes the prebuilt batch (BatchLike).
