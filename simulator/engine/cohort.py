@@ -44,6 +44,11 @@ __all__ = ["CohortHost", "DecodeCohort"]
 #: Due entries: ``(cohort_seq, request)`` (the seq orders them and tells a stale entry).
 _Due = list[tuple[int, EngineRequest]]
 
+#: Fewest decoders a cohort forms with. A cohort step has a fixed cost of a few µs (buckets,
+#: their merge, the commit), an eager decode ~0.3 µs: a handful of members (a lightly loaded
+#: engine) would cost more than it saves. Only speed depends on it, never a result.
+MIN_MEMBERS = 24
+
 
 class CohortHost(Protocol):
     """What ``take`` calls on the instance: the scheduler host's ``grow`` and preemptions."""
@@ -58,9 +63,21 @@ class CohortHost(Protocol):
 class DecodeCohort:
     """One instance's decode cohort (module docstring)."""
 
-    __slots__ = ("_done_due", "_ends", "_gaps", "_grow_due", "_offsets", "_seq", "members", "tick")
+    __slots__ = (
+        "_done_due",
+        "_ends",
+        "_gaps",
+        "_grow_due",
+        "_offsets",
+        "_seq",
+        "members",
+        "min_members",
+        "tick",
+    )
 
-    def __init__(self) -> None:
+    def __init__(self, min_members: int = MIN_MEMBERS) -> None:
+        self.min_members = min_members
+        """Fewest decoders a new cohort forms with (``MIN_MEMBERS``; tests take 1)."""
         self.members: list[EngineRequest] = []
         """The members, in ``running`` order (its first ``len(members)`` entries)."""
         self.tick = 0
@@ -140,20 +157,25 @@ class DecodeCohort:
     def extend(self, running: Sequence[EngineRequest], end_s: float) -> None:
         """After a step that ended at ``end_s`` (a cohort step, or any step when the cohort is
         empty): the requests after the members in ``running`` that decoded in it join, up to
-        the first that did not (the members stay a prefix of ``running``)."""
+        the first that did not (the members stay a prefix of ``running``); a new cohort forms
+        only with ``min_members`` at least."""
         i = len(self.members)
-        if i == len(running):
+        n = len(running)
+        if i == n:
             return
-        if not i:
-            self._reset(end_s)
-        while i < len(running):
-            req = running[i]
-            generated = req.generated
+        j = i
+        while j < n:
+            req = running[j]
             # Emitted in this step, and its next step is a decode (``req.decoding``).
-            if req.last_token_s != end_s or req.processed + 1 != req.prompt_len + generated:
+            if req.last_token_s != end_s or req.processed + 1 != req.prompt_len + req.generated:
+                break
+            j += 1
+        if not i:
+            if j < self.min_members:
                 return
+            self._reset(end_s)
+        for req in running[i:j]:
             self._join(req)
-            i += 1
 
     def after_run(self, end_s: float, n_steps: int, done: Sequence[EngineRequest]) -> None:
         """A decode run of ``n_steps`` steps of every running request ended at ``end_s``,

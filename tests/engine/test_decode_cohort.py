@@ -95,6 +95,9 @@ class _Counting(DecodeCohort):
 
     seen: Counter[str] = Counter()  # noqa: RUF012  (reset by the fixture)
 
+    def __init__(self) -> None:
+        super().__init__(min_members=1)  # form with any decoder: more write-back points
+
     def take(self, host: CohortHost, budget: int) -> dict[EngineRequest, int] | None:
         due = self._grow_due.get(self.tick, ())
         batch = super().take(host, budget)
@@ -192,7 +195,7 @@ def test_written_back_counters_equal_eager_steps() -> None:
     last token) equal ``n`` eager decode steps, gaps and maxima included."""
     lazy = [_member(i, 100 + 37 * i, 1 + i) for i in range(5)]
     eager = [_member(i, 100 + 37 * i, 1 + i) for i in range(5)]
-    cohort = DecodeCohort()
+    cohort = DecodeCohort(min_members=1)
     cohort.extend(lazy, 1.0)
     assert cohort.members == lazy
     ends = [1.0 + 0.01 * k + 0.003 * (k % 3) for k in range(1, 12)]
@@ -221,6 +224,16 @@ def test_written_back_counters_equal_eager_steps() -> None:
     for a, b in zip(lazy, eager, strict=True):
         fields = ("processed", "generated", "computed_total", "last_token_s", "max_gap_s")
         assert [getattr(a, f) for f in fields] == [getattr(b, f) for f in fields]
+
+
+def test_a_cohort_forms_only_with_enough_decoders() -> None:
+    few = [_member(i, 100, 1) for i in range(3)]
+    cohort = DecodeCohort(min_members=4)
+    cohort.extend(few, 1.0)
+    assert cohort.members == []
+    many = [*few, _member(3, 100, 1)]
+    cohort.extend(many, 1.0)
+    assert cohort.members == many
 
 
 def test_merged_buckets_equal_the_union() -> None:
