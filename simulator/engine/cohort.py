@@ -66,6 +66,7 @@ class DecodeCohort:
     __slots__ = (
         "_done_due",
         "_ends",
+        "_first",
         "_gaps",
         "_grow_due",
         "_offsets",
@@ -81,11 +82,16 @@ class DecodeCohort:
         self.members: list[EngineRequest] = []
         """The members, in ``running`` order (its first ``len(members)`` entries)."""
         self.tick = 0
-        """Cohort steps committed since the cohort last formed."""
+        """The cohort's clock: its steps and the steps of decode runs it lived through (it
+        never goes back); a member advances one token per tick."""
+        self._first = 0
+        """Tick of ``_ends[0]``: no member's base tick is older (set when the cohort forms and
+        after a decode run, which writes every member back)."""
         self._ends: list[float] = [0.0]
-        """End (s) of the step of each tick (tick 0: the step after which the first joined)."""
+        """End (s) of the step of each tick from ``_first`` on."""
         self._gaps: list[float] = [0.0]
-        """``ends[t] − ends[t − 1]`` (s) of each tick t ≥ 1: every member's gap in that step."""
+        """``_gaps[i] = _ends[i] − _ends[i − 1]`` (s), i ≥ 1: every member's gap in the step
+        of tick ``_first + i``."""
         self._offsets: list[int] = []
         """``processed − cohort_base`` of every member, sorted: its KV length in the step
         after tick t is ``offset + t + 1``."""
@@ -180,21 +186,20 @@ class DecodeCohort:
     def after_run(self, end_s: float, n_steps: int, done: Sequence[EngineRequest]) -> None:
         """A decode run of ``n_steps`` steps of every running request ended at ``end_s``,
         applied eagerly to the members (``sync``ed when it was planned): the cohort goes on
-        from there (a new tick 0 at ``end_s``; every offset and due tick moves by the same
-        amount), without the members in ``done`` (their last token was the run's)."""
-        shift = self.tick + n_steps  # members' processed + n_steps, their base tick 0
-        self._reset_ends(end_s)
+        from there, ``n_steps`` ticks later (offsets and due ticks unchanged: counters and
+        base ticks moved alike), without the members in ``done`` (their last token was the
+        run's)."""
+        tick = self.tick = self.tick + n_steps
+        self._restart_ends(end_s)
         for req in self.members:
-            req.cohort_base = 0
-        self._offsets = [o + shift for o in self._offsets]
-        self._done_due = {t - shift: due for t, due in self._done_due.items()}
-        grow_due = self._grow_due = {t - shift: due for t, due in self._grow_due.items()}
+            req.cohort_base = tick
         # A member whose boundary came during the run may have been grown by it (its
         # ``kv_room`` moved): enter those again; the others' ``kv_room`` did not change.
-        for t in [t for t in grow_due if t <= 0]:
+        grow_due = self._grow_due
+        for t in [t for t in grow_due if t <= tick]:
             for seq, req in grow_due.pop(t):
                 if req.cohort_seq == seq and req.cohort_base >= 0:
-                    self._due_grow(seq, req, 0)
+                    self._due_grow(seq, req, tick)
         for req in done:
             if req.cohort_base >= 0:
                 self.leave(req)
@@ -210,8 +215,8 @@ class DecodeCohort:
     def sync(self) -> None:
         """Write back every member's counters (they stay members): for readers outside the
         three passes. (``_write`` inlined: this runs before every decode run.)"""
-        tick, gaps = self.tick, self._gaps
-        end_s = self._ends[tick]
+        tick, gaps, first = self.tick, self._gaps, self._first
+        end_s = self._ends[-1]
         tops: dict[int, float] = {}  # the members that joined or synced together share it
         for req in self.members:
             base = req.cohort_base
@@ -224,7 +229,7 @@ class DecodeCohort:
             req.last_token_s = end_s
             top = tops.get(base)
             if top is None:
-                top = tops[base] = max(gaps[base + 1 : tick + 1])
+                top = tops[base] = max(gaps[base + 1 - first : tick + 1 - first])
             if top > req.max_gap_s:  # noqa: PLR1730  (the eager passes' comparison)
                 req.max_gap_s = top
             req.cohort_base = tick
@@ -266,13 +271,14 @@ class DecodeCohort:
     # ----- internals ------------------------------------------------------------------------------
     def _reset(self, end_s: float) -> None:
         """A new cohort forms after the step that ended at ``end_s``."""
-        self._reset_ends(end_s)
+        self._restart_ends(end_s)
         self._grow_due.clear()
         self._done_due.clear()
 
-    def _reset_ends(self, end_s: float) -> None:
-        """Tick 0 is the step that ended at ``end_s``."""
-        self.tick = 0
+    def _restart_ends(self, end_s: float) -> None:
+        """Every member's base is the current tick, whose step ended at ``end_s``: older step
+        ends are not needed any more."""
+        self._first = self.tick
         self._ends = [end_s]
         self._gaps = [0.0]
 
@@ -303,8 +309,9 @@ class DecodeCohort:
         req.processed += n
         req.generated += n
         req.computed_total += n
-        req.last_token_s = self._ends[tick]
-        top = max(self._gaps[base + 1 : tick + 1])
+        req.last_token_s = self._ends[-1]
+        first = self._first
+        top = max(self._gaps[base + 1 - first : tick + 1 - first])
         if top > req.max_gap_s:  # noqa: PLR1730  (the eager passes' comparison)
             req.max_gap_s = top
         req.cohort_base = tick

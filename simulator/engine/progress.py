@@ -62,8 +62,8 @@ def apply_step(
     gap for all, the counters held there), this function the rest.
     """
     progress = Progress([])
-    done, first = progress.done, progress.first
-    gaps = _commit_members(progress, cohort, end_s)
+    done, first, gaps = progress.done, progress.first, []
+    _commit_members(progress, cohort, end_s, recorder)
     prefill_tokens, decode_tokens = 0, progress.members
     # The members come first (none: islice from 0 costs a few ns an item, no branch).
     for req, n in islice(batch.items(), decode_tokens, None):
@@ -111,18 +111,20 @@ def apply_step(
     return progress
 
 
-def _commit_members(progress: Progress, cohort: DecodeCohort | None, end_s: float) -> list[float]:
+def _commit_members(
+    progress: Progress, cohort: DecodeCohort | None, end_s: float, recorder: Recorder
+) -> None:
     """The decode cohort's part of a step that ended at ``end_s`` (``DecodeCohort.commit``):
-    counts its members in ``progress`` and its finished ones in ``done``; returns the
-    members' gaps, in batch order (all equal)."""
+    counts its members in ``progress`` and its finished ones in ``done``, and records the
+    members' gaps (all equal), before the rest of the batch's (batch order)."""
     members = len(cohort.members) if cohort is not None else 0
     if not members:
-        return []
+        return
     assert cohort is not None
     gap, members_done = cohort.commit(end_s)
     progress.members = members
     progress.done.extend(members_done)
-    return [gap] * members
+    recorder.same_gaps(gap, members)
 
 
 def apply_run(
