@@ -373,8 +373,9 @@ class EngineInstance:
         batch = plan.tokens
         if plan.preempted or len(batch) != len(self.running) or (plan.split and plan.split.chunks):
             return 1
-        if self.cohort is not None:
-            self.cohort.sync()  # a decode run reads and applies every counter (``after_run``)
+        cohort = self.cohort
+        if cohort is not None and cohort.members:
+            cohort.sync()  # a decode run reads and applies every counter (``after_run``)
         k = quiescent_decode_steps(batch, MAX_RUN_STEPS, self.block_tokens, self.kv.l1.available())
         if k > 1 and self.admission.policy == "reserve_estimate":
             k = self.admitter.head_fit_step(k, min(self.chunk_tokens, self.max_batched_tokens))
@@ -421,7 +422,8 @@ class EngineInstance:
     def _commit_step(self, batch: Batch, start_s: float, end_s: float) -> None:
         """Apply one step that ended at ``end_s`` (now)."""
         cohort = self.cohort
-        progress = apply_step(batch, end_s, self.kv, self.recorder, cohort)
+        lazy = cohort if cohort is not None and cohort.members else None  # a cohort step
+        progress = apply_step(batch, end_s, self.kv, self.recorder, lazy)
         self._account(progress, start_s, end_s)
         self.kv_use.mark(end_s)
         frontend = self.frontend

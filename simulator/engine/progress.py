@@ -57,7 +57,7 @@ def apply_step(
 
     A request whose processed tokens reach prompt + generated emits a token: its first (TTFT)
     or the next one (an inter-token gap). Prompt blocks it completed are written through.
-    The members of a non-empty decode ``cohort`` are the first requests of ``batch``
+    The members of a decode ``cohort`` (not empty) are the first requests of ``batch``
     (``cohort.py``): the cohort applies them (``DecodeCohort.commit``: one token each, one
     gap for all, the counters held there), this function the rest.
     """
@@ -114,13 +114,13 @@ def apply_step(
 def _commit_members(
     progress: Progress, cohort: DecodeCohort | None, end_s: float, recorder: Recorder
 ) -> None:
-    """The decode cohort's part of a step that ended at ``end_s`` (``DecodeCohort.commit``):
-    counts its members in ``progress`` and its finished ones in ``done``, and records the
-    members' gaps (all equal), before the rest of the batch's (batch order)."""
-    members = len(cohort.members) if cohort is not None else 0
-    if not members:
+    """The decode cohort's part of a step that ended at ``end_s`` (``DecodeCohort.commit``;
+    none when ``cohort`` is None): counts its members in ``progress`` and its finished ones
+    in ``done``, and records the members' gaps (all equal), before the rest of the batch's
+    (batch order)."""
+    if cohort is None:
         return
-    assert cohort is not None
+    members = len(cohort.members)
     gap, members_done = cohort.commit(end_s)
     progress.members = members
     progress.done.extend(members_done)

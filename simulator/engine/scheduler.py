@@ -177,12 +177,9 @@ class Scheduler(ABC):
         return budget
 
     @staticmethod
-    def _take_cohort(host: SchedulerHost, split: StepSplit) -> Batch:
-        """The step's batch so far: the decode cohort's members, one token each, with their
-        buckets in ``split`` (``DecodeCohort.take``), or empty (no cohort, or dissolved)."""
-        cohort = host.cohort
-        if cohort is None or not cohort.members:
-            return {}
+    def _take_cohort(host: SchedulerHost, cohort: DecodeCohort, split: StepSplit) -> Batch:
+        """The step's batch so far: the members of the non-empty decode ``cohort``, one token
+        each, with their buckets in ``split`` (``DecodeCohort.take``), or empty (dissolved)."""
         batch = cohort.take(host, host.max_batched_tokens)
         if batch is None:
             return {}
@@ -276,7 +273,8 @@ class ChunkedScheduler(Scheduler):
 
     def schedule(self, host: SchedulerHost) -> StepPlan:
         split = StepSplit()
-        batch = self._take_cohort(host, split)
+        cohort = host.cohort  # the call only when it has members (every step of an engine)
+        batch = self._take_cohort(host, cohort, split) if cohort and cohort.members else {}
         cap = host.chunk_tokens
         budget = host.max_batched_tokens - len(batch)
         budget = self._run(host, batch, budget, cap, None, split=split)
@@ -293,7 +291,8 @@ class DecodeFirstScheduler(Scheduler):
 
     def schedule(self, host: SchedulerHost) -> StepPlan:
         split = StepSplit()
-        batch = self._take_cohort(host, split)
+        cohort = host.cohort
+        batch = self._take_cohort(host, cohort, split) if cohort and cohort.members else {}
         budget = host.max_batched_tokens - len(batch)
         budget = self._run(host, batch, budget, budget, True, split=split)
         budget = self._run(host, batch, budget, budget, False, split=split)
