@@ -93,7 +93,7 @@ class StepPricer:
     takes decodes as octave buckets (``takes_buckets``: the decode cohort's).
     """
 
-    __slots__ = ("_shapes", "_split", "timer")
+    __slots__ = ("_closed_form", "_run_pricer", "_shapes", "_split", "timer")
 
     def __init__(self, timer: StepTimer) -> None:
         self.timer = timer
@@ -101,6 +101,9 @@ class StepPricer:
         self._shapes = isinstance(timer, LatencyModel)
         # A composed model prices the split directly (no ``latency.Batch`` object).
         self._split: SplitTimer | None = getattr(timer, "split_step_seconds", None)
+        # ``decode_run_durations``'s look-ups, once (a missed getattr costs ~1 µs a run).
+        self._closed_form: RunSeconds | None = getattr(timer, "decode_run_seconds", None)
+        self._run_pricer: RunPricer | None = getattr(timer, "decode_step_pricer", None)
 
     @property
     def takes_buckets(self) -> bool:
@@ -130,7 +133,9 @@ class StepPricer:
 
     def decode_run(self, batch: Iterable[EngineRequest], n_steps: int) -> NDArray[np.float64]:
         """Durations of ``n_steps`` decode steps of ``batch`` (``decode_run_durations``)."""
-        return decode_run_durations(self.timer, [req.processed for req in batch], n_steps)
+        cache_lens = [req.processed for req in batch]
+        closed_form, pricer = self._closed_form, self._run_pricer
+        return _run_durations(self.timer, cache_lens, n_steps, closed_form, pricer=pricer)
 
 
 def split_of(batch: Mapping[EngineRequest, int]) -> tuple[list[int], list[tuple[int, int]], int]:
@@ -155,9 +160,27 @@ def decode_run_durations(
     """Durations (seconds) of ``n_steps`` decode steps of the requests with ``cache_lens``."""
     # getattr, not isinstance: a runtime protocol check costs more than the whole run.
     closed_form = getattr(timer, "decode_run_seconds", None)
+    pricer = getattr(timer, "decode_step_pricer", None)
+    return _run_durations(timer, cache_lens, n_steps, closed_form, pricer=pricer, rel_tol=rel_tol)
+
+
+#: ``DecodeRunTimer.decode_run_seconds`` and a composed model's ``decode_step_pricer``.
+RunSeconds = Callable[[Sequence[int], int], NDArray[np.float64]]
+RunPricer = Callable[[Sequence[int]], Callable[[int], float]]
+
+
+def _run_durations(
+    timer: StepTimer,
+    cache_lens: Sequence[int],
+    n_steps: int,
+    closed_form: RunSeconds | None,
+    *,
+    pricer: RunPricer | None,
+    rel_tol: float = REL_TOL,
+) -> NDArray[np.float64]:
+    """``decode_run_durations`` with the timer's optional methods looked up already."""
     if closed_form is not None:
         return np.asarray(closed_form(cache_lens, n_steps), dtype=np.float64)
-    pricer = getattr(timer, "decode_step_pricer", None)
     if pricer is not None:
         at: Callable[[int], float] = pricer(cache_lens)
     else:
