@@ -118,6 +118,12 @@ class Recorder:
         self._gaps.append(gap_s)
         self._itl = None
 
+    def same_gaps(self, gap_s: float, n: int) -> None:
+        """``n`` individual gaps of ``gap_s`` each (a decode cohort's step: one array copy,
+        not a float object per gap)."""
+        self._gaps.extend(array("d", (gap_s,)) * n)
+        self._itl = None
+
     def gaps(self, gaps_s: Sequence[float], repeated: NDArray[np.float64], weight: int) -> None:
         """Individual gaps, plus gaps ``repeated`` that ``weight`` requests each experienced."""
         self._gaps.extend(gaps_s)

@@ -22,6 +22,16 @@ user told, at that time). Costs are the backend preset's (``frontend_request_us`
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sized
+from itertools import islice
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
+    from simulator.engine.request import EngineRequest
+
 __all__ = ["Frontend"]
 
 
@@ -56,3 +66,27 @@ class Frontend:
         """A step that ended at ``end_s`` emitted ``tokens`` tokens: when they reach their
         clients."""
         return self._serve(end_s, tokens * self.token_s)
+
+    def deliver(self, batch: Iterable[EngineRequest], end_s: float, members: int = 0) -> float:
+        """The step of ``batch`` that ended at ``end_s`` streams the tokens it emitted: when
+        they reach their clients. A first token is recorded then (``first_token_s``). The
+        first ``members`` requests (the decode cohort's, whose ``last_token_s`` may lag)
+        each emitted a token that is not their first."""
+        emitted = [req for req in islice(batch, members, None) if req.last_token_s == end_s]
+        delivered = self.stream(end_s, members + len(emitted))
+        for req in emitted:
+            if req.first_token_s == end_s:
+                req.first_token_s = delivered
+        return delivered
+
+    def stream_run(
+        self, ends: NDArray[np.float64], streamed: int, now_s: float, batch: Sized
+    ) -> int:
+        """A decode run of ``batch`` with steps ending at ``ends``, of which the first
+        ``streamed`` were offered: offer the tokens of those that ended by ``now_s``; returns
+        how many are offered now."""
+        n = len(batch)
+        while streamed < len(ends) and ends[streamed] <= now_s:
+            self.stream(float(ends[streamed]), n)
+            streamed += 1
+        return streamed

@@ -40,7 +40,8 @@ the boundary after k it is not seen yet, unless nothing else could run (an idle 
 once). A preempted request re-queued during scheduling waits the same extra step.
 
 Decode runs (``inflight.py``): a quiescent pure-decode step is planned as ``K`` steps handled
-in one event.
+in one event. The decode cohort (``cohort.py``): while prefills queue, the steady decoders at
+the head of ``running`` hold their counters lazily, so a mixed step costs them O(1) each.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from numpy.typing import NDArray
 from simulator.core import Kernel
 from simulator.engine.admission import AdmissionControl
 from simulator.engine.admit import Admitter, arrival_rejection
+from simulator.engine.cohort import DecodeCohort
 from simulator.engine.frontend import Frontend
 from simulator.engine.inflight import InFlight
 from simulator.engine.invariants import check_instance, check_split
@@ -154,20 +156,18 @@ class EngineInstance:
         self._wake_token = -1
         self.totals = StepTotals()
         self.kv_use = KvUseIntegral(kv.l1)
+        # Reserve-estimate admission reads the running requests' counters while scheduling.
+        lazy = self.scheduler.uses_cohort and params.kv_admission != "reserve_estimate"
+        self.cohort = DecodeCohort() if lazy and self._pricer.takes_buckets else None
+        """The decode cohort (``cohort.py``; None where the scheduler, the step timer or the
+        admission policy cannot work with one)."""
 
     # ----- views --------------------------------------------------------------------------------
     @property
     def n_outstanding(self) -> int:
         """Requests in any queue of this instance (routers' load measure)."""
-        queues = (
-            self.waiting,
-            self.running,
-            self.swapped,
-            self.prefetching,
-            self.sending,
-            self.intake,
-        )
-        return sum(len(queue) for queue in queues)
+        queues = (self.waiting, self.running, self.swapped, self.prefetching, self.sending)
+        return sum(len(queue) for queue in queues) + len(self.intake)
 
     @property
     def outstanding_tokens(self) -> int:
@@ -176,14 +176,10 @@ class EngineInstance:
         request; a handed-off request waiting on a decode instance has no prompt to prefill.
         As of the last committed step: a decode run in progress is counted when it ends.
         O(requests held); called once per routed arrival."""
-        total = 0
+        if self.cohort is not None:
+            self.cohort.sync()
         queues = (self.waiting, self.running, self.swapped, self.prefetching.values())
-        for queue in (*queues, self.intake.values()):
-            for req in queue:
-                if req.remote is None:
-                    total += max(0, req.prompt_len - req.processed)
-                total += req.stop_at - req.generated
-        return total
+        return sum(req.owed for queue in (*queues, self.intake.values()) for req in queue)
 
     @property
     def now(self) -> float:
@@ -293,6 +289,8 @@ class EngineInstance:
         return self.admitter.admit_waiting(req, max_tokens, whole=whole)
 
     def _preempt(self, victim: EngineRequest) -> None:
+        if victim.cohort_base >= 0 and self.cohort is not None:
+            self.cohort.leave(victim)
         now = self.kernel.now
         self.running.remove(victim)
         self.admission.on_preempt(self.running)
@@ -347,6 +345,8 @@ class EngineInstance:
             unseen = False
         self.kv_use.mark(now)
         batch = plan.tokens
+        if plan.split is None and self.cohort is not None:
+            self.cohort.dissolve()  # the pricer splits this batch itself: current counters
         if not batch:
             if plan.preempted:
                 self._poke()  # preemption freed L1 but blocked admissions for this step
@@ -356,7 +356,7 @@ class EngineInstance:
                 self._sleep()
             return
         if self.check_invariants_each_step:
-            check_split(plan)
+            check_split(plan, self.cohort)
         # Requests not yet seen must get their turn at the next boundary, not after a run.
         k = 1 if unseen else self._run_length(plan)
         self._run = InFlight(self.kernel, self._pricer, batch, k, self._end_run, split=plan.split)
@@ -371,8 +371,11 @@ class EngineInstance:
     def _run_length(self, plan: StepPlan) -> int:
         """Steps the plan can repeat unchanged: 1 unless it is a quiescent pure decode."""
         batch = plan.tokens
-        if plan.preempted or len(batch) != len(self.running):
+        if plan.preempted or len(batch) != len(self.running) or (plan.split and plan.split.chunks):
             return 1
+        cohort = self.cohort
+        if cohort is not None and cohort.members:
+            cohort.sync()  # a decode run reads and applies every counter (``after_run``)
         k = quiescent_decode_steps(batch, MAX_RUN_STEPS, self.block_tokens, self.kv.l1.available())
         if k > 1 and self.admission.policy == "reserve_estimate":
             k = self.admitter.head_fit_step(k, min(self.chunk_tokens, self.max_batched_tokens))
@@ -407,23 +410,8 @@ class EngineInstance:
     def _stream_ended_steps(self, now: float) -> None:
         """Offer the front end the tokens of the decode run's steps that ended by ``now``."""
         run, frontend = self._run, self.frontend
-        if run is None or run.k == 1 or frontend is None:
-            return
-        ends, n = run.ends, len(run.batch)
-        while self._streamed < run.k and ends[self._streamed] <= now:
-            frontend.stream(float(ends[self._streamed]), n)
-            self._streamed += 1
-
-    def _delivered(self, batch: Batch, end_s: float) -> float:
-        """When the tokens of the step of ``batch`` that ended at ``end_s`` reach their
-        clients; first tokens are recorded then."""
-        assert self.frontend is not None
-        emitted = [req for req in batch if req.last_token_s == end_s]
-        delivered = self.frontend.stream(end_s, len(emitted))
-        for req in emitted:
-            if req.first_token_s == end_s:
-                req.first_token_s = delivered
-        return delivered
+        if run is not None and run.k > 1 and frontend is not None:
+            self._streamed = frontend.stream_run(run.ends[: run.k], self._streamed, now, run.batch)
 
     # ----- commits ------------------------------------------------------------------------------
     def _account(self, progress: Progress, start_s: float, end_s: float) -> None:
@@ -433,21 +421,30 @@ class EngineInstance:
 
     def _commit_step(self, batch: Batch, start_s: float, end_s: float) -> None:
         """Apply one step that ended at ``end_s`` (now)."""
-        progress = apply_step(batch, end_s, self.kv, self.recorder)
+        cohort = self.cohort
+        lazy = cohort if cohort is not None and cohort.members else None  # a cohort step
+        progress = apply_step(batch, end_s, self.kv, self.recorder, lazy)
         self._account(progress, start_s, end_s)
         self.kv_use.mark(end_s)
-        delivered = end_s if self.frontend is None else self._delivered(batch, end_s)
+        frontend = self.frontend
+        delivered = end_s if frontend is None else frontend.deliver(batch, end_s, progress.members)
         hook = self.on_first_token
         if hook is not None:
             for req in progress.first:
                 hook(req.trace, req.first_token_s)
         for req in progress.done:
             self._finish(req, end_s, delivered)
+        # Join only while prefills queue: the next steps are then mixed, not decode runs
+        # (a run dissolves the cohort, and joining costs more than one eager step).
+        if cohort is not None and progress.prefill_tokens and self.waiting:
+            cohort.extend(self.running, end_s)
 
     def _commit_run(self, batch: Batch, start_s: float, ends: NDArray[np.float64]) -> None:
         """Apply ``len(ends)`` identical decode steps (a decode run)."""
         end_s = float(ends[-1])
         progress = apply_run(batch, ends, self.kv, self.recorder)
+        if self.cohort is not None and self.cohort.members:
+            self.cohort.after_run(end_s, len(ends), progress.done)
         self._account(progress, start_s, end_s)
         self.kv_use.run_ended(end_s)
         delivered = end_s
@@ -492,6 +489,10 @@ class EngineInstance:
 
     def check_invariants(self) -> None:
         """Raise ``AssertionError`` if queues, states or block accounting disagree
-        (``invariants.check_instance``; meant for tests)."""
+        (``invariants.check_instance``; meant for tests). The decode cohort's members are
+        written back first (``DecodeCohort.sync``) and the cohort checked too."""
+        if self.cohort is not None:
+            self.cohort.sync()
+            self.cohort.check(self.running)
         check_instance(self)
         self.kv_use.check()

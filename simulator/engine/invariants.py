@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING
 
 from simulator.engine.request import PREFETCHING, RUNNING, SENDING, SWAPPED, WAITING
 from simulator.engine.steps import split_of
+from simulator.latency.batch import split_groups
 
 if TYPE_CHECKING:
+    from simulator.engine.cohort import DecodeCohort
     from simulator.engine.host import Host
     from simulator.engine.request import EngineRequest
     from simulator.engine.scheduler import StepPlan
@@ -62,11 +64,24 @@ def _room(req: EngineRequest, block_tokens: int) -> int:
     return (n_prompt + req.n_private) * block_tokens if req.n_pinned == n_prompt else 0
 
 
-def check_split(plan: StepPlan) -> None:
+def check_split(plan: StepPlan, cohort: DecodeCohort | None = None) -> None:
     """Raise ``AssertionError`` unless ``plan.split`` (when gathered) equals the split of
-    ``plan.tokens`` (``steps.split_of``), lists in batch order."""
+    ``plan.tokens`` (``steps.split_of``), lists in batch order; its first ``n_bucketed``
+    requests must be ``cohort``'s members, one token each, bucketed by their eager KV
+    lengths (``DecodeCohort.processed_of``)."""
     split = plan.split
     if split is None:
         return
-    if (split.kv_lens, split.chunks, split.chunk_tokens) != split_of(plan.tokens):
+    items = list(plan.tokens.items())
+    n = split.n_bucketed
+    if (split.kv_lens, split.chunks, split.chunk_tokens) != split_of(dict(items[n:])):
         raise AssertionError(f"the scheduler's step split disagrees with its batch: {plan}")
+    if not n:
+        return
+    if cohort is None or [req for req, _ in items[:n]] != cohort.members:
+        raise AssertionError("the bucketed head of the batch is not the decode cohort")
+    if any(tokens != 1 for _, tokens in items[:n]):
+        raise AssertionError("a decode cohort member is given more than one token")
+    lens = [cohort.processed_of(req) + 1 for req, _ in items[:n]]
+    if tuple(split.bucketed) != split_groups(lens, [])[1]:
+        raise AssertionError("the decode cohort's buckets disagree with its members' KV")

@@ -8,10 +8,12 @@ not: it does not schedule, preempt or time anything.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import islice
 
 import numpy as np
 from numpy.typing import NDArray
 
+from simulator.engine.cohort import DecodeCohort
 from simulator.engine.kvmanager import KVManager, PrefixMatch
 from simulator.engine.request import EngineRequest
 from simulator.engine.scheduler import Batch
@@ -40,18 +42,31 @@ class Progress:
     first: list[EngineRequest] = field(default_factory=list)
     """Requests that produced their first token here (set only by ``apply_step``: a decode
     run's requests have theirs), in batch order."""
+    members: int = 0
+    """Requests at the head of the batch that were the decode cohort's (``apply_step``)."""
 
 
-def apply_step(batch: Batch, end_s: float, kv: KVManager, recorder: Recorder) -> Progress:
+def apply_step(
+    batch: Batch,
+    end_s: float,
+    kv: KVManager,
+    recorder: Recorder,
+    cohort: DecodeCohort | None = None,
+) -> Progress:
     """Apply one step of ``batch`` that ended at ``end_s``.
 
     A request whose processed tokens reach prompt + generated emits a token: its first (TTFT)
     or the next one (an inter-token gap). Prompt blocks it completed are written through.
+    The members of a decode ``cohort`` (not empty) are the first requests of ``batch``
+    (``cohort.py``): the cohort applies them (``DecodeCohort.commit``: one token each, one
+    gap for all, the counters held there), this function the rest.
     """
     progress = Progress([])
     done, first, gaps = progress.done, progress.first, []
-    prefill_tokens = decode_tokens = 0
-    for req, n in batch.items():
+    _commit_members(progress, cohort, end_s, recorder)
+    prefill_tokens, decode_tokens = 0, progress.members
+    # The members come first (none: islice from 0 costs a few ns an item, no branch).
+    for req, n in islice(batch.items(), decode_tokens, None):
         before = req.processed
         prompt_len, generated = req.prompt_len, req.generated
         if n == 1 and generated > 0 and before + 1 == prompt_len + generated:
@@ -94,6 +109,22 @@ def apply_step(batch: Batch, end_s: float, kv: KVManager, recorder: Recorder) ->
     progress.prefill_tokens = prefill_tokens
     progress.decode_tokens = decode_tokens
     return progress
+
+
+def _commit_members(
+    progress: Progress, cohort: DecodeCohort | None, end_s: float, recorder: Recorder
+) -> None:
+    """The decode cohort's part of a step that ended at ``end_s`` (``DecodeCohort.commit``;
+    none when ``cohort`` is None): counts its members in ``progress`` and its finished ones
+    in ``done``, and records the members' gaps (all equal), before the rest of the batch's
+    (batch order)."""
+    if cohort is None:
+        return
+    members = len(cohort.members)
+    gap, members_done = cohort.commit(end_s)
+    progress.members = members
+    progress.done.extend(members_done)
+    recorder.same_gaps(gap, members)
 
 
 def apply_run(

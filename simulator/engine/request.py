@@ -62,6 +62,8 @@ class EngineRequest:
         "arrival_s",
         "blocks",
         "cached_tokens",
+        "cohort_base",
+        "cohort_seq",
         "computed_total",
         "enqueue_s",
         "finish_s",
@@ -144,11 +146,23 @@ class EngineRequest:
         """L2 blocks it pins (prefetched, or its swapped-out prompt blocks)."""
         self.swap_private = 0
         """Private blocks it holds in L2 while swapped."""
+        self.cohort_base = self.cohort_seq = -1
+        """Decode cohort (``cohort.py``): ``cohort_base`` is the cohort tick as of which its
+        counters (``processed``, ``generated``, ``computed_total``, ``last_token_s``,
+        ``max_gap_s``) are written (-1: not a member, every counter current); ``cohort_seq``
+        numbers its latest join (unique per instance: orders members, dates due entries)."""
 
     @property
     def remaining(self) -> int:
         """Tokens to process before its next output token (1 while decoding)."""
         return self.prompt_len + self.generated - self.processed
+
+    @property
+    def owed(self) -> int:
+        """Prompt tokens not yet prefilled (none for a handed-off PD request, whose KV comes
+        from its prefill instance) plus output tokens not yet generated here."""
+        prompt = 0 if self.remote is not None else max(0, self.prompt_len - self.processed)
+        return prompt + self.stop_at - self.generated
 
     @property
     def decoding(self) -> bool:

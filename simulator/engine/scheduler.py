@@ -33,9 +33,13 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections import deque
 from dataclasses import dataclass
-from typing import ClassVar, Protocol
+from itertools import islice
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from simulator.engine.request import RUNNING, EngineRequest
+
+if TYPE_CHECKING:
+    from simulator.engine.cohort import DecodeCohort
 
 __all__ = ["SCHEDULERS", "Batch", "Scheduler", "SchedulerHost", "StepPlan", "StepSplit"]
 
@@ -52,10 +56,12 @@ class StepSplit:
     ``steps.StepPricer``'s own split of the finished batch, taken in the pass that builds it
     (the pricer would otherwise walk every running request a second time per step). Valid
     only when no request was preempted while scheduling (a preempted one leaves the batch):
-    ``StepPlan.split`` is then None and the pricer splits the batch itself.
+    ``StepPlan.split`` is then None and the pricer splits the batch itself. The decode
+    cohort's members (``cohort.py``), the first ``n_bucketed`` entries of the batch, come as
+    their octave buckets ``bucketed`` instead of ``kv_lens`` entries.
     """
 
-    __slots__ = ("chunk_tokens", "chunks", "kv_lens")
+    __slots__ = ("bucketed", "chunk_tokens", "chunks", "kv_lens", "n_bucketed")
 
     def __init__(self) -> None:
         self.kv_lens: list[int] = []
@@ -64,6 +70,11 @@ class StepSplit:
         """``(cache_len, new_tokens)`` of each request given more than one token."""
         self.chunk_tokens = 0
         """Tokens of the ``chunks`` (the step processes ``len(kv_lens)`` more)."""
+        self.bucketed: list[tuple[int, int, int]] = []
+        """Decode buckets (exponent, count, KV sum) of the batch's first ``n_bucketed``
+        requests, the decode cohort's (``DecodeCohort.buckets``)."""
+        self.n_bucketed = 0
+        """Decodes counted in ``bucketed`` only (the step processes that many more tokens)."""
 
     def add(self, processed: int, n: int) -> None:
         """A request that has ``processed`` tokens gets ``n`` more in this step."""
@@ -103,6 +114,9 @@ class SchedulerHost(Protocol):
     admit_cutoff_s: float | None
     """Overlap scheduling: waiting requests queued after this time are not visible to this
     step's admission (None = all are)."""
+    cohort: DecodeCohort | None
+    """The decode cohort (``cohort.py``) of a scheduler with ``uses_cohort``: its members are
+    the first ``len(members)`` running requests (None = the instance keeps none)."""
 
     @property
     def now(self) -> float:
@@ -128,6 +142,10 @@ class Scheduler(ABC):
     name: ClassVar[str]
     chunks_prompts: ClassVar[bool] = True
     """Whether a prompt longer than the step budget can run, over several steps."""
+    uses_cohort: ClassVar[bool] = False
+    """Whether every step starts with every running decode when the budget allows (the
+    first ``_run`` pass takes them all): then the instance may keep a decode cohort, which
+    ``_take_cohort`` schedules in one go."""
 
     @abstractmethod
     def schedule(self, host: SchedulerHost) -> StepPlan:
@@ -159,6 +177,16 @@ class Scheduler(ABC):
         return budget
 
     @staticmethod
+    def _take_cohort(host: SchedulerHost, cohort: DecodeCohort, split: StepSplit) -> Batch:
+        """The step's batch so far: the members of the non-empty decode ``cohort``, one token
+        each, with their buckets in ``split`` (``DecodeCohort.take``), or empty (dissolved)."""
+        batch = cohort.take(host, host.max_batched_tokens)
+        if batch is None:
+            return {}
+        split.bucketed, split.n_bucketed = cohort.buckets(), len(batch)
+        return batch
+
+    @staticmethod
     def _run(
         host: SchedulerHost,
         batch: Batch,
@@ -169,14 +197,17 @@ class Scheduler(ABC):
         split: StepSplit,
     ) -> int:
         """Give running requests (all, or only decoding / only prefilling ones) their tokens,
-        adding each to ``split`` too."""
+        adding each to ``split`` too; the first ``split.n_bucketed`` running requests (the
+        decode cohort's) are in ``batch`` already."""
         # The hottest loop of an overloaded engine (every running request, every step): the
         # request's ``remaining`` and ``decoding`` properties and ``split.add`` are inlined.
         now, grow = host.now, host.grow
         kv_lens, chunks = split.kv_lens, split.chunks
         chunk_tokens = split.chunk_tokens
-        fresh = not batch  # nothing scheduled yet: no running request can be in the batch
-        for req in list(host.running):  # a copy: ``grow`` may preempt from the tail
+        skip = split.n_bucketed
+        # Nothing but the cohort scheduled yet: no request after it can be in the batch.
+        fresh = len(batch) == skip
+        for req in host.running[skip:]:  # a copy: ``grow`` may preempt from the tail
             if budget <= 0:
                 break
             if req.state != RUNNING or req.ready_s > now or (not fresh and req in batch):
@@ -216,21 +247,37 @@ class Scheduler(ABC):
 
     @classmethod
     def _plan(cls, host: SchedulerHost, batch: Batch, split: StepSplit) -> StepPlan:
-        if host.preempted:  # a preempted request may have left the batch: no split
-            return StepPlan(cls._live(host, batch), tuple(host.preempted))
-        return StepPlan(batch, (), split)
+        if not host.preempted:
+            return StepPlan(batch, (), split)
+        live = cls._live(host, batch)
+        n = split.n_bucketed
+        cohort = host.cohort
+        if not n or cohort is None or len(cohort.members) != n:
+            # A preempted request may have left the batch: no split (the pricer splits it).
+            return StepPlan(live, tuple(host.preempted))
+        # The decode cohort's members, the head of the batch, are all still running (only a
+        # member's own grow can preempt one, and ``take`` then gives the cohort up): keep
+        # their buckets, split the rest again (the pricer cannot split lazy members).
+        again = StepSplit()
+        again.bucketed, again.n_bucketed = split.bucketed, n
+        for req, tokens in islice(live.items(), n, None):
+            again.add(req.processed, tokens)
+        return StepPlan(live, tuple(host.preempted), again)
 
 
 class ChunkedScheduler(Scheduler):
     """vLLM v1: running first (chunk-capped), then new requests in chunks."""
 
     name: ClassVar[str] = "chunked"
+    uses_cohort: ClassVar[bool] = True
 
     def schedule(self, host: SchedulerHost) -> StepPlan:
-        batch: Batch = {}
         split = StepSplit()
+        cohort = host.cohort  # the call only when it has members (every step of an engine)
+        batch = self._take_cohort(host, cohort, split) if cohort and cohort.members else {}
         cap = host.chunk_tokens
-        budget = self._run(host, batch, host.max_batched_tokens, cap, None, split=split)
+        budget = host.max_batched_tokens - len(batch)
+        budget = self._run(host, batch, budget, cap, None, split=split)
         self._admit(host, batch, split, budget, cap, whole=False)
         return self._plan(host, batch, split)
 
@@ -240,11 +287,13 @@ class DecodeFirstScheduler(Scheduler):
 
     name: ClassVar[str] = "decode_first"
     chunks_prompts: ClassVar[bool] = False
+    uses_cohort: ClassVar[bool] = True
 
     def schedule(self, host: SchedulerHost) -> StepPlan:
-        batch: Batch = {}
         split = StepSplit()
-        budget = host.max_batched_tokens
+        cohort = host.cohort
+        batch = self._take_cohort(host, cohort, split) if cohort and cohort.members else {}
+        budget = host.max_batched_tokens - len(batch)
         budget = self._run(host, batch, budget, budget, True, split=split)
         budget = self._run(host, batch, budget, budget, False, split=split)
         self._admit(host, batch, split, budget, budget, whole=True)

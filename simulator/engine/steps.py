@@ -66,8 +66,21 @@ class DecodeRunTimer(Protocol):
         ...
 
 
-#: ``ComposedLatencyModel.split_step_seconds``: decode KV lengths, prefill chunks, new tokens.
-SplitTimer = Callable[[list[int], list[tuple[int, int]], int], float]
+class SplitTimer(Protocol):
+    """``ComposedLatencyModel.split_step_seconds``: seconds of one step from its decode KV
+    lengths, prefill chunks and new tokens, plus ``n_bucketed`` decodes given as octave
+    buckets ``bucketed`` (the decode cohort's)."""
+
+    def __call__(
+        self,
+        kv_lens: list[int],
+        chunks: list[tuple[int, int]],
+        num_tokens: int,
+        bucketed: Sequence[tuple[int, int, int]] = (),
+        n_bucketed: int = 0,
+    ) -> float:
+        """Seconds of the step (``num_tokens`` counts the bucketed decodes too)."""
+        ...
 
 
 class StepPricer:
@@ -76,10 +89,11 @@ class StepPricer:
     A ``LatencyModel`` (``simulator/latency``) also takes a prebuilt ``latency.Batch``: the
     pricer then splits the step's requests into decode KV lengths and prefill chunks in one
     pass (``Batch.of_split``), the same batch ``step_seconds(pairs)`` would build for several
-    times the work on a large step. Any other timer gets the pairs.
+    times the work on a large step. Any other timer gets the pairs. Only a composed model
+    takes decodes as octave buckets (``takes_buckets``: the decode cohort's).
     """
 
-    __slots__ = ("_shapes", "_split", "timer")
+    __slots__ = ("_closed_form", "_run_pricer", "_shapes", "_split", "timer")
 
     def __init__(self, timer: StepTimer) -> None:
         self.timer = timer
@@ -87,6 +101,15 @@ class StepPricer:
         self._shapes = isinstance(timer, LatencyModel)
         # A composed model prices the split directly (no ``latency.Batch`` object).
         self._split: SplitTimer | None = getattr(timer, "split_step_seconds", None)
+        # ``decode_run_durations``'s look-ups, once (a missed getattr costs ~1 µs a run).
+        self._closed_form: RunSeconds | None = getattr(timer, "decode_run_seconds", None)
+        self._run_pricer: RunPricer | None = getattr(timer, "decode_step_pricer", None)
+
+    @property
+    def takes_buckets(self) -> bool:
+        """Whether ``step`` prices a gathered split's ``bucketed`` decodes (a decode cohort
+        needs it: its members' KV lengths are not listed)."""
+        return self._split is not None
 
     def step(self, batch: Mapping[EngineRequest, int], gathered: StepSplit | None = None) -> float:
         """Seconds of one step of ``batch`` (non-empty); ``gathered`` is its split if the
@@ -99,6 +122,10 @@ class StepPricer:
             kv_lens, chunks, chunk_tokens = split_of(batch)
         split = self._split
         if split is not None:
+            if gathered is not None and gathered.n_bucketed:
+                n = gathered.n_bucketed
+                tokens = len(kv_lens) + n + chunk_tokens
+                return split(kv_lens, chunks, tokens, gathered.bucketed, n)
             return split(kv_lens, chunks, len(kv_lens) + chunk_tokens)
         shapes = StepShapes.of_split(kv_lens, chunks, len(kv_lens) + chunk_tokens)
         # A LatencyModel's step_seconds takes the prebuilt batch (BatchLike).
@@ -106,7 +133,9 @@ class StepPricer:
 
     def decode_run(self, batch: Iterable[EngineRequest], n_steps: int) -> NDArray[np.float64]:
         """Durations of ``n_steps`` decode steps of ``batch`` (``decode_run_durations``)."""
-        return decode_run_durations(self.timer, [req.processed for req in batch], n_steps)
+        cache_lens = [req.processed for req in batch]
+        closed_form, pricer = self._closed_form, self._run_pricer
+        return _run_durations(self.timer, cache_lens, n_steps, closed_form, pricer=pricer)
 
 
 def split_of(batch: Mapping[EngineRequest, int]) -> tuple[list[int], list[tuple[int, int]], int]:
@@ -131,9 +160,27 @@ def decode_run_durations(
     """Durations (seconds) of ``n_steps`` decode steps of the requests with ``cache_lens``."""
     # getattr, not isinstance: a runtime protocol check costs more than the whole run.
     closed_form = getattr(timer, "decode_run_seconds", None)
+    pricer = getattr(timer, "decode_step_pricer", None)
+    return _run_durations(timer, cache_lens, n_steps, closed_form, pricer=pricer, rel_tol=rel_tol)
+
+
+#: ``DecodeRunTimer.decode_run_seconds`` and a composed model's ``decode_step_pricer``.
+RunSeconds = Callable[[Sequence[int], int], NDArray[np.float64]]
+RunPricer = Callable[[Sequence[int]], Callable[[int], float]]
+
+
+def _run_durations(
+    timer: StepTimer,
+    cache_lens: Sequence[int],
+    n_steps: int,
+    closed_form: RunSeconds | None,
+    *,
+    pricer: RunPricer | None,
+    rel_tol: float = REL_TOL,
+) -> NDArray[np.float64]:
+    """``decode_run_durations`` with the timer's optional methods looked up already."""
     if closed_form is not None:
         return np.asarray(closed_form(cache_lens, n_steps), dtype=np.float64)
-    pricer = getattr(timer, "decode_step_pricer", None)
     if pricer is not None:
         at: Callable[[int], float] = pricer(cache_lens)
     else:

@@ -27,7 +27,7 @@ from itertools import accumulate
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ["Batch", "BatchLike", "DecodeRun", "as_batch", "split_groups"]
+__all__ = ["Batch", "BatchLike", "DecodeRun", "as_batch", "merge_buckets", "split_groups"]
 
 IntArray = npt.NDArray[np.int64]
 
@@ -234,6 +234,23 @@ def split_groups(
     if len(kv_lens) + len(chunks) <= _SMALL:
         return groups, _octaves(kv_lens)
     return groups, _octaves_np(np.array(kv_lens, dtype=np.int64))
+
+
+def merge_buckets(
+    a: Sequence[tuple[int, int, int]], b: Sequence[tuple[int, int, int]]
+) -> tuple[tuple[int, int, int], ...]:
+    """The decode buckets of two sets of decodes together: ``(exponent, count, kv_sum)``
+    entries in increasing exponent, those of one octave added (integers: exact, so the result
+    equals the buckets of the union however it was split)."""
+    if not a:
+        return tuple(b)
+    if not b:
+        return tuple(a)
+    merged: dict[int, tuple[int, int]] = {e: (n, s) for e, n, s in a}
+    for e, n, s in b:
+        n0, s0 = merged.get(e, (0, 0))
+        merged[e] = (n0 + n, s0 + s)
+    return tuple((e, n, s) for e, (n, s) in sorted(merged.items()))
 
 
 def _prefill_groups(chunks: list[tuple[int, int]]) -> tuple[tuple[int, int, int], ...]:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from simulator.latency.base import StepBreakdown
-from simulator.latency.batch import BatchLike, DecodeRun, as_batch, split_groups
+from simulator.latency.batch import BatchLike, DecodeRun, as_batch, merge_buckets, split_groups
 from simulator.latency.compose import (
     ROUTED_EXPERT_OPS,
     ComposeParams,
@@ -154,15 +154,25 @@ class ComposedLatencyModel:
         return seconds
 
     def split_step_seconds(
-        self, kv_lens: list[int], chunks: list[tuple[int, int]], num_tokens: int
+        self,
+        kv_lens: list[int],
+        chunks: list[tuple[int, int]],
+        num_tokens: int,
+        bucketed: Sequence[tuple[int, int, int]] = (),
+        n_bucketed: int = 0,
     ) -> float:
         """``step_seconds(Batch.of_split(kv_lens, chunks, num_tokens))``, bit for bit, without
         building the batch (the engine's mixed steps: the object and its KV-length array cost
-        about as much as pricing a small step)."""
-        size = len(kv_lens) + len(chunks)
+        about as much as pricing a small step). ``n_bucketed`` further decodes may come as
+        their octave buckets ``bucketed`` (``Batch.decode_buckets`` form; the engine's decode
+        cohort): the same seconds as with their KV lengths in ``kv_lens`` (``num_tokens``
+        counts them)."""
+        size = len(kv_lens) + n_bucketed + len(chunks)
         if size == 0:
             return 0.0
         groups, buckets = split_groups(kv_lens, chunks)
+        if n_bucketed:
+            buckets = merge_buckets(buckets, bucketed)
         p = self._params
         # The same additions in the same order as ``step_seconds`` (floats: order matters).
         seconds = p.step_overhead_s + p.request_overhead_s * size
@@ -171,7 +181,7 @@ class ComposedLatencyModel:
             seconds += self._prefill_seconds(groups)
         if buckets:
             seconds += self._decode_seconds(buckets)
-            seconds += self._absorb_seconds(len(kv_lens))
+            seconds += self._absorb_seconds(len(kv_lens) + n_bucketed)
         return seconds
 
     def decode_step_pricer(self, cache_lens: Sequence[int]) -> Callable[[int], float]:
