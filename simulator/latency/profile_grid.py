@@ -27,9 +27,20 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-__all__ = ["Grid", "grid_key_int", "head_config_args"]
+__all__ = ["CellTimes", "Grid", "grid_key_int", "head_config_args", "one_cell_at_a_time"]
 
 _Point = tuple[float, ...]
+#: Seconds of many grid cells at once: ``(n, dims)`` coordinates in, ``(n,)`` seconds out.
+CellTimes = Callable[[np.ndarray], np.ndarray]
+
+
+def one_cell_at_a_time(time: Callable[[_Point], float]) -> CellTimes:
+    """``CellTimes`` from a timer of one cell (called with each row as a tuple of floats)."""
+
+    def many(cells: np.ndarray) -> np.ndarray:
+        return np.array([time(tuple(cell)) for cell in cells.tolist()], dtype=float)
+
+    return many
 
 
 class Grid:
@@ -55,7 +66,7 @@ class Grid:
         if len(monotone):
             smoothed = log_seconds
             for axis in monotone:
-                smoothed = np.apply_along_axis(_isotonic, axis, smoothed)
+                smoothed = _isotonic_along(smoothed, axis)
             changed = smoothed != log_seconds  # keep untouched points bit-exact
             seconds = np.where(changed, np.exp(smoothed), seconds)
             log_seconds = smoothed
@@ -68,11 +79,13 @@ class Grid:
         cls,
         frame: pd.DataFrame,
         axes: Sequence[str],
-        roofline: Callable[[_Point], float],
+        roofline: Callable[[_Point], float] | None,
         *,
         monotone: Sequence[int],
+        roofline_cells: CellTimes | None = None,
     ) -> Grid:
-        """The grid of ``frame``'s rows; ``roofline`` (profiled GPU) fills unmeasured cells."""
+        """The grid of ``frame``'s rows; the profiled GPU's roofline fills unmeasured cells:
+        ``roofline_cells`` (many cells per call) when given, else ``roofline`` cell by cell."""
         values = [np.unique(frame[a].to_numpy(dtype=float)) for a in axes]
         grid_axes: list[list[float]] = [v.tolist() for v in values]
         index = tuple(
@@ -82,7 +95,11 @@ class Grid:
         seconds = np.full(tuple(len(v) for v in values), np.nan)
         seconds[index] = frame["seconds"].to_numpy(dtype=float)
         measured = np.isfinite(seconds)
-        _fill_gaps(seconds, measured, grid_axes, roofline)
+        if roofline_cells is None:
+            if roofline is None:
+                raise ValueError("Grid.measure needs roofline or roofline_cells")
+            roofline_cells = one_cell_at_a_time(roofline)
+        _fill_gaps(seconds, measured, grid_axes, roofline_cells)
         return cls(grid_axes, seconds, measured, monotone=monotone)
 
     def carried(self, ratio: Callable[[_Point], float]) -> Grid:
@@ -120,6 +137,16 @@ class Grid:
         return [(i - 1, 1.0 - t), (i, t)]
 
 
+def _isotonic_along(values: np.ndarray, axis: int) -> np.ndarray:
+    """``_isotonic`` of every 1-d run of ``values`` along ``axis``; runs that never decrease
+    are returned as they are (what ``_isotonic`` gives them), so only the others are fitted."""
+    runs = np.moveaxis(values, axis, -1)
+    flat = runs.reshape(-1, runs.shape[-1]).copy()
+    for row in np.flatnonzero((np.diff(flat, axis=1) < 0).any(axis=1)):
+        flat[row] = _isotonic(flat[row])
+    return np.moveaxis(flat.reshape(runs.shape), -1, axis)
+
+
 def _isotonic(values: np.ndarray) -> np.ndarray:
     """Least-squares non-decreasing fit of a sequence (pool adjacent violators): runs that
     decrease are replaced by their mean; every other value is returned unchanged."""
@@ -144,20 +171,22 @@ def _fill_gaps(
     seconds: np.ndarray,
     measured: np.ndarray,
     axes: list[list[float]],
-    roofline: Callable[[_Point], float],
+    roofline: CellTimes,
 ) -> None:
     """Fill unmeasured cells in place: roofline(cell) × measured(anchor) / roofline(anchor).
 
     The anchor is the nearest measured cell (log distance) with the same first coordinate (GEMM
     m, attention batch), else the nearest measured cell overall: searching one slice at a time
-    keeps sparse grids (a few GEMM (n, k) pairs) cheap to build.
+    keeps sparse grids (a few GEMM (n, k) pairs) cheap to build. ``roofline`` times a slice's
+    cells in one call (a GEMM grid has ~10^5 gaps per GPU: one Python call each cost a second).
     """
     if measured.all():
         return
-    log_axes = [np.log(np.asarray(a)) for a in axes]
+    values = [np.asarray(a, dtype=float) for a in axes]
+    log_axes = [np.log(v) for v in values]
 
-    def logs(cells: np.ndarray) -> np.ndarray:
-        return np.column_stack([log_axes[d][cells[:, d]] for d in range(len(axes))])
+    def coordinates(cells: np.ndarray, of: list[np.ndarray]) -> np.ndarray:
+        return np.column_stack([of[d][cells[:, d]] for d in range(len(axes))])
 
     everywhere = np.argwhere(measured)
     for first in range(seconds.shape[0]):
@@ -167,12 +196,13 @@ def _fill_gaps(
         missing = np.column_stack([np.full(len(missing), first), missing])
         known = np.argwhere(measured[first])
         known = np.column_stack([np.full(len(known), first), known]) if len(known) else everywhere
-        distances = ((logs(missing)[:, None, :] - logs(known)[None, :, :]) ** 2).sum(axis=2)
-        for cell, near in zip(missing, known[np.argmin(distances, axis=1)], strict=True):
-            point = tuple(axes[d][i] for d, i in enumerate(cell))
-            anchor = tuple(axes[d][i] for d, i in enumerate(near))
-            ratio = seconds[tuple(near)] / max(roofline(anchor), 1e-12)
-            seconds[tuple(cell)] = roofline(point) * ratio
+        to, of = coordinates(missing, log_axes), coordinates(known, log_axes)
+        distances = np.zeros((len(to), len(of)))
+        for d in range(len(axes)):  # summed axis by axis, as (x - y)² over the last axis would be
+            distances += (to[:, d, None] - of[None, :, d]) ** 2
+        near = known[np.argmin(distances, axis=1)]
+        ratio = seconds[tuple(near.T)] / np.maximum(roofline(coordinates(near, values)), 1e-12)
+        seconds[tuple(missing.T)] = roofline(coordinates(missing, values)) * ratio
 
 
 def grid_key_int(value: Hashable) -> int:

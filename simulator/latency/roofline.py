@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from hardware.schema import BYTES_PER_ELEMENT, GpuSpec
 
 __all__ = [
@@ -219,17 +221,27 @@ class RooflineKernels:
 
     def gemm(self, m: int, n: int, k: int, dtype: str) -> float:
         """Seconds of one GEMM (see ``gemm_work``)."""
-        p = self._params
         w = gemm_work(m, n, k, dtype)
+        peak, mem_eff, overhead = self._gemm_rates(dtype)
+        return max(w.flops / peak, w.bytes / (self._hbm * mem_eff)) + overhead
+
+    def gemm_many(self, m: np.ndarray, n: np.ndarray, k: np.ndarray, dtype: str) -> np.ndarray:
+        """``gemm`` of many shapes of one ``dtype`` (equal-length arrays of whole numbers) in
+        one numpy pass, bit for bit the same seconds as ``gemm`` shape by shape: the same IEEE
+        operations in the same order (a test holds the two equal)."""
+        m, n, k = (np.trunc(np.asarray(a, dtype=float)) for a in (m, n, k))
+        w = gemm_work(m, n, k, dtype)  # type: ignore[arg-type]  # numpy arrays, same formula
+        peak, mem_eff, overhead = self._gemm_rates(dtype)
+        seconds: np.ndarray = np.maximum(w.flops / peak, w.bytes / (self._hbm * mem_eff))
+        return seconds + overhead
+
+    def _gemm_rates(self, dtype: str) -> tuple[float, float, float]:
+        """(peak FLOP/s, HBM efficiency, fixed seconds) of a GEMM in ``dtype``."""
+        p = self._params
         peak = self._peak.get(dtype) or self._bf16_flops * p.gemm_compute_efficiency
         if dtype in LOW_PRECISION_GEMM:
-            mem_eff, overhead = (
-                p.gemm_low_precision_memory_efficiency,
-                p.gemm_low_precision_overhead_s,
-            )
-        else:
-            mem_eff, overhead = p.gemm_memory_efficiency, p.gemm_overhead_s
-        return max(w.flops / peak, w.bytes / (self._hbm * mem_eff)) + overhead
+            return peak, p.gemm_low_precision_memory_efficiency, p.gemm_low_precision_overhead_s
+        return peak, p.gemm_memory_efficiency, p.gemm_overhead_s
 
     def context_attention(  # noqa: PLR0917  (KernelTimer's positional signature)
         self,

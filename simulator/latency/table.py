@@ -51,8 +51,9 @@ from simulator.latency._cached import CachedKernels, Heads, float_heads
 from simulator.latency.kernels import KernelTimer
 from simulator.latency.mla_table import MlaTable, Phase
 from simulator.latency.moe_table import MoeShape, MoeTable
-from simulator.latency.profile_grid import Grid, grid_key_int, head_config_args
+from simulator.latency.profile_grid import CellTimes, Grid, grid_key_int, head_config_args
 from simulator.latency.profiles import HEAD_COLUMNS, ProfileSet
+from simulator.latency.roofline import RooflineKernels
 
 __all__ = [
     "DEFAULT_PROFILE_GPU",
@@ -89,6 +90,14 @@ _CellTime = Callable[[KernelTimer, Hashable, _Point], float]
 
 def _gemm_cell(timer: KernelTimer, key: Hashable, p: _Point) -> float:
     return timer.gemm(int(p[0]), int(p[1]), int(p[2]), str(key))
+
+
+def _gemm_cells(timer: KernelTimer, key: Hashable) -> CellTimes | None:
+    """Many GEMM cells per call where the timer can (the roofline: the same seconds)."""
+    if not isinstance(timer, RooflineKernels):
+        return None
+    roofline, dtype = timer, str(key)
+    return lambda cells: roofline.gemm_many(cells[:, 0], cells[:, 1], cells[:, 2], dtype)
 
 
 def _context_cell(timer: KernelTimer, key: Hashable, p: _Point) -> float:
@@ -132,7 +141,13 @@ class ProfileTable:
         # all-reduce message size (none when ``monotone`` is off).
         first, both = ((0,), (0, 1)) if monotone else ((), ())
         self.gemm = _grids(
-            profiles.gemm, ("dtype",), ("m", "n", "k"), roofline, _gemm_cell, monotone=first
+            profiles.gemm,
+            ("dtype",),
+            ("m", "n", "k"),
+            roofline,
+            _gemm_cell,
+            monotone=first,
+            many=_gemm_cells,
         )
         self.context = _grids(
             profiles.context_attention,
@@ -163,9 +178,11 @@ def _grids(
     cell_time: _CellTime,
     *,
     monotone: Sequence[int],
+    many: Callable[[KernelTimer, Hashable], CellTimes | None] | None = None,
 ) -> dict[Hashable, Grid]:
     """One grid per distinct ``keys``; a single key is stored bare (not as a 1-tuple). Gaps are
-    filled from ``cell_time(roofline, key, cell)``; ``monotone`` axes are made non-decreasing."""
+    filled from ``cell_time(roofline, key, cell)``, or from ``many(roofline, key)`` a slice of
+    cells per call where it gives a timer; ``monotone`` axes are made non-decreasing."""
     grids: dict[Hashable, Grid] = {}
     if not len(frame):
         return grids
@@ -176,7 +193,8 @@ def _grids(
         def timer(point: _Point, stored: Hashable = stored) -> float:
             return cell_time(roofline, stored, point)
 
-        grids[stored] = Grid.measure(rows, axes, timer, monotone=monotone)
+        cells = many(roofline, stored) if many is not None else None
+        grids[stored] = Grid.measure(rows, axes, timer, monotone=monotone, roofline_cells=cells)
     return grids
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from simulator.latency import Deployment, RooflineKernels, RooflineModel, RooflineParams
@@ -121,3 +122,14 @@ def test_params_validated() -> None:
         RooflineParams(link_efficiency=1.5)
     with pytest.raises(ValueError, match="gemm_overhead_s"):
         RooflineParams(gemm_overhead_s=-1.0)
+
+
+def test_gemm_many_is_gemm_shape_by_shape_to_the_bit() -> None:
+    """The table build fills its gaps with ``gemm_many``; it must be ``gemm``, not close to it."""
+    k = RooflineKernels(H100)
+    rng = np.random.default_rng(7)
+    m, n, k_dim = (rng.integers(1, 70_000, size=500) for _ in range(3))
+    for dtype in ("bf16", "fp8", "int4", "fp4"):
+        many = k.gemm_many(m, n, k_dim, dtype)
+        one = [k.gemm(int(a), int(b), int(c), dtype) for a, b, c in zip(m, n, k_dim, strict=True)]
+        assert many.tolist() == one, dtype

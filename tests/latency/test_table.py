@@ -22,6 +22,7 @@ from simulator.latency import (
     profiles,
 )
 from simulator.latency.profile_files import LAYER_KINDS, MLA_KINDS, MOE_KIND, resolve_profile_files
+from simulator.latency.profile_grid import _isotonic, _isotonic_along
 from simulator.latency.profiles import (
     PROFILE_KINDS,
     ProfileSet,
@@ -410,3 +411,15 @@ def test_routed_experts_at_expert_tp16_price_like_the_measured_fused_moe() -> No
         seconds = model.breakdown([(1000, 1)] * tokens).seconds["moe_experts"]
         ratio = seconds / (measured_ms * 1e-3 * r1.num_moe_layers)
         assert 0.7 < ratio < 1.3, (tokens, ratio)
+
+
+def test_isotonic_along_an_axis_is_the_plain_fit_of_every_run() -> None:
+    """Runs that never decrease are skipped by ``_isotonic_along``; the result must be the
+    pool-adjacent-violators fit of every run, bit for bit."""
+    rng = np.random.default_rng(3)
+    values = np.cumsum(rng.normal(0.3, 1.0, size=(5, 7, 9)), axis=1)  # some runs decrease
+    for axis in range(3):
+        expected = np.apply_along_axis(_isotonic, axis, values)
+        got = _isotonic_along(values, axis)
+        assert got.tobytes() == expected.tobytes()
+        assert np.all(np.diff(got, axis=axis) >= 0)
