@@ -25,6 +25,7 @@ several workers the set of trials depends on timing (each worker's sampler is se
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import threading
@@ -322,12 +323,14 @@ def run_workers(
     on_progress: Callable[[optuna.Study], None] | None = None,
 ) -> optuna.Study:
     """Run the study until it has spent ``setup.n_trials`` simulations, with ``workers``
-    processes (1 = in this process), together with any other process joining the study.
+    processes (this one and ``workers − 1`` spawned), together with any other process joining
+    the study.
 
     Repeats of a configuration are recorded for the sampler but not counted. RUNNING trials
     left by a killed run are failed first. ``on_progress(study)`` is called after each trial
-    (one worker) or about once a second (several). Raises ``Interrupted`` on Ctrl-C (after
-    failing the unfinished trials) and ``WorkerError`` when a worker process failed.
+    of this process, then about once a second until the spawned workers are done. Raises
+    ``Interrupted`` on Ctrl-C (after failing the unfinished trials) and ``WorkerError`` when a
+    worker process failed.
     """
     evaluator = build_evaluator(setup)
     study = open_setup_study(setup, evaluator)
@@ -340,20 +343,29 @@ def run_workers(
     if missing <= 0:
         return study
     failed_before = _failed(study)
+    callbacks = [lambda s, _t: on_progress(s)] if on_progress else []
+    here = functools.partial(
+        run_trials,
+        study,
+        evaluator,
+        setup.n_trials,
+        max_trials=missing * MAX_TRIALS_PER_NEW,
+        callbacks=callbacks,
+    )
     try:
         if workers <= 1:
-            callbacks = [lambda s, _t: on_progress(s)] if on_progress else []
-            run_trials(
-                study,
-                evaluator,
-                setup.n_trials,
-                max_trials=missing * MAX_TRIALS_PER_NEW,
-                callbacks=callbacks,
-            )
+            here()
             return study
-        pool = Pool(_worker_main, [(setup, i, os.getpid()) for i in range(workers)])
+        # This process is worker 0 (imported, its evaluator built, and its latency tables then
+        # warm for the planning after the study); workers 1 … K − 1 are spawned beside it.
+        pool = Pool(_worker_main, [(setup, i, os.getpid()) for i in range(1, workers)], first=1)
         pool.start()
-        pool.supervise((lambda: on_progress(study)) if on_progress else None)
+        try:
+            here()
+            pool.supervise((lambda: on_progress(study)) if on_progress else None)
+        except BaseException:
+            pool.stop()
+            raise
     except KeyboardInterrupt:
         claims.fail_stale(study)  # trials of workers that were killed before they could
         unfinished = len(_failed(study) - failed_before)

@@ -90,10 +90,12 @@ def _message(pipe: Connection) -> str:
 
 @dataclass
 class Pool:
-    """``len(args)`` worker processes running ``target(*args[i], report_pipe)``."""
+    """``len(args)`` worker processes running ``target(*args[i], report_pipe)``, named
+    ``worker first``, ``worker first + 1``, … in ``failures``."""
 
     target: Callable[..., None]
     args: Sequence[tuple[Any, ...]]
+    first: int = 0
     _processes: list[BaseProcess] = field(default_factory=list)
     _pipes: list[Connection] = field(default_factory=list)
 
@@ -137,7 +139,7 @@ class Pool:
                     if code is not None and code < 0
                     else f"exit status {code}"
                 )
-            lines.append(f"worker {index}: {message}")
+            lines.append(f"worker {self.first + index}: {message}")
         return lines
 
     def supervise(self, on_tick: Callable[[], None] | None, tick_s: float = 1.0) -> None:
