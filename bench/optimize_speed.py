@@ -46,7 +46,7 @@ from optimizer.picks import DEFAULT_TOLERANCE, objective_infos
 from optimizer.plan_runner import planning_runner
 from optimizer.planning import plan
 from optimizer.results import summarise
-from optimizer.run import OptimizeSetup, build_evaluator, records_of, run_workers
+from optimizer.run import OptimizeSetup, StudyWorkers, build_evaluator, records_of
 
 
 def _cpu() -> tuple[float, float]:
@@ -104,20 +104,25 @@ def main(argv: list[str] | None = None) -> int:
         if args.baseline is None
         else load_baseline(args.baseline, evaluator.space, evaluator.catalog)
     )
-    with _phase("trials", phases):
-        study = run_workers(setup, workers=args.workers)
-    records = records_of(study)
-    directions = dict(evaluator.spec.objectives.directions)
-    infos = objective_infos(evaluator.spec, capacity=False)
-    result = summarise(records, directions, tolerance=DEFAULT_TOLERANCE, objectives=infos)
     profiler = cProfile.Profile() if args.profile else None
-    with _phase("planning", phases):
-        if profiler is not None:
-            profiler.enable()
-        with planning_runner(setup, evaluator, records, workers=args.workers) as runner:
-            planning = plan(evaluator, result, baseline=baseline, runner=runner)
-        if profiler is not None:
-            profiler.disable()
+    # As ``kvplan optimize`` runs them: the spawned trial workers stay for the planning.
+    with StudyWorkers(setup, workers=args.workers) as crew:
+        with _phase("trials", phases):
+            study = crew.run()
+        records = records_of(study)
+        directions = dict(evaluator.spec.objectives.directions)
+        infos = objective_infos(evaluator.spec, capacity=False)
+        result = summarise(records, directions, tolerance=DEFAULT_TOLERANCE, objectives=infos)
+        with _phase("planning", phases):
+            if profiler is not None:
+                profiler.enable()
+            with planning_runner(
+                setup, evaluator, records, workers=args.workers, kept=crew.pool
+            ) as runner:
+                planning = plan(evaluator, result, baseline=baseline, runner=runner)
+            crew.close()  # the workers' exit (and their CPU, once reaped) in this phase
+            if profiler is not None:
+                profiler.disable()
     figures = json.dumps(planning.to_dict(), sort_keys=True, default=str)
     digest = hashlib.sha256(figures.encode()).hexdigest()[:16]
     total = sum(p["cpu_s"] + p["children_cpu_s"] for p in phases.values())

@@ -15,7 +15,9 @@ decides *how* the simulations behind it run, without changing any figure:
   headroom search) in ``workers`` processes — this one, with its evaluator, and ``workers − 1``
   spawned ones, each with its own evaluator built from the study's ``OptimizeSetup``; results
   are gathered in task order, so the report is identical for any number of workers.
-  ``InProcess`` runs them here, one after the other.
+  ``CrewRunner`` does the same in the study's own trial workers, kept after the trials
+  (``optimizer.run.StudyWorkers``: no start-up, latency tables warm), which is what
+  ``kvplan optimize --workers K`` uses; ``InProcess`` runs them here, one after the other.
 
 What this is not: the planning content (``planning.py``) or the capacity search
 (``simulator.capacity``).
@@ -23,6 +25,7 @@ What this is not: the planning content (``planning.py``) or the capacity search
 
 from __future__ import annotations
 
+import functools
 import math
 import multiprocessing
 import threading
@@ -33,10 +36,12 @@ from typing import Any, Protocol, TypeVar
 
 from optimizer.objective import Evaluation, TrialEvaluator
 from optimizer.results import TrialRecord
-from optimizer.run import OptimizeSetup, build_evaluator
+from optimizer.run import OptimizeSetup, WorkerError, build_evaluator
+from optimizer.workers import Pool, WorkerLostError
 
 __all__ = [
     "ROW_METRICS",
+    "CrewRunner",
     "InProcess",
     "PlanRunner",
     "Progress",
@@ -197,33 +202,10 @@ class WorkerPool:
 
     def map(self, task: Task[T, R], args: Sequence[T]) -> list[R]:
         """Run the tasks here and in the spawned workers; results in the order of ``args``."""
-        deal = _Deal(len(args), self.progress)
-        results: list[Any] = [None] * len(args)
-        errors: list[BaseException] = []
-
-        def feed() -> None:  # one thread per spawned worker: a task in flight at a time
-            try:
-                while (index := deal.take(front=True)) is not None:
-                    results[index] = self._pool.submit(_run_task, (task, args[index])).result()
-                    deal.finished()
-            except BaseException as err:  # re-raised by ``map`` once every feeder stopped
-                deal.stop()
-                errors.append(err)
-
-        feeders = [threading.Thread(target=feed, daemon=True) for _ in range(self.spawned)]
-        for feeder in feeders:
-            feeder.start()
-        try:
-            while (index := deal.take(front=False)) is not None:
-                results[index] = task(self.evaluator, args[index])
-                deal.finished()
-        finally:
-            deal.stop()  # after an error here: the feeders take nothing more
-            for feeder in feeders:
-                feeder.join()
-        if errors:
-            raise errors[0]
-        return results
+        remotes = [
+            lambda job: self._pool.submit(_run_task, job).result() for _ in range(self.spawned)
+        ]
+        return _spread(task, args, self.evaluator, remotes, self.progress)
 
     def close(self, *, cancel: bool = False) -> None:
         """Stop the workers (after their tasks, or dropping queued ones with ``cancel``)."""
@@ -261,6 +243,78 @@ class _Deal:
             self._back = self._front
 
 
+class CrewRunner:
+    """Tasks spread over this process and the study's spawned trial workers, kept after the
+    trials (``optimizer.run.StudyWorkers``): ready at once — imported, evaluators built,
+    latency tables warm — where a fresh ``WorkerPool`` spends seconds starting up. Each worker
+    first adopts ``stored``; tasks are dealt as in ``WorkerPool``."""
+
+    def __init__(
+        self,
+        evaluator: TrialEvaluator,
+        pool: Pool,
+        stored: Mapping[str, Evaluation],
+        progress: Progress = _quiet,
+    ) -> None:
+        self.evaluator = evaluator
+        self.progress = progress
+        self._pool = pool
+        self._workers = pool.ready()
+        for index in self._workers:
+            self._call(index, _adopt_stored, dict(stored))
+
+    def _call(self, index: int, fn: Callable[[TrialEvaluator, Any], Any], arg: Any) -> Any:
+        try:
+            return self._pool.call(index, fn, arg)
+        except WorkerLostError as err:
+            raise WorkerError(
+                f"a worker failed during the planning ({err}); the study's trials are stored"
+            ) from None
+
+    def map(self, task: Task[T, R], args: Sequence[T]) -> list[R]:
+        """Run the tasks here and in the kept workers; results in the order of ``args``."""
+        remotes = [functools.partial(self._call, index, _run_kept_task) for index in self._workers]
+        return _spread(task, args, self.evaluator, remotes, self.progress)
+
+
+def _spread(
+    task: Task[T, R],
+    args: Sequence[T],
+    evaluator: TrialEvaluator,
+    remotes: Sequence[Callable[[tuple[Task[T, R], T]], R]],
+    progress: Progress,
+) -> list[R]:
+    """``task`` over ``args``: ``remotes`` (one thread each, a job in flight at a time) take
+    them from the front, this process with ``evaluator`` from the back; results in order."""
+    deal = _Deal(len(args), progress)
+    results: list[Any] = [None] * len(args)
+    errors: list[BaseException] = []
+
+    def feed(remote: Callable[[tuple[Task[T, R], T]], R]) -> None:
+        try:
+            while (index := deal.take(front=True)) is not None:
+                results[index] = remote((task, args[index]))
+                deal.finished()
+        except BaseException as err:  # re-raised below once every feeder stopped
+            deal.stop()
+            errors.append(err)
+
+    feeders = [threading.Thread(target=feed, args=(r,), daemon=True) for r in remotes]
+    for feeder in feeders:
+        feeder.start()
+    try:
+        while (index := deal.take(front=False)) is not None:
+            results[index] = task(evaluator, args[index])
+            deal.finished()
+    finally:
+        deal.stop()  # after an error here: the feeders take nothing more
+        for feeder in feeders:
+            feeder.join()
+    if errors:
+        raise errors[0]
+    return results
+
+
 @contextmanager
 def planning_runner(
     setup: OptimizeSetup,
@@ -269,14 +323,19 @@ def planning_runner(
     *,
     workers: int = 1,
     progress: Progress = _quiet,
+    kept: Pool | None = None,
 ) -> Iterator[PlanRunner]:
     """The runner for planning after a study: reusing ``records`` (the study's trials), in
-    ``workers`` processes when more than one (the pool is shut down on exit); ``progress``
-    hears of every finished task."""
+    ``workers`` processes when more than one — the study's ``kept`` trial workers when given
+    and ready (``StudyWorkers.pool``), else a pool spawned here and shut down on exit;
+    ``progress`` hears of every finished task."""
     stored = stored_evaluations(evaluator, records)
     reusing = ReusingEvaluator(evaluator, stored)
     if workers <= 1:
         yield InProcess(reusing, progress)
+        return
+    if kept is not None and kept.ready():
+        yield CrewRunner(reusing, kept, stored, progress)
         return
     pool = WorkerPool(setup, reusing, workers, stored, progress)
     try:
@@ -298,3 +357,13 @@ def _start_worker(setup: OptimizeSetup, stored: dict[str, Evaluation]) -> None:
 def _run_task(job: tuple[Task[Any, Any], Any]) -> Any:
     task, arg = job
     return task(_WORKER[0], arg)
+
+
+def _adopt_stored(evaluator: TrialEvaluator, stored: dict[str, Evaluation]) -> None:
+    """In a kept trial worker: plan with its trial evaluator, reusing ``stored``."""
+    _WORKER[:] = [ReusingEvaluator(evaluator, stored)]
+
+
+def _run_kept_task(evaluator: TrialEvaluator, job: tuple[Task[Any, Any], Any]) -> Any:
+    del evaluator  # the one ``_adopt_stored`` wrapped
+    return _run_task(job)

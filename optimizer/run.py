@@ -57,7 +57,7 @@ from optimizer.study import (
     make_storage,
     open_study,
 )
-from optimizer.workers import Pool, die_with_parent, worker_guard
+from optimizer.workers import Pool, die_with_parent, serve, worker_guard
 from optimizer.workloads import describe_workload, workload_from_arg
 from simulator.cluster.overlong import OverlongPolicy
 from slo import SloSpec, load_slo
@@ -67,6 +67,7 @@ __all__ = [
     "MAX_TRIALS_PER_NEW",
     "Interrupted",
     "OptimizeSetup",
+    "StudyWorkers",
     "WorkerError",
     "build_evaluator",
     "count_complete",
@@ -306,7 +307,9 @@ def _run_trial(
         return None, TrialState.PRUNED
 
 
-def _worker_main(setup: OptimizeSetup, worker: int, parent_pid: int, report: Connection) -> None:
+def _worker_main(
+    setup: OptimizeSetup, worker: int, parent_pid: int, jobs: Connection, report: Connection
+) -> None:
     with worker_guard(report):
         die_with_parent(parent_pid)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -314,6 +317,88 @@ def _worker_main(setup: OptimizeSetup, worker: int, parent_pid: int, report: Con
         study = open_setup_study(setup, evaluator, worker=worker)
         missing = claims.claimed(study).left(setup.n_trials)
         run_trials(study, evaluator, setup.n_trials, max_trials=missing * MAX_TRIALS_PER_NEW)
+        serve(jobs, evaluator)  # then the planning's tasks, if the parent has any
+
+
+class StudyWorkers:
+    """The processes of one ``--workers K`` run: this one (worker 0) and ``K − 1`` spawned
+    when ``run`` starts the trials, kept after them — ready, with their evaluators built and
+    latency tables warm — for the planning (``pool``; ``plan_runner.planning_runner``) until
+    the ``with`` block ends (they are stopped if it raises)."""
+
+    def __init__(self, setup: OptimizeSetup, *, workers: int) -> None:
+        self.setup = setup
+        self.workers = workers
+        #: The spawned workers once ``run`` started them (None: one worker, or not yet).
+        self.pool: Pool | None = None
+
+    def __enter__(self) -> StudyWorkers:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        if kind is None:
+            self.close()
+        elif self.pool is not None:
+            self.pool.stop()
+
+    def close(self) -> None:
+        """Let the spawned workers exit and wait for them (again: nothing)."""
+        if self.pool is not None:
+            self.pool.close()
+
+    def run(self, on_progress: Callable[[optuna.Study], None] | None = None) -> optuna.Study:
+        """Run the study until it has spent ``setup.n_trials`` simulations, together with any
+        other process joining the study; see ``run_workers``."""
+        setup, workers = self.setup, self.workers
+        evaluator = build_evaluator(setup)
+        study = open_setup_study(setup, evaluator)
+        if workers > 1 and setup.storage is None:
+            raise InputError(
+                "--workers needs a shared --storage (sqlite:///FILE, a journal file "
+                "or postgresql://...)"
+            )
+        missing = claims.claimed(study).left(setup.n_trials)  # fails stale RUNNING trials
+        if missing <= 0:
+            return study
+        failed_before = _failed(study)
+        callbacks = [lambda s, _t: on_progress(s)] if on_progress else []
+        here = functools.partial(
+            run_trials,
+            study,
+            evaluator,
+            setup.n_trials,
+            max_trials=missing * MAX_TRIALS_PER_NEW,
+            callbacks=callbacks,
+        )
+        try:
+            if workers > 1:
+                # Spawned once the study exists (so no two processes create it); this process
+                # is worker 0, imported and its evaluator built.
+                self.pool = Pool(
+                    _worker_main, [(setup, i, os.getpid()) for i in range(1, workers)], first=1
+                )
+                self.pool.start()
+            here()
+            if self.pool is not None:
+                self.pool.supervise((lambda: on_progress(study)) if on_progress else None)
+        except KeyboardInterrupt:
+            if self.pool is not None:
+                self.pool.stop()
+            claims.fail_stale(study)  # trials of workers that were killed before they could
+            unfinished = len(_failed(study) - failed_before)
+            done, spent = count_simulated(study), simulations_spent(study)
+            raise Interrupted(
+                f"interrupted: {done} trials ({spent:.1f} of {setup.n_trials} simulations) "
+                "done and stored, "
+                f"{unfinished} unfinished marked failed; rerun the same command to continue"
+            ) from None
+        failed = self.pool.failures() if self.pool is not None else []
+        if failed:
+            raise WorkerError(
+                f"{len(failed)} of {workers} workers failed ({'; '.join(failed)}); finished "
+                "trials are stored: rerun the same command to complete the study"
+            )
+        return study
 
 
 def run_workers(
@@ -323,65 +408,17 @@ def run_workers(
     on_progress: Callable[[optuna.Study], None] | None = None,
 ) -> optuna.Study:
     """Run the study until it has spent ``setup.n_trials`` simulations, with ``workers``
-    processes (this one and ``workers − 1`` spawned), together with any other process joining
-    the study.
+    processes (this one and ``workers − 1`` spawned, which exit at the end), together with any
+    other process joining the study.
 
     Repeats of a configuration are recorded for the sampler but not counted. RUNNING trials
     left by a killed run are failed first. ``on_progress(study)`` is called after each trial
     of this process, then about once a second until the spawned workers are done. Raises
     ``Interrupted`` on Ctrl-C (after failing the unfinished trials) and ``WorkerError`` when a
-    worker process failed.
+    worker process failed. ``StudyWorkers`` keeps the spawned workers for the planning.
     """
-    evaluator = build_evaluator(setup)
-    study = open_setup_study(setup, evaluator)
-    if workers > 1 and setup.storage is None:
-        raise InputError(
-            "--workers needs a shared --storage (sqlite:///FILE, a journal file "
-            "or postgresql://...)"
-        )
-    missing = claims.claimed(study).left(setup.n_trials)  # fails stale RUNNING trials
-    if missing <= 0:
-        return study
-    failed_before = _failed(study)
-    callbacks = [lambda s, _t: on_progress(s)] if on_progress else []
-    here = functools.partial(
-        run_trials,
-        study,
-        evaluator,
-        setup.n_trials,
-        max_trials=missing * MAX_TRIALS_PER_NEW,
-        callbacks=callbacks,
-    )
-    try:
-        if workers <= 1:
-            here()
-            return study
-        # This process is worker 0 (imported, its evaluator built, and its latency tables then
-        # warm for the planning after the study); workers 1 … K − 1 are spawned beside it.
-        pool = Pool(_worker_main, [(setup, i, os.getpid()) for i in range(1, workers)], first=1)
-        pool.start()
-        try:
-            here()
-            pool.supervise((lambda: on_progress(study)) if on_progress else None)
-        except BaseException:
-            pool.stop()
-            raise
-    except KeyboardInterrupt:
-        claims.fail_stale(study)  # trials of workers that were killed before they could
-        unfinished = len(_failed(study) - failed_before)
-        done, spent = count_simulated(study), simulations_spent(study)
-        raise Interrupted(
-            f"interrupted: {done} trials ({spent:.1f} of {setup.n_trials} simulations) done "
-            "and stored, "
-            f"{unfinished} unfinished marked failed; rerun the same command to continue"
-        ) from None
-    failed = pool.failures()
-    if failed:
-        raise WorkerError(
-            f"{len(failed)} of {workers} workers failed ({'; '.join(failed)}); finished "
-            "trials are stored: rerun the same command to complete the study"
-        )
-    return study
+    with StudyWorkers(setup, workers=workers) as crew:
+        return crew.run(on_progress)
 
 
 def _failed(study: optuna.Study) -> set[int]:

@@ -26,11 +26,11 @@ from optimizer.results import TrialRecord, summarise
 from optimizer.run import (
     Interrupted,
     OptimizeSetup,
+    StudyWorkers,
     build_evaluator,
     count_complete,
     count_simulated,
     records_of,
-    run_workers,
     simulations_spent,
 )
 from optimizer.study import SAMPLERS, make_storage
@@ -195,48 +195,50 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
     directions = dict(evaluator.spec.objectives.directions)
     infos = objective_infos(evaluator.spec, capacity=capacity)
     started = time.perf_counter()
-    with Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.completed:.1f}/{task.total:g}"),  # shares of simulations
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=as_json,
-        disable=as_json,
-    ) as progress:
-        task = progress.add_task("simulations", total=trials)
-        try:
-            result_study = run_workers(
-                setup, workers=workers, on_progress=_progress_callback(progress, task, directions)
-            )
-        except Interrupted as err:  # typer would turn it into a silent exit 130
-            progress.stop()
-            err_console.print(str(err), markup=False, highlight=False, soft_wrap=True)
-            raise typer.Exit(130) from None
-    records = records_of(result_study)
-    result = summarise(records, directions, tolerance=tolerance, objectives=infos)
-    planning = None
-    if plan_picks and result.picks:
-        status = err_console.status("planning: measuring tier value and headroom of the picks")
-        with status if not as_json else contextlib.nullcontext():
-            from optimizer.plan_runner import planning_runner  # noqa: PLC0415
-            from optimizer.planning import plan  # noqa: PLC0415  (loads the planner on demand)
+    # The spawned workers stay from the trials through the planning (warm, ready at once).
+    with StudyWorkers(setup, workers=workers) as crew:
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.completed:.1f}/{task.total:g}"),  # shares of simulations
+            TimeRemainingColumn(),
+            console=err_console,
+            transient=as_json,
+            disable=as_json,
+        ) as progress:
+            task = progress.add_task("simulations", total=trials)
+            try:
+                result_study = crew.run(on_progress=_progress_callback(progress, task, directions))
+            except Interrupted as err:  # typer would turn it into a silent exit 130
+                progress.stop()
+                err_console.print(str(err), markup=False, highlight=False, soft_wrap=True)
+                raise typer.Exit(130) from None
+        records = records_of(result_study)
+        result = summarise(records, directions, tolerance=tolerance, objectives=infos)
+        planning = None
+        if plan_picks and result.picks:
+            status = err_console.status("planning: measuring tier value and headroom of the picks")
+            with status if not as_json else contextlib.nullcontext():
+                from optimizer.plan_runner import planning_runner  # noqa: PLC0415
+                from optimizer.planning import plan  # noqa: PLC0415  (loads the planner on demand)
 
-            def planned(done: int, total: int) -> None:
-                if not as_json:
-                    status.update(f"measuring tier value and headroom of the picks: {done}/{total}")
+                def planned(done: int, total: int) -> None:
+                    if not as_json:
+                        status.update(
+                            f"measuring tier value and headroom of the picks: {done}/{total}"
+                        )
 
-            # Reuses the trials' results; in the worker pool when --workers > 1.
-            with planning_runner(
-                setup, evaluator, records, workers=workers, progress=planned
-            ) as runner:
-                planning = plan(
-                    evaluator,
-                    result,
-                    baseline=baseline_params,
-                    runner=runner,
-                    on_step=None if as_json else status.update,
-                )
+                # Reuses the trials' results; in the kept trial workers when --workers > 1.
+                with planning_runner(
+                    setup, evaluator, records, workers=workers, progress=planned, kept=crew.pool
+                ) as runner:
+                    planning = plan(
+                        evaluator,
+                        result,
+                        baseline=baseline_params,
+                        runner=runner,
+                        on_step=None if as_json else status.update,
+                    )
     elapsed = time.perf_counter() - started
     settings = {
         "model": model,

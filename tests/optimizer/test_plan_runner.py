@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from optimizer.objective import TrialEvaluator
 from optimizer.plan_runner import (
     ROW_METRICS,
+    CrewRunner,
     InProcess,
     ReusingEvaluator,
     WorkerPool,
@@ -22,7 +25,7 @@ from optimizer.plan_runner import (
 from optimizer.planning import plan
 from optimizer.report import Planning
 from optimizer.results import StudyResult, TrialRecord, summarise
-from optimizer.run import OptimizeSetup, build_evaluator, records_of, run_workers
+from optimizer.run import OptimizeSetup, StudyWorkers, build_evaluator, records_of, run_workers
 
 #: The tiny space on H100s only (every request of the slice fits: no infinite TTFT, whose
 #: trials are not reused) and targets it meets at the nominal load.
@@ -160,3 +163,41 @@ def test_the_pool_runs_tasks_here_and_in_the_spawned_worker_in_order(
     assert done[-1][1] == os.getpid()  # this process takes tasks from the back at once
     assert done[0][1] != os.getpid()  # the spawned worker from the front
     assert heard == [(k, 6) for k in range(1, 7)]
+
+
+def _fails(evaluator: TrialEvaluator, index: int) -> int:
+    """A task that raises in whichever process runs it."""
+    del evaluator
+    raise ValueError(f"task {index} failed")
+
+
+def test_the_kept_trial_workers_plan_as_one_process_does(
+    files: dict[str, str], tmp_path: Path
+) -> None:
+    """``--workers 2`` plans in the trial worker the study spawned (kept, ready): the same
+    figures as in one process, tasks in both processes, a task's error raised here, and the
+    worker gone once the block ends."""
+    setup = dataclasses.replace(_setup(files), storage=str(tmp_path / "study.journal"))
+    evaluator = build_evaluator(setup)
+    with StudyWorkers(setup, workers=2) as crew:
+        records = records_of(crew.run())
+        result = summarise(records, dict(evaluator.spec.objectives.directions))
+        assert result.picks
+        pool = crew.pool
+        assert pool is not None
+        assert pool.ready() == [0]  # done with its trials, waiting
+        with planning_runner(setup, evaluator, records, workers=2, kept=pool) as runner:
+            assert isinstance(runner, CrewRunner)
+            kept = plan(evaluator, result, runner=runner)
+            where = runner.map(_where, list(range(4)))
+            with pytest.raises(ValueError, match="task 0 failed"):  # the worker's, from the front
+                runner.map(_fails, [0])
+            assert [i for i, _ in runner.map(_where, [8, 9])] == [8, 9]  # still usable
+    assert not pool.alive()
+    assert pool.failures() == []
+    with planning_runner(setup, evaluator, records) as runner:
+        serial = plan(evaluator, result, runner=runner)
+    assert kept == serial
+    assert [index for index, _ in where] == list(range(4))
+    assert where[0][1] != os.getpid()
+    assert where[-1][1] == os.getpid()
