@@ -151,16 +151,29 @@ def _alive(trial: FrozenTrial, now: float) -> bool:
     return age < (UNCLAIMED_GRACE_S if worker is None else GRACE_S)
 
 
-def fail_stale(study: optuna.Study, trials: list[FrozenTrial] | None = None) -> list[int]:
-    """Fail the RUNNING trials whose worker is gone; returns their numbers."""
+def fail_stale(
+    study: optuna.Study, trials: list[FrozenTrial] | None = None, *, mine: bool = False
+) -> list[int]:
+    """Fail the RUNNING trials whose worker is gone — and, with ``mine``, those of this
+    process (it runs none at that point: a run ending on Ctrl-C, whose own marking may have
+    lost a race for the storage); returns their numbers."""
     now = time.time()
     stale = []
     for trial in trials if trials is not None else study.get_trials(deepcopy=False):
-        if trial.state == TrialState.RUNNING and not _alive(trial, now):
+        if trial.state == TrialState.RUNNING and (
+            not _alive(trial, now) or (mine and _owned_here(trial))
+        ):
             with contextlib.suppress(Exception):  # another process may fail it first
                 study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
             stale.append(trial.number)
     return stale
+
+
+def _owned_here(trial: FrozenTrial) -> bool:
+    """Whether this process is the worker ``trial`` names."""
+    worker = trial.user_attrs.get(WORKER_ATTR)
+    here = worker_identity()
+    return isinstance(worker, dict) and all(worker.get(k) == here[k] for k in ("host", "pid"))
 
 
 def _is_new(trial: FrozenTrial) -> bool:

@@ -384,7 +384,9 @@ class StudyWorkers:
         except KeyboardInterrupt:
             if self.pool is not None:
                 self.pool.stop()
-            claims.fail_stale(study)  # trials of workers that were killed before they could
+            # Trials of workers killed before they could mark them, and this process's own if
+            # its marking lost a race for the storage with the stopping workers.
+            claims.fail_stale(study, mine=True)
             unfinished = len(_failed(study) - failed_before)
             done, spent = count_simulated(study), simulations_spent(study)
             raise Interrupted(

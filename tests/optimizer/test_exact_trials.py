@@ -157,10 +157,14 @@ def test_killing_the_parent_stops_its_workers_and_a_rerun_stays_exact(tmp_path: 
     _wait_until(lambda: not any(_alive(p) for p in workers), 60, "the orphaned worker to exit")
     proc.communicate(timeout=30)
     # The spawned worker marked its trial failed on the way out; only the killed parent's own
-    # trial can be left RUNNING (nothing could mark it), and the rerun fails it at once: its
-    # process is gone on this machine.
+    # trial can be left RUNNING (nothing could mark it): one naming it, which the rerun fails
+    # at once (its process is gone on this machine), or one it had just created and not yet
+    # named (killed in those milliseconds), which the rerun fails after UNCLAIMED_GRACE_S.
     running = _load(url).get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-    assert all(t.user_attrs[claims.WORKER_ATTR]["pid"] == proc.pid for t in running)
+    assert len(running) <= 1
+    assert all(
+        t.user_attrs.get(claims.WORKER_ATTR, {"pid": proc.pid})["pid"] == proc.pid for t in running
+    )
     rerun = subprocess.run(
         _cli("--storage", url, "--trials", "6", "--workers", "2", requests=60),
         capture_output=True,
