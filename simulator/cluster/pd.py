@@ -65,7 +65,9 @@ Life of a request (``pd_mode: disaggregated``):
      its first step on the decode instance computes the last prompt token (priced as one token
      of context ``prompt``), ending with the first token; ``TTFT = prefill queue + prefill +
      hand-off wait + transfer + first decode step``. For TensorRT-LLM this runs one decode step
-     more per request than the engine does (its first response carries two tokens).
+     more per request than the engine does (its first response carries two tokens). Under
+     ``write_policy: write_through`` the decode instance also writes the prompt's last block
+     through again, as it computed that block's last token.
 
    With either decode option TPOT counts from that first token: ``TPOT = (finish − first
    token) / (output − 1)``. The request's record names the decode instance, and its
