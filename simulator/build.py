@@ -46,6 +46,7 @@ from simulator.engine.instance import EngineInstance
 from simulator.engine.kvmanager import KVManager
 from simulator.engine.params import EngineParams
 from simulator.engine.pool_channel import PoolPort, SharedPoolChannel
+from simulator.engine.remote import PdFirstToken
 from simulator.engine.speculative import SpeculativeTimer
 from simulator.engine.steps import StepTimer
 from simulator.engine.store_writer import StoreWriter
@@ -439,7 +440,8 @@ def build_pool(
             l3_writers=builder.writers,
             weight_bytes_per_gpu=(engines[0].weight_bytes_per_gpu,),
         )
-    return _pd_pool(config, hw, pools, engines, builder)
+    first_token = config.pd_first_token or preset.pd_first_token
+    return _pd_pool(config, hw, pools, engines, builder, first_token=first_token)
 
 
 def _pd_pool(
@@ -448,8 +450,11 @@ def _pd_pool(
     pools: list[PoolSpec],
     engines: list[_Engine],
     builder: _Builder,
+    *,
+    first_token: PdFirstToken,
 ) -> Pool:
-    """Prefill and decode pools wired by a ``PDCoordinator`` (``cluster/pd.py``)."""
+    """Prefill and decode pools wired by a ``PDCoordinator`` (``cluster/pd.py``); the client's
+    first token comes from where ``first_token`` says (the config's, else the preset's)."""
     prefill_pool, decode_pool = pools
     entry = builder.router(config.router, prefill_pool.instances, engines[0].l1_blocks)
     decode_router = builder.router(
@@ -466,6 +471,7 @@ def _pd_pool(
         times,
         overlap=config.pd_transfer_overlap,
         n_layers=hw.model.num_layers,
+        first_token=first_token,
     )
     builder.recorder.set_pools([[inst.index for inst in prefill], [inst.index for inst in decode]])
     memory = f"prefill: {engines[0].memory}; decode: {engines[1].memory}"

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from simulator.cluster.autoscale import AutoscaleConfig, fold_autoscale_keys
 from simulator.cluster.router import ROUTERS, parse_router_spec
 from simulator.engine.admission import KvAdmission
+from simulator.engine.remote import PdFirstToken
 from simulator.engine.scheduler import SCHEDULERS
 from simulator.kvcache.policies import POLICIES
 from simulator.pool_config import POOLS, PoolConfig, PoolName, fold_pool_keys
@@ -242,6 +243,16 @@ class ServingConfig(BaseModel):
         "whole transfer delays the second token (vLLM/SGLang connectors); 'layerwise' = it "
         "streams layer by layer during the prefill (Mooncake), exposing about one layer's "
         "share when the decode side has room at once.",
+    )
+
+    pd_first_token: PdFirstToken | None = Field(
+        default=None,
+        description="Disaggregated: where the client's first token comes from: 'prefill' = "
+        "the prefill instance, when its prefill ends; 'decode_ready' = the decode instance, "
+        "once the request holds a running slot there and its KV has arrived (SGLang); "
+        "'decode_step' = the decode instance, at the end of the request's first step there "
+        "(vLLM KV-connector proxy, TensorRT-LLM disaggregated); None = the backend preset's "
+        "(simulator/cluster/pd.py).",
     )
 
     # ----- validation ---------------------------------------------------------------------------

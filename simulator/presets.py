@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from simulator.engine.admission import KvAdmission
+from simulator.engine.remote import PdFirstToken
 from simulator.engine.scheduler import SCHEDULERS
 from simulator.latency.compose import ComposeParams
 from simulator.latency.memory import MemoryAccounting, MemoryParams
@@ -120,6 +121,14 @@ class BackendPreset(BaseModel):
         description="Future KV growth set aside before admitting a request: on_demand (vLLM), "
         "reserve_full (TensorRT-LLM GUARANTEED_NO_EVICT), reserve_estimate (SGLang's "
         "new-token ratio); see simulator/engine/admission.py.",
+    )
+    pd_first_token: PdFirstToken = Field(
+        default="prefill",
+        description="Disaggregated serving: where the client's first token comes from "
+        "(simulator/cluster/pd.py): prefill = the prefill instance, when its prefill ends; "
+        "decode_ready = the decode instance, once the request holds a running slot there and "
+        "its KV has arrived (SGLang); decode_step = the decode instance, at the end of the "
+        "request's first step there (vLLM KV-connector proxy, TensorRT-LLM disaggregated).",
     )
     attention_dp_shares_limits: bool = Field(
         default=False,

@@ -6,8 +6,8 @@ Life of a request (``pd_mode: disaggregated``):
    request is rejected there if its prompt does not fit a prefill instance's L1, or if prompt
    + output − 1 tokens would not fit a decode instance's L1.
 2. **Prefill** — as on any instance (prefix cache, L2/L3, chunking, the prefill instance's
-   scheduler). The step that completes the prompt emits the **first token** on the prefill
-   instance, so ``TTFT = queueing + prefill`` there; the KV transfer is *not* in TTFT.
+   scheduler). The step that completes the prompt samples the first token; whether the client
+   gets it now depends on ``pd_first_token`` (step 5).
 3. **Hand-off** — the prefill instance keeps the prompt's KV in L1 (state ``SENDING``) and
    ``decode_router`` picks a decode instance at that moment. The request queues there (FIFO
    with the decode pool's own requests) until the decode instance has L1 room for the prompt
@@ -33,15 +33,55 @@ Life of a request (``pd_mode: disaggregated``):
      no overlap: it starts the whole transfer when admitted.
 
    The prefill instance frees the KV when the transfer ends.
-5. **Decode** — from the second token on the decode instance. The gap between the first token
-   (prefill) and the second (decode) holds the hand-off wait, the transfer and the first decode
-   step, so it shows in ITL and TPOT: ``TPOT = (finish − first token) / (output − 1)`` is the
-   decode side's (transfer included); the request's record names the decode instance, and its
+5. **Decode** — the rest of the output on the decode instance. Where the client's **first
+   token** comes from is ``pd_first_token`` (a backend-preset default, overridable per config):
+
+   - ``prefill``: from the prefill instance when its prefill step ends, so ``TTFT = queueing +
+     prefill`` there; the hand-off wait, the transfer and the first decode step fall between the
+     first and second tokens (ITL, TPOT). No shipped engine streams this way.
+   - ``decode_ready`` (SGLang): the client's stream is the decode server's (the PD router sends
+     the request to both servers and returns only the decode response:
+     ``sglang/srt/disaggregation/mini_lb.py``, ``generate_stream``). The decode server holds the
+     prefill's first token from the transferred metadata (``decode.py``,
+     ``DecodeTransferQueue._commit_transfer_to_req``) and streams it when the request joins its
+     running batch, within ``max_running_requests``, before that batch's next decode step
+     (``get_new_prebuilt_batch``, then ``process_batch_result_prebuilt`` → ``stream_output``).
+     Modelled: first token when the request is admitted here and its KV has arrived (its
+     ``ready_s``), so ``TTFT = prefill queue + prefill + hand-off wait + transfer``.
+   - ``decode_step`` (vLLM behind a KV-connector proxy; TensorRT-LLM disaggregated): the client
+     streams from the decode server only, and its first token comes out of a decode-server step.
+     vLLM: the proxy sends the prefill server a non-streamed copy with ``max_tokens = 1`` and
+     drops its output, then streams the decode server's response
+     (``tests/v1/kv_connector/nixl_integration/toy_proxy_server.py``); the decode scheduler
+     marks all but the last prompt token computed once the KV has arrived (``Scheduler.
+     _update_waiting_for_remote_kv``: ``num_computed_tokens -= 1``), so its first step computes
+     the last prompt token and samples the first output token. TensorRT-LLM: ``trtllm-serve
+     disaggregated`` awaits the context server's non-streamed response, then returns the
+     generation server's stream (``tensorrt_llm/serve/openai_disagg_service.py``,
+     ``_send_disagg_request_ctx_first``); the generation executor adds the context's first
+     token when the transfer is complete and the request is scheduled in a generation batch
+     (``py_executor.py``, ``_prepare_disagg_gen_transmission_complete``), and responses are
+     sent after that iteration. Modelled as vLLM does it: the continuation holds no token and
+     its first step on the decode instance computes the last prompt token (priced as one token
+     of context ``prompt``), ending with the first token; ``TTFT = prefill queue + prefill +
+     hand-off wait + transfer + first decode step``. For TensorRT-LLM this runs one decode step
+     more per request than the engine does (its first response carries two tokens). Under
+     ``write_policy: write_through`` the decode instance also writes the prompt's last block
+     through again, as it computed that block's last token.
+
+   With either decode option TPOT counts from that first token: ``TPOT = (finish − first
+   token) / (output − 1)``. The request's record names the decode instance, and its
    waiting-queue time is the sum of both waits (prefill queue, decode hand-off queue).
 
-A one-token request finishes on the prefill instance and never moves. Both pools have the
-engine knobs and KV tiers of the config; the L3 store is shared by both (prefill writes
-through to it). Costs count the GPUs of both pools.
+A one-token request finishes on the prefill instance and never moves (its token is the
+prefill's whatever ``pd_first_token`` says). Both pools have the engine knobs and KV tiers of
+the config; the L3 store is shared by both (prefill writes through to it). Costs count the
+GPUs of both pools.
+
+Not modelled: the engines reserve the decode-side KV and move it before the request takes a
+running slot (SGLang's prealloc/transfer queues, vLLM's ``WAITING_FOR_REMOTE_KVS``), where here
+the request takes the slot, then the transfer runs (step 3); a request that waits for a slot
+therefore pays its transfer after the wait rather than during it.
 
 What this module is not: it does not build instances (``build.py``) and does not schedule
 (each instance does); ``simulator/engine/remote.py`` is the engine's side.
@@ -60,7 +100,7 @@ from hardware.schema import GpuSpec
 from simulator.cluster.router import InstanceView, Router
 from simulator.core import Kernel
 from simulator.engine.instance import EngineInstance
-from simulator.engine.remote import continuation
+from simulator.engine.remote import PdFirstToken, continuation
 from simulator.engine.request import EngineRequest
 from simulator.latency import Link, gpu_gpu_link
 from simulator.workload.request import TraceRequest
@@ -184,6 +224,7 @@ class PDCoordinator:
         *,
         overlap: Overlap,
         n_layers: int,
+        first_token: PdFirstToken = "prefill",
     ) -> None:
         self.kernel = kernel
         self.prefill = list(prefill)
@@ -204,8 +245,12 @@ class PDCoordinator:
         self.blocks_moved = 0
         self.transfer_s = 0.0
         """Sum of the transfer times (whole transfers, overlap not deducted)."""
+        self.first_token = first_token
+        """Where the client's first token comes from (module docstring, step 5)."""
         for inst in self.prefill:
             inst.handoff = self
+            # A handed-off request's first token is the decode instance's to announce.
+            inst.announces_handed_off_first_tokens = first_token == "prefill"
 
     def send(self, source: EngineInstance, req: EngineRequest) -> None:
         """``req``'s prefill is done on ``source``: pick a decode instance and queue it there."""
@@ -214,7 +259,7 @@ class PDCoordinator:
             serving = serving[: self.decode_routable]
         choice = self.router.route(req.trace, serving)
         target = self.decode[choice]
-        follow = continuation(req, target.index, target.block_tokens)
+        follow = continuation(req, target.index, target.block_tokens, self.first_token)
         follow.remote = _Remote(self, source, req, choice)
         target.accept(follow)
 
@@ -237,6 +282,10 @@ class PDCoordinator:
             self.blocks_moved += n_blocks
             self.transfer_s += seconds
         self.kernel.at(end, functools.partial(source.release_sent, remote.req))
+        if self.first_token == "decode_ready":  # ``admit_remote`` records it at ``end``
+            hook = self.decode[remote.decode].on_first_token
+            if hook is not None:
+                self.kernel.at(end, functools.partial(hook, remote.req.trace, end))
         return end
 
 

@@ -82,6 +82,11 @@ MAX_RUN_STEPS = 1 << 30
 class EngineInstance:
     """One engine (a TP group of GPUs) with its queues, KV tiers and scheduler."""
 
+    announces_handed_off_first_tokens: bool = True
+    """PD prefill side: whether ``on_first_token`` is told of the first token of a request
+    handed off to a decode instance (False where the decode side emits it: the PD coordinator
+    sets it). A one-token request's first token is always announced here."""
+
     def __init__(
         self,
         index: int,
@@ -430,8 +435,10 @@ class EngineInstance:
         delivered = end_s if frontend is None else frontend.deliver(batch, end_s, progress.members)
         hook = self.on_first_token
         if hook is not None:
+            announce_all = self.announces_handed_off_first_tokens
             for req in progress.first:
-                hook(req.trace, req.first_token_s)
+                if announce_all or req.output_len == 1:
+                    hook(req.trace, req.first_token_s)
         for req in progress.done:
             self._finish(req, end_s, delivered)
         # Join only while prefills queue: the next steps are then mixed, not decode runs

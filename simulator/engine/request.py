@@ -17,7 +17,8 @@ KV held in L1 (in trace blocks of ``block_tokens`` tokens): the first ``n_pinned
 PD disaggregation: on a prefill instance a request leaves after its first token
 (``stop_at == 1``) and waits in the ``SENDING`` state, still holding its L1 blocks, until its KV
 has reached a decode instance; there a new ``EngineRequest`` (``remote`` set) continues it from
-the second token.
+the second token, or, under ``pd_first_token: decode_step``, from the last prompt token
+(``remote.continuation``).
 """
 
 from __future__ import annotations

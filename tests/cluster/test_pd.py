@@ -38,6 +38,9 @@ def _config(**extra: Any) -> ServingConfig:
         "pd_mode": "disaggregated",
         "prefill_instances": 1,
         "decode_instances": 1,
+        # These hand-computed cases time the hand-off through the second token: the first one
+        # stays the prefill instance's (the decode-side options: test_pd_first_token.py).
+        "pd_first_token": "prefill",
     }
     data.update(extra)
     return ServingConfig(**data)

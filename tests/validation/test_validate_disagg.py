@@ -282,11 +282,13 @@ def test_a_disagg_row_is_simulated_as_a_closed_loop_on_two_pools() -> None:
     result = simulate_row(row, latency_model="constant:0.01", catalog=shipped_catalog(), rounds=2)
     assert isinstance(result, RowResult)
     assert result.requests == 8  # 4 users × 2 rounds
-    # Every step takes 10 ms. The first token is one prefill step on the prefill pool (the four
-    # prompts share it); TPOT is the decode pool's 10 ms steps plus the hand-off and KV transfer
-    # in the gap before the second token, so it exceeds the aggregated 10 ms.
-    assert result.predicted_ttft_ms == pytest.approx(10.0)
-    assert 10.0 < result.predicted_tpot_ms < 20.0
+    # Every step takes 10 ms. SGLang's client gets the first token from the decode server once
+    # the KV has arrived (``pd_first_token: decode_ready``): one prefill step (the four prompts
+    # share it) plus the hand-off transfers, which the decode instance receives one at a time
+    # (well under a millisecond each here). TPOT is the decode pool's 10 ms steps, plus the wait
+    # of a request whose KV landed during a step for the next one.
+    assert 10.0 < result.predicted_ttft_ms < 11.0
+    assert 10.0 <= result.predicted_tpot_ms < 20.0
     assert result.to_dict()["mode"] == "disagg"
 
 
