@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from pd_cases import BT, MODEL, pd_config, pd_request
 
 from hardware.catalog import shipped_catalog
 from simulator.api import SimResult, simulate
@@ -17,33 +18,17 @@ from simulator.workload.source import OpenLoopSource
 from simulator.workload.spec import WorkloadSpec
 from slo.inputfile import InputError, validate
 
-BT = 16
-MODEL = "Qwen/Qwen3-8B"
 STEP_S = 0.05
 
 
 def _request(index: int, time_s: float, prompt: int, output: int) -> TraceRequest:
-    blocks = tuple(100_000 * (index + 1) + k for k in range(-(-prompt // BT)))
-    return TraceRequest(index, time_s, prompt, output, blocks)
+    return pd_request(index, time_s, prompt, output)
 
 
 def _config(**extra: Any) -> ServingConfig:
-    data: dict[str, Any] = {
-        "model": MODEL,
-        "gpu": "h100_sxm",
-        "latency_model": f"constant:{STEP_S}",
-        "kv_capacity_tokens": 65536,
-        "chunk_tokens": 4096,
-        "max_batched_tokens": 8192,
-        "pd_mode": "disaggregated",
-        "prefill_instances": 1,
-        "decode_instances": 1,
-        # These hand-computed cases time the hand-off through the second token: the first one
-        # stays the prefill instance's (the decode-side options: test_pd_first_token.py).
-        "pd_first_token": "prefill",
-    }
-    data.update(extra)
-    return ServingConfig(**data)
+    # These hand-computed cases time the hand-off through the second token: the first one
+    # stays the prefill instance's (the decode-side options: test_pd_first_token.py).
+    return pd_config(STEP_S, **{"pd_first_token": "prefill", **extra})
 
 
 def _run(config: ServingConfig, requests: Sequence[TraceRequest]) -> SimResult:

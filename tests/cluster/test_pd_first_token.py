@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from pd_cases import BT, MODEL, pd_config, pd_request
 
 from hardware.catalog import shipped_catalog
 from simulator.api import SimResult, simulate
@@ -21,30 +22,15 @@ from simulator.records import RequestRecord
 from simulator.workload.request import TraceRequest
 from simulator.workload.source import OpenLoopSource
 
-BT = 16
-MODEL = "Qwen/Qwen3-8B"
 S = 0.05  # every step, s
 
 
 def _request(index: int, time_s: float, prompt: int, output: int) -> TraceRequest:
-    blocks = tuple(100_000 * (index + 1) + k for k in range(-(-prompt // BT)))
-    return TraceRequest(index, time_s, prompt, output, blocks)
+    return pd_request(index, time_s, prompt, output)
 
 
 def _config(**extra: Any) -> ServingConfig:
-    data: dict[str, Any] = {
-        "model": MODEL,
-        "gpu": "h100_sxm",
-        "latency_model": f"constant:{S}",
-        "kv_capacity_tokens": 65536,
-        "chunk_tokens": 4096,
-        "max_batched_tokens": 8192,
-        "pd_mode": "disaggregated",
-        "prefill_instances": 1,
-        "decode_instances": 1,
-    }
-    data.update(extra)
-    return ServingConfig(**data)
+    return pd_config(S, **extra)
 
 
 def _run(
