@@ -173,6 +173,7 @@ def end_to_end(args: argparse.Namespace, policies: Sequence[str]) -> int:
     end to end from ``.lcp.zst`` besides lru, each alone and all in one call."""
     with tempfile.TemporaryDirectory() as tmp:
         workdir = args.keep or Path(tmp)
+        workdir.mkdir(parents=True, exist_ok=True)
         jsonl = workdir / "chat.jsonl"
         lcp = workdir / "chat.lcp.zst"
         env = {**os.environ, "NUMBA_CACHE_DIR": str(workdir / "numba-cache")}
