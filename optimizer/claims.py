@@ -172,8 +172,11 @@ def fail_stale(
 def _owned_here(trial: FrozenTrial) -> bool:
     """Whether this process is the worker ``trial`` names."""
     worker = trial.user_attrs.get(WORKER_ATTR)
-    here = worker_identity()
-    return isinstance(worker, dict) and all(worker.get(k) == here[k] for k in ("host", "pid"))
+    return (
+        isinstance(worker, dict)
+        and (worker.get("host"), worker.get("boot")) == _host()
+        and worker.get("pid") == os.getpid()
+    )
 
 
 def _is_new(trial: FrozenTrial) -> bool:

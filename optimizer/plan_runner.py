@@ -260,8 +260,9 @@ class CrewRunner:
         self.progress = progress
         self._pool = pool
         self._workers = pool.ready()
+        adopted = dict(stored)
         for index in self._workers:
-            self._call(index, _adopt_stored, dict(stored))
+            self._call(index, _adopt_stored, adopted)
 
     def _call(self, index: int, fn: Callable[[TrialEvaluator, Any], Any], arg: Any) -> Any:
         try:

@@ -27,14 +27,14 @@ from typing import cast
 import numpy as np
 import pandas as pd
 
-__all__ = ["CellTimes", "Grid", "grid_key_int", "head_config_args", "one_cell_at_a_time"]
+__all__ = ["CellTimes", "Grid", "grid_key_int", "head_config_args"]
 
 _Point = tuple[float, ...]
 #: Seconds of many grid cells at once: ``(n, dims)`` coordinates in, ``(n,)`` seconds out.
 CellTimes = Callable[[np.ndarray], np.ndarray]
 
 
-def one_cell_at_a_time(time: Callable[[_Point], float]) -> CellTimes:
+def _one_cell_at_a_time(time: Callable[[_Point], float]) -> CellTimes:
     """``CellTimes`` from a timer of one cell (called with each row as a tuple of floats)."""
 
     def many(cells: np.ndarray) -> np.ndarray:
@@ -79,7 +79,7 @@ class Grid:
         cls,
         frame: pd.DataFrame,
         axes: Sequence[str],
-        roofline: Callable[[_Point], float] | None,
+        roofline: Callable[[_Point], float],
         *,
         monotone: Sequence[int],
         roofline_cells: CellTimes | None = None,
@@ -95,11 +95,7 @@ class Grid:
         seconds = np.full(tuple(len(v) for v in values), np.nan)
         seconds[index] = frame["seconds"].to_numpy(dtype=float)
         measured = np.isfinite(seconds)
-        if roofline_cells is None:
-            if roofline is None:
-                raise ValueError("Grid.measure needs roofline or roofline_cells")
-            roofline_cells = one_cell_at_a_time(roofline)
-        _fill_gaps(seconds, measured, grid_axes, roofline_cells)
+        _fill_gaps(seconds, measured, grid_axes, roofline_cells or _one_cell_at_a_time(roofline))
         return cls(grid_axes, seconds, measured, monotone=monotone)
 
     def carried(self, ratio: Callable[[_Point], float]) -> Grid:
