@@ -314,6 +314,20 @@ def test_stale_running_trials_are_failed_on_postgresql(postgres_url: str) -> Non
     _resume_fails_stale(postgres_url, f"stale-{os.getpid()}-{time.monotonic_ns()}")
 
 
+def test_a_run_ending_on_ctrl_c_fails_its_own_running_trial_too() -> None:
+    """``fail_stale(mine=True)``: a trial this (live) process names is failed as well; without
+    ``mine`` it is alive and left alone, and another live process's trial is never touched."""
+    study = optuna.create_study(study_name="mine", storage=make_storage(None))
+    own, other = study.ask(), study.ask()
+    own.set_user_attr(claims.WORKER_ATTR, claims.worker_identity())
+    parent = claims.worker_identity() | {"pid": os.getppid(), "start": None}
+    other.set_user_attr(claims.WORKER_ATTR, parent)
+    assert claims.fail_stale(study) == []
+    assert claims.fail_stale(study, mine=True) == [own.number]
+    states = {t.number: t.state for t in study.trials}
+    assert states == {own.number: TrialState.FAIL, other.number: TrialState.RUNNING}
+
+
 def test_a_resumed_run_fails_what_the_killed_run_left(tmp_path: Path) -> None:
     url = str(tmp_path / "resume.log")
     setup = OptimizeSetup(

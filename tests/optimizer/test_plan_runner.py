@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import signal
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,7 +27,14 @@ from optimizer.plan_runner import (
 from optimizer.planning import plan
 from optimizer.report import Planning
 from optimizer.results import StudyResult, TrialRecord, summarise
-from optimizer.run import OptimizeSetup, StudyWorkers, build_evaluator, records_of, run_workers
+from optimizer.run import (
+    OptimizeSetup,
+    StudyWorkers,
+    WorkerError,
+    build_evaluator,
+    records_of,
+    run_workers,
+)
 
 #: The tiny space on H100s only (every request of the slice fits: no infinite TTFT, whose
 #: trials are not reused) and targets it meets at the nominal load.
@@ -201,3 +210,28 @@ def test_the_kept_trial_workers_plan_as_one_process_does(
     assert [index for index, _ in where] == list(range(4))
     assert where[0][1] != os.getpid()
     assert where[-1][1] == os.getpid()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="SIGKILL of the kept worker")
+def test_a_kept_worker_that_died_is_one_line_worker_error(
+    files: dict[str, str], tmp_path: Path
+) -> None:
+    setup = dataclasses.replace(_setup(files), storage=str(tmp_path / "study.journal"))
+    evaluator = build_evaluator(setup)
+    with StudyWorkers(setup, workers=2) as crew:
+        records = records_of(crew.run())
+        pool = crew.pool
+        assert pool is not None
+        assert pool.ready() == [0]
+        victim = pool._processes[0]  # the spawned trial worker, waiting for planning jobs
+        assert victim.pid is not None
+        os.kill(victim.pid, signal.SIGKILL)
+        victim.join(timeout=30)
+        with (
+            pytest.raises(WorkerError) as caught,
+            planning_runner(setup, evaluator, records, workers=2, kept=pool),
+        ):
+            pass
+    message = str(caught.value)
+    assert "\n" not in message
+    assert "worker 1: killed by SIGKILL" in message
