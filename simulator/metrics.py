@@ -186,7 +186,10 @@ def _weighted_stats(values: NDArray[np.float64], weights: NDArray[np.float64]) -
     picks = [
         values[min(len(values) - 1, int(np.searchsorted(cum, q * total)))] for q in (0.5, 0.9, 0.99)
     ]
-    mean = float(np.dot(values, weights) / total)
+    # Not ``np.dot``: OpenBLAS splits a long dot product over its threads (so the sum can
+    # depend on the machine's core count) and leaves them spinning after it, seconds of CPU
+    # per optimize run taken from the other workers.
+    mean = float(np.einsum("i,i->", values, weights) / total)  # numpy's own loop, one thread
     return Stats(mean, float(picks[0]), float(picks[1]), float(picks[2]))
 
 
