@@ -30,6 +30,8 @@ import pandas as pd
 __all__ = ["CellTimes", "Grid", "grid_key_int", "head_config_args"]
 
 _Point = tuple[float, ...]
+#: Brackets a grid keeps for ``lookup`` (dropped and recomputed alike past this).
+_MAX_BRACKETS = 1 << 16
 #: Seconds of many grid cells at once: ``(n, dims)`` coordinates in, ``(n,)`` seconds out.
 CellTimes = Callable[[np.ndarray], np.ndarray]
 
@@ -73,6 +75,12 @@ class Grid:
         self.monotone = tuple(monotone)
         self.seconds = seconds
         self.log_seconds = log_seconds
+        # ``lookup``'s flat views (C order: the offset of a cell is the sum of index × stride).
+        self._strides = [math.prod(seconds.shape[d + 1 :]) for d in range(seconds.ndim)]
+        self._flat: list[float] | None = None
+        self._seconds_flat: list[float] = []
+        self._measured_flat: list[bool] = []
+        self._brackets: dict[tuple[int, float], list[tuple[int, float]]] = {}
 
     @classmethod
     def measure(
@@ -109,28 +117,59 @@ class Grid:
     def lookup(self, point: Sequence[float]) -> tuple[float, _Point, bool, bool]:
         """``(seconds, anchor, inside, measured)``: interpolated at ``point`` clamped onto the
         grid (the anchor); ``inside`` if no clamping was needed; ``measured`` if every grid
-        point used was measured (not a filled gap)."""
+        point used was measured (not a filled gap).
+
+        The log time is the exactly rounded sum (``math.fsum``) over the corners around the
+        anchor of ``((w_0 · w_1) · w_2) · log_seconds[corner]``, ``w_d`` the corner's weight
+        along axis ``d``; cells are read from flat lists (Python floats) by stride offsets, and
+        each axis's bracket of a coordinate is kept (the engine asks the same sizes again)."""
+        flat = self._flat if self._flat is not None else self._flatten()
         anchor = tuple(min(max(x, ax[0]), ax[-1]) for x, ax in zip(point, self.axes, strict=True))
         inside = anchor == tuple(point)
-        per_axis = [self._bracket(d, x) for d, x in enumerate(anchor)]
-        corners = list(itertools.product(*per_axis))
-        measured = all(self.measured[tuple(i for i, _ in c)] for c in corners)
-        if len(corners) == 1:  # a grid point: its stored value, not exp(log(value))
-            return float(self.seconds[tuple(i for i, _ in corners[0])]), anchor, inside, measured
-        log_value = math.fsum(
-            math.prod(w for _, w in c) * float(self.log_seconds[tuple(i for i, _ in c)])
-            for c in corners
-        )
-        return math.exp(log_value), anchor, inside, measured
+        brackets = self._brackets
+        per_axis = []
+        for dim, x in enumerate(anchor):
+            bracket = brackets.get((dim, x))
+            if bracket is None:
+                if len(brackets) >= _MAX_BRACKETS:
+                    brackets.clear()
+                bracket = brackets[dim, x] = self._bracket(dim, x)
+            per_axis.append(bracket)
+        measured_flat = self._measured_flat
+        if all(len(b) == 1 for b in per_axis):  # a grid point: its stored value, not exp(log)
+            offset = sum(b[0][0] for b in per_axis)
+            return self._seconds_flat[offset], anchor, inside, measured_flat[offset]
+        terms = []
+        measured = True
+        for corner in itertools.product(*per_axis):
+            offset, weight = 0, 1.0
+            for step, w in corner:
+                offset += step
+                weight *= w
+            terms.append(weight * flat[offset])
+            measured = measured and measured_flat[offset]
+        return math.exp(math.fsum(terms)), anchor, inside, measured
+
+    def _flatten(self) -> list[float]:
+        """The flat lists ``lookup`` reads, built on first use (a grid only carried, never
+        asked, costs nothing more); returns the log seconds."""
+        self._seconds_flat = self.seconds.ravel().tolist()
+        self._measured_flat = self.measured.ravel().tolist()
+        flat: list[float] = self.log_seconds.ravel().tolist()
+        self._flat = flat
+        return flat
 
     def _bracket(self, dim: int, x: float) -> list[tuple[int, float]]:
+        """``(stride offset, weight)`` of the one or two grid points around ``x`` on axis
+        ``dim``, in axis order."""
         axis = self.axes[dim]
+        stride = self._strides[dim]
         i = bisect.bisect_left(axis, x)
         if axis[i] == x:
-            return [(i, 1.0)]
+            return [(i * stride, 1.0)]
         logs = self.log_axes[dim]
         t = (math.log(x) - logs[i - 1]) / (logs[i] - logs[i - 1])
-        return [(i - 1, 1.0 - t), (i, t)]
+        return [((i - 1) * stride, 1.0 - t), (i * stride, t)]
 
 
 def _isotonic_along(values: np.ndarray, axis: int) -> np.ndarray:

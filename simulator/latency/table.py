@@ -57,6 +57,7 @@ from simulator.latency.roofline import RooflineKernels
 
 __all__ = [
     "DEFAULT_PROFILE_GPU",
+    "KernelMemo",
     "ProfileKernels",
     "ProfileTable",
     "TableFallbackWarning",
@@ -72,6 +73,32 @@ _Point = tuple[float, ...]
 class TableFallbackWarning(UserWarning):
     """A profile table answered from the roofline (scaled at an anchor) rather than from
     measurements alone; emitted once per ``ProfileKernels`` instance and reason."""
+
+
+#: What one warning says: its reason (said once per instance) and its text.
+_Said = tuple[str, str]
+
+
+class KernelMemo:
+    """The answers every ``ProfileKernels`` of one table, modelled GPU and warning mode computes
+    alike, kept across instances: each primitive's seconds per distinct call and each carried
+    grid, with the warnings said while computing it.
+
+    Why: a latency model is built per simulation (an optimize run builds hundreds), and an
+    instance's own caches start empty, so without this every trial interpolated the same shapes
+    again (about a seventh of a default run's CPU). An instance answering from here says the
+    warnings recorded with the answer, so it warns as if it had computed it (once per reason).
+    Bounded: past ``max_answers`` the answers are dropped and recomputed alike.
+    """
+
+    __slots__ = ("answers", "carried", "max_answers")
+
+    def __init__(self, max_answers: int = 1 << 17) -> None:
+        self.max_answers = max_answers
+        #: ``(primitive, *args) -> (seconds, warnings said computing it)``
+        self.answers: dict[tuple[Hashable, ...], tuple[float, tuple[_Said, ...]]] = {}
+        #: ``(kind, configuration) -> (carried grid, warnings said building it)``
+        self.carried: dict[tuple[str, Hashable], tuple[Grid, tuple[_Said, ...]]] = {}
 
 
 def _nearest_config(wanted: _HeadConfig, known: Sequence[_HeadConfig]) -> _HeadConfig:
@@ -209,6 +236,9 @@ class ProfileKernels(CachedKernels):
             when ``gpu`` is another GPU, so that ``fallback / profile_fallback`` carries the
             measurements over.
         warn_range: whether to warn (once) about shapes outside a grid or in its gaps.
+        memo: answers shared with the other instances of the same table, ``gpu``,
+            ``profile_fallback`` and ``warn_range`` (``KernelMemo``); default: this
+            instance's own.
 
     A configuration the table lacks (or every configuration, on another GPU) is answered from a
     *carried* grid: the nearest measured grid with each cell multiplied by
@@ -225,6 +255,7 @@ class ProfileKernels(CachedKernels):
         gpu: str | None = None,
         profile_fallback: KernelTimer | None = None,
         warn_range: bool = True,
+        memo: KernelMemo | None = None,
     ) -> None:
         self.table = table
         self.gpu = (gpu or table.gpu).lower()
@@ -235,16 +266,51 @@ class ProfileKernels(CachedKernels):
         self._profile_fallback = profile_fallback or fallback
         self._warned: set[str] = set()
         self._warn_range = warn_range
-        self._carried: dict[tuple[str, Hashable], Grid] = {}
+        self._memo = memo if memo is not None else KernelMemo()
+        #: One list per computation in progress (a prefill bound computes a decode time
+        #: inside): the warnings said meanwhile, stored with its answer.
+        self._saying: list[list[_Said]] = []
         super().__init__(
-            self._gemm_uncached,
-            self._context_uncached,
-            self._decode_uncached,
-            self._all_reduce_uncached,
+            self._memoised("gemm", self._gemm_uncached),
+            self._memoised("context", self._context_uncached),
+            self._memoised("decode", self._decode_uncached),
+            self._memoised("all_reduce", self._all_reduce_uncached),
         )
+
+    @property
+    def memo(self) -> KernelMemo:
+        """The answers this instance shares (``KernelMemo``)."""
+        return self._memo
+
+    def _memoised(self, primitive: str, compute: Callable[..., float]) -> Callable[..., float]:
+        """``compute`` answered from the shared memo when another instance (or this one)
+        computed the same call, its warnings said again (``KernelMemo``)."""
+        memo = self._memo
+
+        def answer(*args: Hashable) -> float:
+            key = (primitive, *args)
+            hit = memo.answers.get(key)
+            if hit is not None:
+                seconds, said = hit
+                for reason, detail in said:
+                    self._warn(reason, detail)
+                return seconds
+            self._saying.append([])
+            try:
+                seconds = compute(*args)
+            finally:
+                said = tuple(self._saying.pop())
+            if len(memo.answers) >= memo.max_answers:
+                memo.answers.clear()
+            memo.answers[key] = (seconds, said)
+            return seconds
+
+        return answer
 
     # ----- grids in the modelled GPU's terms ------------------------------------------------------
     def _warn(self, reason: str, detail: str) -> None:
+        for said in self._saying:
+            said.append((reason, detail))
         if reason in self._warned:
             return
         self._warned.add(reason)
@@ -252,7 +318,7 @@ class ProfileKernels(CachedKernels):
             f"profile table ({self.table.gpu}) timing {self.gpu}: {detail}; using the roofline "
             f"scaled to agree with the nearest measurement (said once per model)",
             TableFallbackWarning,
-            stacklevel=5,
+            stacklevel=6,
         )
 
     def _grid(
@@ -269,22 +335,25 @@ class ProfileKernels(CachedKernels):
         ``time(timer, key, cell)`` times one grid cell of configuration ``key``."""
         if self._same_gpu and key in grids:
             return grids[key]
-        carried = self._carried.get((kind, key))
-        if carried is not None:
-            return carried
-        anchor = key if key in grids else nearest(key)
-        if anchor != key:
-            what = f"{kind} {describe(key)} not profiled (nearest: {describe(anchor)})"
-            self._warn(f"{kind} {key}", what)
-        if not self._same_gpu:
-            self._warn("gpu", "no profiles of this GPU")
+        hit = self._memo.carried.get((kind, key))
+        if hit is None:
+            anchor = key if key in grids else nearest(key)
+            said: list[_Said] = []
+            if anchor != key:
+                what = f"{kind} {describe(key)} not profiled (nearest: {describe(anchor)})"
+                said.append((f"{kind} {key}", what))
+            if not self._same_gpu:
+                said.append(("gpu", "no profiles of this GPU"))
 
-        def ratio(cell: _Point) -> float:
-            measured = time(self._profile_fallback, anchor, cell)
-            return time(self._fallback, key, cell) / measured if measured > 0 else 1.0
+            def ratio(cell: _Point) -> float:
+                measured = time(self._profile_fallback, anchor, cell)
+                return time(self._fallback, key, cell) / measured if measured > 0 else 1.0
 
-        carried = grids[anchor].carried(ratio)
-        self._carried[(kind, key)] = carried
+            hit = (grids[anchor].carried(ratio), tuple(said))
+            self._memo.carried[(kind, key)] = hit
+        carried, said_building = hit
+        for reason, detail in said_building:
+            self._warn(reason, detail)
         return carried
 
     def _check(self, kind: str, inside: bool, measured: bool, what: str) -> None:

@@ -23,7 +23,12 @@ from simulator.latency.profile_files import (
 )
 from simulator.latency.profiles import load_profile_files
 from simulator.latency.roofline import RooflineKernels
-from simulator.latency.table import DEFAULT_PROFILE_GPU, ProfileKernels, ProfileTable
+from simulator.latency.table import (
+    DEFAULT_PROFILE_GPU,
+    KernelMemo,
+    ProfileKernels,
+    ProfileTable,
+)
 from slo.inputfile import InputError
 
 __all__ = ["has_profile_table", "table_kernels"]
@@ -54,7 +59,8 @@ def table_kernels(
     (``profile_files.resolve_profile_files``); a GPU with none at all gets the H100 ones of the
     same engine carried over by the roofline ratio (warned on first use). ``warn_range=False``
     keeps quiet about shapes outside or in gaps of a grid. The grids are built once per process
-    per set of files and GPU and shared.
+    per set of files and GPU and shared, and so are the kernel times interpolated from them
+    (``KernelMemo``: a process building a model per simulation interpolates each shape once).
     """
     profiled = gpu
     if profiles_dir is not None:
@@ -80,13 +86,27 @@ def table_kernels(
     )
     fallback = RooflineKernels(gpu)
     same = profiled is gpu
+    memo = _shared_memo(
+        table, gpu.model_dump_json(), None if same else profiled.model_dump_json(), warn_range
+    )
     return ProfileKernels(
         table,
         fallback,
         gpu=gpu.name,
         profile_fallback=fallback if same else RooflineKernels(profiled),
         warn_range=warn_range,
+        memo=memo,
     )
+
+
+@cache
+def _shared_memo(
+    table: ProfileTable, gpu_json: str, profiled_json: str | None, warn_range: bool
+) -> KernelMemo:
+    """One ``KernelMemo`` per process per table, modelled GPU, profiled GPU (None: the same)
+    and warning mode: what determines every answer of a ``ProfileKernels`` and its warnings."""
+    del table, gpu_json, profiled_json, warn_range  # the key
+    return KernelMemo()
 
 
 @cache

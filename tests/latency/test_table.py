@@ -7,6 +7,7 @@ import gzip
 import itertools
 import math
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +32,12 @@ from simulator.latency.profiles import (
     shipped_profiles,
     shipped_profiles_dir,
 )
-from simulator.latency.table import ProfileKernels, ProfileTable, TableFallbackWarning
+from simulator.latency.table import (
+    KernelMemo,
+    ProfileKernels,
+    ProfileTable,
+    TableFallbackWarning,
+)
 from simulator.latency.table_source import table_kernels
 from slo.inputfile import InputError
 
@@ -391,6 +397,64 @@ def test_lookups_are_cheap_once_cached(small_kernels: ProfileKernels) -> None:
     first = [small_kernels.gemm(*a) for a in args]
     assert [small_kernels.gemm(*a) for a in args] == first
     assert np.all(np.diff(first) >= 0)  # this synthetic profile is monotone in m
+
+
+def _said(call: Callable[[], float]) -> tuple[float, list[str]]:
+    """``call()`` and the TableFallbackWarning messages it said."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        seconds = call()
+    return seconds, [str(w.message) for w in caught if w.category is TableFallbackWarning]
+
+
+def test_instances_sharing_a_memo_answer_and_warn_as_if_each_computed(small: ProfileSet) -> None:
+    table = ProfileTable(small, ROOFLINE, monotone=False)
+    memo = KernelMemo()
+    first, second = (ProfileKernels(table, ROOFLINE, memo=memo) for _ in range(2))
+    alone = ProfileKernels(table, ROOFLINE)  # its own memo: computes everything itself
+    heads = (40, 8, 128, "bf16")  # not profiled: carried from the nearest configuration
+    calls: list[Callable[[ProfileKernels], float]] = [
+        lambda k: k.gemm(16384, 4096, 4096, "bf16"),  # outside the grid
+        lambda k: k.context_attention(4, 256, 1000, *heads),  # a decode bound computed inside
+        lambda k: k.generation_attention(8, 255, *heads),
+        lambda k: k.all_reduce(1e5, 4),
+    ]
+    for call in calls:
+        computed = _said(lambda call=call: call(first))
+        size = len(memo.answers)
+        assert _said(lambda call=call: call(second)) == computed  # answered from the memo
+        assert len(memo.answers) == size
+        assert _said(lambda call=call: call(alone)) == computed
+    # Prefill and decode grids of the unprofiled heads and the 4-GPU all-reduce grid: each
+    # carried once for both instances.
+    assert len(memo.carried) == 3
+    # The nested decode time's warning came with the prefill answer: said again on its own
+    # by a fresh instance only once, as one computing it would.
+    third = ProfileKernels(table, ROOFLINE, memo=memo)
+    _, said = _said(lambda: calls[1](third))
+    assert any("not profiled" in message for message in said)
+    assert _said(lambda: calls[2](third))[1] == []
+
+
+def test_a_full_memo_is_emptied_and_answers_the_same(small: ProfileSet) -> None:
+    table = ProfileTable(small, ROOFLINE, monotone=False)
+    memo = KernelMemo(max_answers=3)
+    kernels = ProfileKernels(table, ROOFLINE, memo=memo)
+    args = [(m, 4096, 4096, "bf16") for m in range(100, 110)]
+    times = [kernels.gemm(*a) for a in args]
+    assert 1 <= len(memo.answers) <= 3
+    fresh = ProfileKernels(table, ROOFLINE, memo=memo)
+    assert [fresh.gemm(*a) for a in args] == times
+
+
+def test_table_kernels_of_one_gpu_share_their_memo() -> None:
+    catalog = shipped_catalog()
+    h100, l40s = catalog.gpu("h100_sxm"), catalog.gpu("l40s")
+    one, two = table_kernels(h100, warn_range=False), table_kernels(h100, warn_range=False)
+    assert one is not two
+    assert one.memo is two.memo
+    assert table_kernels(h100).memo is not one.memo  # warns about shapes past the grids
+    assert table_kernels(l40s, warn_range=False).memo is not one.memo
 
 
 #: Measured fused-MoE layer (SGLang 0.5.14 ``fused_moe_triton``, fp8_block, balanced routing,
