@@ -27,7 +27,7 @@ from simulator.kvcache.policies import POLICIES
 from simulator.latency import ComposedLatencyModel, Deployment, make_latency_model
 from simulator.latency import batch as batch_module
 from simulator.latency.batch import Batch, DecodeRun
-from simulator.metrics import stable_argsort
+from simulator.metrics import _weighted_picks, stable_argsort
 from simulator.records import Recorder
 from simulator.workload.request import TraceRequest
 
@@ -251,6 +251,33 @@ def test_stable_argsort_orders_as_numpy(seed: int) -> None:
     assert np.array_equal(stable_argsort(values), expected)
     distinct = rng.random(int(rng.integers(0, 50)))  # no runs: numpy's own sort
     assert np.array_equal(stable_argsort(distinct), np.argsort(distinct, kind="stable"))
+
+
+def _sorted_picks(values: np.ndarray, weights: np.ndarray, qs: tuple[float, ...]) -> list[float]:
+    """Nearest-rank weighted quantiles by sorting everything (the definition)."""
+    order = np.argsort(values, kind="stable")
+    cum = np.cumsum(weights[order])
+    return [
+        float(values[order][min(len(values) - 1, np.searchsorted(cum, q * cum[-1]))]) for q in qs
+    ]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_weighted_quantiles_by_selection_equal_a_full_sort(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(4096, 60_000))  # past _SELECT_MIN: the selection path
+    kind = seed % 3
+    if kind == 0:
+        values = rng.exponential(size=n)
+    elif kind == 1:  # many ties across the segment cuts
+        values = np.round(rng.random(n) * 40) / 7
+    else:  # runs of equal gaps, as a decode step's pooled gaps come
+        values = np.repeat(rng.random(n // 25 + 1), 25)[:n]
+    weights = rng.integers(1, 9, size=n).astype(float)
+    qs = (0.0, 0.5, 0.9, 0.99, 1.0, float(rng.random()))
+    assert _weighted_picks(values, weights, qs) == _sorted_picks(values, weights, qs)
+    fractional = weights / 3  # not whole numbers: the sorting path, same definition
+    assert _weighted_picks(values, fractional, qs) == _sorted_picks(values, fractional, qs)
 
 
 def test_recorder_pools_the_gaps_it_was_given() -> None:
