@@ -23,10 +23,12 @@ import math
 import tomllib
 from collections.abc import Hashable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-import pydantic
 import yaml
+
+if TYPE_CHECKING:  # imported where a model is validated: the other commands start faster
+    import pydantic
 
 __all__ = [
     "MAX_INPUT_BYTES",
@@ -38,7 +40,7 @@ __all__ = [
     "validate",
 ]
 
-ModelT = TypeVar("ModelT", bound=pydantic.BaseModel)
+ModelT = TypeVar("ModelT", bound="pydantic.BaseModel")
 
 #: Largest input file read (bytes). Hand-written files are kilobytes; the cap turns a runaway
 #: (a generated 50 MB SLO file took > 120 s in the pure-Python YAML parser) into one line.
@@ -202,6 +204,8 @@ def format_validation_error(err: pydantic.ValidationError, source: str) -> str:
 
 def validate(model_cls: type[ModelT], data: Any, source: str) -> ModelT:
     """Validate ``data`` into ``model_cls``; any problem becomes a one-line ``InputError``."""
+    import pydantic  # noqa: PLC0415  (lazy: see the module's imports)
+
     try:
         return model_cls.model_validate(data)
     except pydantic.ValidationError as err:
