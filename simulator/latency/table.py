@@ -86,7 +86,7 @@ class KernelMemo:
 
     Why: a latency model is built per simulation (an optimize run builds hundreds), and an
     instance's own caches start empty, so without this every trial interpolated the same shapes
-    again (about a seventh of a default run's CPU). An instance answering from here says the
+    again. An instance answering from here says the
     warnings recorded with the answer, so it warns as if it had computed it (once per reason).
     Bounded: past ``max_answers`` the answers are dropped and recomputed alike.
     """
