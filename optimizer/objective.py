@@ -148,6 +148,7 @@ class TrialEvaluator:
         seed: int,
         latency_model: str | None = None,
         kernel_profiles_dir: str | None = None,
+        latency_cache_dir: str | None = None,
         capacity: bool = False,
         overlong: OverlongPolicy = "drop",
         screen: bool = True,
@@ -174,6 +175,7 @@ class TrialEvaluator:
         self.seed = seed
         self.latency_model = latency_model
         self.kernel_profiles_dir = kernel_profiles_dir
+        self.latency_cache_dir = latency_cache_dir
         self.roles = list(spec.objectives.directions)
         self.constraint_names = [
             "fits",
@@ -255,6 +257,8 @@ class TrialEvaluator:
             merged["latency_model"] = self.latency_model
         if self.kernel_profiles_dir is not None:
             merged.setdefault("kernel_profiles_dir", self.kernel_profiles_dir)
+        if self.latency_cache_dir is not None:
+            merged.setdefault("latency_cache_dir", self.latency_cache_dir)
         return to_config(self.space.model, merged)
 
     def evaluate_params(self, params: Mapping[str, Any]) -> Evaluation:

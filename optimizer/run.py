@@ -101,6 +101,8 @@ class OptimizeSetup:
     latency_model: str | None = None
     #: The user's imported kernel profiles (``ServingConfig.kernel_profiles_dir``).
     kernel_profiles_dir: str | None = None
+    #: Built kernel tables kept between runs (``ServingConfig.latency_cache_dir``).
+    latency_cache_dir: str | None = None
     time_scale: float | None = None
     max_requests: int | None = None
     capacity: bool = False
@@ -129,6 +131,7 @@ def build_evaluator(setup: OptimizeSetup) -> TrialEvaluator:
         seed=setup.seed,
         latency_model=setup.latency_model,
         kernel_profiles_dir=setup.kernel_profiles_dir,
+        latency_cache_dir=setup.latency_cache_dir,
         capacity=setup.capacity,
         overlong=setup.overlong,
     )

@@ -222,7 +222,7 @@ def _engine(
         config.latency_model,
         deployment,
         params=preset.compose_params(),
-        context=LatencyContext.of(preset.name, roots),
+        context=LatencyContext.of(preset.name, roots, config.latency_cache_dir),
     )
     if config.spec_tokens:
         timer = SpeculativeTimer(

@@ -162,6 +162,12 @@ class ServingConfig(BaseModel):
         description="Directory of user-imported kernel profiles (`kvplan profiles import`; "
         "one sub-directory per GPU), preferred over the shipped ones; None = shipped only.",
     )
+    latency_cache_dir: str | None = Field(
+        default=None,
+        description="Directory where built kernel tables are kept between runs (the CLI "
+        "passes $XDG_CACHE_HOME/kvplan/tables); None = every process builds its own. "
+        "Never changes a result.",
+    )
     router: str = Field(
         default="round_robin",
         description=f"Request router: one of {', '.join(ROUTERS)}, optionally with "

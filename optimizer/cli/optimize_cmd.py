@@ -18,7 +18,7 @@ from optimizer.cli._output import err_console
 from optimizer.cli._overlong import OverlongOpt, overlong_policy, overlong_scan
 from optimizer.cli._preflight import check_out_dir, preflight_optimize
 from optimizer.cli.optimize_output import Output, emit, load_report_attr, store_report
-from optimizer.cli.profiles_cmd import space_latency_notes, user_profiles_dir
+from optimizer.cli.profiles_cmd import space_latency_notes, user_profiles_dir, user_tables_dir
 from optimizer.objective import FINISHED_STATES, SHARE_ATTR
 from optimizer.picks import DEFAULT_TOLERANCE, objective_infos, wants_capacity
 from optimizer.report import ReportContext
@@ -159,6 +159,7 @@ def optimize(  # noqa: PLR0917  (one parameter per CLI option, as typer requires
         n_trials=trials,
         latency_model=latency,
         kernel_profiles_dir=user_profiles_dir(),
+        latency_cache_dir=user_tables_dir(),
         time_scale=time_scale,
         max_requests=max_requests,
         capacity=capacity,

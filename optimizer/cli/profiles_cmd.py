@@ -71,6 +71,12 @@ def user_profiles_root() -> Path:
     return Path(base) / "kvplan" / "profiles"
 
 
+def user_tables_dir() -> str:
+    """Where built kernel tables are kept between runs (``ServingConfig.latency_cache_dir``):
+    ``$XDG_CACHE_HOME/kvplan/tables``, else ``~/.cache/kvplan/tables`` (made on first write)."""
+    return str(user_profiles_root().parent / "tables")
+
+
 def user_profiles_dir() -> str | None:
     """The cache as the simulator takes it (``ServingConfig.kernel_profiles_dir``): its path
     when it exists, else None."""

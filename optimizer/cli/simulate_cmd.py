@@ -46,7 +46,7 @@ from optimizer.cli._preflight import check_config_names, check_finite_flags, che
 from optimizer.cli.compare_cache import compare_cache, parse_setups, print_comparison
 from optimizer.cli.compare_plot import check_plot_path, write_comparison_plot
 from optimizer.cli.fleet_files import write_fleet_files
-from optimizer.cli.profiles_cmd import user_profiles_dir
+from optimizer.cli.profiles_cmd import user_profiles_dir, user_tables_dir
 from optimizer.cli.simulate_output import (
     format_number,
     note_parquet,
@@ -231,8 +231,14 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
             "l3_capacity_gib": l3_gib,
         },
     )  # fmt: skip
-    if serving.kernel_profiles_dir is None:  # the user's imported profiles (kvplan profiles)
-        serving = _with_flags(serving, {"kernel_profiles_dir": user_profiles_dir()})
+    # The user's imported profiles (kvplan profiles) and built tables kept between runs.
+    serving = _with_flags(
+        serving,
+        {
+            "kernel_profiles_dir": serving.kernel_profiles_dir or user_profiles_dir(),
+            "latency_cache_dir": serving.latency_cache_dir or user_tables_dir(),
+        },
+    )
     window_slo = _window_slo(slo_file, serving, capacity=capacity)
     builder = _workload(
         workload, time_scale, max_requests, concurrency, (input_tokens, output_tokens, requests)

@@ -52,16 +52,25 @@ class LatencyContext:
     ``engine``: whose kernels run (one of ``profile_files.ENGINES``; ``engine_of`` maps a
     backend preset name to it). ``profile_roots``: directories of user-imported profiles
     (``<root>/<gpu>/``), searched before the shipped ones; passed in by the caller (the CLI
-    gives the user's cache), never looked up here.
+    gives the user's cache), never looked up here. ``table_cache``: where built kernel tables
+    are kept between processes (``table_cache.py``; None: each process builds its own).
     """
 
     engine: str = DEFAULT_ENGINE
     profile_roots: tuple[Path, ...] = ()
+    table_cache: Path | None = None
 
     @classmethod
-    def of(cls, backend: str, profile_roots: Sequence[str | Path] = ()) -> LatencyContext:
-        """The context of a backend preset name (or preset file) and user profile roots."""
-        return cls(engine_of(backend), tuple(Path(r) for r in profile_roots))
+    def of(
+        cls,
+        backend: str,
+        profile_roots: Sequence[str | Path] = (),
+        table_cache: str | Path | None = None,
+    ) -> LatencyContext:
+        """The context of a backend preset name (or preset file), user profile roots and the
+        table cache."""
+        cache = Path(table_cache) if table_cache is not None else None
+        return cls(engine_of(backend), tuple(Path(r) for r in profile_roots), cache)
 
 
 class LatencyModelFactory(Protocol):
@@ -98,7 +107,11 @@ def _table(
 ) -> LatencyModel:
     """``table`` (imported, else shipped profiles) or ``table:DIR`` (profiles of this GPU)."""
     timer = table_kernels(
-        deployment.gpu, arg or None, engine=context.engine, roots=context.profile_roots
+        deployment.gpu,
+        arg or None,
+        engine=context.engine,
+        roots=context.profile_roots,
+        cache_dir=context.table_cache,
     )
     name = "table" if arg is None else f"table:{arg}"
     return ComposedLatencyModel(deployment, timer, name=name, params=params)
@@ -114,7 +127,11 @@ def _auto(
     if not has_profile_table(deployment.gpu.name, context.engine, context.profile_roots):
         return RooflineModel(deployment, params=params)
     timer = table_kernels(
-        deployment.gpu, engine=context.engine, roots=context.profile_roots, warn_range=False
+        deployment.gpu,
+        engine=context.engine,
+        roots=context.profile_roots,
+        warn_range=False,
+        cache_dir=context.table_cache,
     )
     return ComposedLatencyModel(deployment, timer, name="table", params=params)
 

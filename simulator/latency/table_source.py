@@ -29,6 +29,7 @@ from simulator.latency.table import (
     ProfileKernels,
     ProfileTable,
 )
+from simulator.latency.table_cache import cached_build, table_key
 from slo.inputfile import InputError
 
 __all__ = ["has_profile_table", "table_kernels"]
@@ -49,6 +50,7 @@ def table_kernels(
     roots: Sequence[str | Path] = (),
     monotone: bool = True,
     warn_range: bool = True,
+    cache_dir: str | Path | None = None,
 ) -> ProfileKernels:
     """The ``table[:DIR]`` kernel source for ``gpu`` under ``engine``, with ``RooflineKernels``
     as fallback.
@@ -58,9 +60,11 @@ def table_kernels(
     in the first of the user ``roots`` that has them, else the shipped ones
     (``profile_files.resolve_profile_files``); a GPU with none at all gets the H100 ones of the
     same engine carried over by the roofline ratio (warned on first use). ``warn_range=False``
-    keeps quiet about shapes outside or in gaps of a grid. The grids are built once per process
-    per set of files and GPU and shared, and so are the kernel times interpolated from them
-    (``KernelMemo``: a process building a model per simulation interpolates each shape once).
+    keeps quiet about shapes outside or in gaps of a grid. ``cache_dir``: where built tables
+    are kept between processes (``table_cache``; None: built here). The grids are built once
+    per process per set of files and GPU and shared, and so are the kernel times interpolated
+    from them (``KernelMemo``: a process building a model per simulation interpolates each
+    shape once).
     """
     profiled = gpu
     if profiles_dir is not None:
@@ -83,6 +87,7 @@ def table_kernels(
         located.source,
         profiled.model_dump_json(),
         monotone,
+        str(cache_dir) if cache_dir is not None else None,
     )
     fallback = RooflineKernels(gpu)
     same = profiled is gpu
@@ -110,22 +115,42 @@ def _shared_memo(
 
 
 @cache
-def _shared_table(
+def _shared_table(  # noqa: PLR0917  (positional: functools.cache keys on the arguments)
     engine: str,
     files: tuple[tuple[str, str], ...],
     source: str,
     profiled_gpu_json: str,
     monotone: bool,
+    cache_dir: str | None,
 ) -> ProfileTable:
-    """One ``ProfileTable`` per process per set of files, GPU and mode (read-only once built)."""
+    """One ``ProfileTable`` per process per set of files, GPU and mode (read-only once built),
+    loaded from ``cache_dir`` when a process built it before (``table_cache``)."""
     profiled = GpuSpec.model_validate_json(profiled_gpu_json)
     located = ProfileFiles(profiled.name.lower(), engine, {k: Path(p) for k, p in files}, source)
-    moe = load_moe_table(located.files.get(MOE_KIND), monotone=monotone)
-    mla_files = {kind: located.files[kind] for kind in MLA_KINDS if kind in located.files}
-    return ProfileTable(
-        load_profile_files(located),
-        RooflineKernels(profiled),
-        monotone=monotone,
-        moe=moe,
-        mla=load_mla_table(mla_files, monotone=monotone),
-    )
+
+    def build() -> ProfileTable:
+        moe = load_moe_table(located.files.get(MOE_KIND), monotone=monotone)
+        mla_files = {kind: located.files[kind] for kind in MLA_KINDS if kind in located.files}
+        return ProfileTable(
+            load_profile_files(located),
+            RooflineKernels(profiled),
+            monotone=monotone,
+            moe=moe,
+            mla=load_mla_table(mla_files, monotone=monotone),
+        )
+
+    if cache_dir is None:
+        return build()
+    ordered = [located.files[kind] for kind in sorted(located.files)]
+    inputs = {
+        "engine": engine,
+        "source": source,
+        "kinds": sorted(located.files),
+        "gpu": profiled_gpu_json,
+        "monotone": monotone,
+    }
+    try:
+        key = table_key(ordered, inputs)
+    except OSError:  # a profile file that cannot be read: the build says so, in its words
+        return build()
+    return cached_build(Path(cache_dir), key, build, ProfileTable)
