@@ -28,6 +28,7 @@ import contextlib
 import functools
 import os
 import signal
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -65,6 +66,7 @@ from slo.inputfile import InputError
 
 __all__ = [
     "MAX_TRIALS_PER_NEW",
+    "InterruptLatch",
     "Interrupted",
     "OptimizeSetup",
     "StudyWorkers",
@@ -212,6 +214,7 @@ def run_trials(
     *,
     max_trials: int,
     callbacks: Sequence[Callable[[optuna.Study, FrozenTrial], None]] = (),
+    check_interrupt: Callable[[], None] | None = None,
 ) -> None:
     """Run trials until the study has spent ``n_target`` simulations (``optimizer.claims``).
 
@@ -219,9 +222,11 @@ def run_trials(
     after ``max_trials`` trials of this call (a sampler that only repeats tried configurations,
     on a space about exhausted), and once a grid sampler has a trial on every point. A trial
     that raises — ``KeyboardInterrupt`` included — is marked FAILED and the exception
-    propagates.
+    propagates. ``check_interrupt`` is called before each trial (``InterruptLatch.check``).
     """
     for _ in range(max_trials):
+        if check_interrupt is not None:
+            check_interrupt()
         if claims.claimed(study).spent(n_target) or grid_exhausted(study):
             return
         trial: optuna.Trial | None = None
@@ -245,6 +250,8 @@ def run_trials(
                 heartbeat.stop()
         for callback in callbacks:
             callback(study, frozen)
+    if check_interrupt is not None:
+        check_interrupt()
 
 
 #: Tries at marking an interrupted trial FAILED, and the pause between them (seconds): when
@@ -286,6 +293,59 @@ def _signals_deferred() -> Iterator[None]:
                 handler(pending[0], None)
             elif handler == signal.SIG_DFL:
                 os.kill(os.getpid(), pending[0])
+
+
+class InterruptLatch:
+    """Ctrl-C raised *and* remembered while a study runs in this process.
+
+    Python drops an exception raised inside a garbage-collection callback (it prints
+    "Exception ignored in …" and goes on): a SIGINT whose ``KeyboardInterrupt`` lands in one —
+    SQLAlchemy's weak dictionaries run such callbacks between any two statements of a trial —
+    was lost, and the study ran on to the end with exit status 0. Inside the ``with`` block
+    (main thread, SIGINT at Python's default) the handler also sets ``hit``, a swallowed
+    ``KeyboardInterrupt`` is recorded instead of printed (``sys.unraisablehook``), and
+    ``check`` raises it again where the run can act on it (between trials, while waiting for
+    the workers).
+    """
+
+    def __init__(self) -> None:
+        self.hit = False
+        self._restore: list[Callable[[], None]] = []
+
+    def __enter__(self) -> InterruptLatch:
+        main = threading.current_thread() is threading.main_thread()
+        if main and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+            signal.signal(signal.SIGINT, self._on_sigint)
+
+            def default_handler() -> None:
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+
+            self._restore.append(default_handler)
+            previous = sys.unraisablehook
+
+            def unraisable(info: Any) -> None:
+                if isinstance(info.exc_value, KeyboardInterrupt):
+                    self.hit = True
+                    return
+                previous(info)
+
+            sys.unraisablehook = unraisable
+            self._restore.append(lambda: setattr(sys, "unraisablehook", previous))
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        while self._restore:
+            self._restore.pop()()
+
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        del signum, frame
+        self.hit = True
+        raise KeyboardInterrupt
+
+    def check(self) -> None:
+        """Raise ``KeyboardInterrupt`` if Ctrl-C came (even if its first raise was lost)."""
+        if self.hit:
+            raise KeyboardInterrupt
 
 
 def _run_trial(
@@ -365,6 +425,13 @@ class StudyWorkers:
             return study
         failed_before = _failed(study)
         callbacks = [lambda s, _t: on_progress(s)] if on_progress else []
+        latch = InterruptLatch()
+
+        def tick() -> None:  # while the spawned workers finish
+            latch.check()
+            if on_progress is not None:
+                on_progress(study)
+
         here = functools.partial(
             run_trials,
             study,
@@ -372,18 +439,22 @@ class StudyWorkers:
             setup.n_trials,
             max_trials=missing * MAX_TRIALS_PER_NEW,
             callbacks=callbacks,
+            check_interrupt=latch.check,
         )
         try:
-            if workers > 1:
-                # Spawned once the study exists (so no two processes create it); this process
-                # is worker 0, imported and its evaluator built.
-                self.pool = Pool(
-                    _worker_main, [(setup, i, os.getpid()) for i in range(1, workers)], first=1
-                )
-                self.pool.start()
-            here()
-            if self.pool is not None:
-                self.pool.supervise((lambda: on_progress(study)) if on_progress else None)
+            with latch:
+                if workers > 1:
+                    # Spawned once the study exists (so no two processes create it); this
+                    # process is worker 0, imported and its evaluator built.
+                    self.pool = Pool(
+                        _worker_main,
+                        [(setup, i, os.getpid()) for i in range(1, workers)],
+                        first=1,
+                    )
+                    self.pool.start()
+                here()
+                if self.pool is not None:
+                    self.pool.supervise(tick)
         except KeyboardInterrupt:
             if self.pool is not None:
                 self.pool.stop()
