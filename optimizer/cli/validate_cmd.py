@@ -23,6 +23,8 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import Counter
+from collections.abc import Sequence
+from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -35,7 +37,8 @@ from optimizer.cli._output import console, err_console, print_json
 from optimizer.cli._preflight import check_seed
 from simulator.config import ServingConfig
 from simulator.latency import latency_note
-from simulator.validation.report import GROUP_KEYS, ErrorStats, parse_holdout
+from simulator.validation.report import GROUP_KEYS, ErrorStats, Holdout, parse_holdout
+from simulator.validation.silicon.rows import Row, Skipped, model_matches
 from simulator.validation.steps import read_steps, validate_steps
 from simulator.validation.validate import (
     DEFAULT_ROUNDS,
@@ -147,15 +150,16 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         _validate_steps(steps, latency, catalog, json_out)
         return
     assert silicon is not None  # checked above
-    if by not in GROUP_KEYS:
-        raise InputError(f"--by {by!r}: expected one of {', '.join(GROUP_KEYS)}")
-    held = parse_holdout(holdout) if holdout else None
-    if start not in START_MODES:
-        raise InputError(f"--start {start!r}: expected one of {', '.join(START_MODES)}")
-    if deployment not in DEPLOYMENTS:
-        raise InputError(f"--deployment {deployment!r}: expected one of {', '.join(DEPLOYMENTS)}")
+    held = _checked_options(by, holdout, start, deployment)
     rows, skipped = read_silicon(silicon)
     picked = select_rows(rows, model=model, backend=backend, limit=limit)
+    # Before any simulation: a selection that names nothing in the file is a typo, not a
+    # result of zero rows.
+    problem = _selection_problem(silicon, [*rows, *skipped], model, backend) or (
+        _holdout_problem(held, picked) if held is not None else None
+    )
+    if problem is not None:
+        raise InputError(problem)
     with _progress() as progress:
         task = progress.add_task("simulating benchmarks", total=len(picked))
         report = run_validation(
@@ -227,12 +231,78 @@ def _validate_steps(path: Path, latency: str, catalog: Path | None, json_out: bo
         console.print(f"skipped line {skip.line} ({skip.id}): {skip.reason}", markup=False)
 
 
+def _checked_options(by: str, holdout: str | None, start: str, deployment: str) -> Holdout | None:
+    """Check the spelled-out options (``InputError`` naming the option); the parsed hold-out."""
+    if by not in GROUP_KEYS:
+        raise InputError(f"--by {by!r}: expected one of {', '.join(GROUP_KEYS)}")
+    held = parse_holdout(holdout) if holdout else None
+    if start not in START_MODES:
+        raise InputError(f"--start {start!r}: expected one of {', '.join(START_MODES)}")
+    if deployment not in DEPLOYMENTS:
+        raise InputError(f"--deployment {deployment!r}: expected one of {', '.join(DEPLOYMENTS)}")
+    return held
+
+
+def _selection_problem(
+    path: Path, rows: Sequence[Row | Skipped], model: str | None, backend: str | None
+) -> str | None:
+    """Why ``--model``/``--backend`` select no row of the file at ``path`` (None if they
+    select one). ``rows`` are all of the file's rows, the skipped ones included: a selection
+    whose rows are all skipped still selects them (the report lists them with their reasons).
+    The message lists what the file has, nearest match first."""
+    models = Counter(r.model for r in rows)
+    backends = Counter(r.backend.lower() for r in rows)
+    if model and not any(model_matches(model, m) for m in models):
+        return f"--model {model!r}: no row of {path} is of that model; {_has(models, model)}"
+    wanted = backend.strip().lower() if backend else None
+    if wanted and wanted not in backends:
+        has = _has(backends, wanted)
+        return f"--backend {backend!r}: no row of {path} is on that backend; {has}"
+    if model and wanted:
+        theirs = Counter(r.backend.lower() for r in rows if model_matches(model, r.model))
+        if wanted not in theirs:
+            return (
+                f"--model {model!r} --backend {backend!r}: no row of {path} is of that model on "
+                f"that backend; the model's rows are on {_has(theirs, wanted, lead='')}"
+            )
+    return None
+
+
+def _has(counts: Counter[str], wanted: str, *, lead: str = "the file has ") -> str:
+    """``counts`` as 'the file has a (2 rows), b (1 row)': numbers in order, names the closest
+    to ``wanted`` first (those it begins are closest: ``Llama-3.1-8B`` → ``…-8B-Instruct``)."""
+
+    def closeness(name: str) -> tuple[bool, float, str]:
+        full, key = name.lower(), wanted.strip().lower()
+        short, key_short = full.rsplit("/", 1)[-1], key.rsplit("/", 1)[-1]
+        begins = full.startswith(key) or short.startswith(key_short)
+        ratio = max(SequenceMatcher(None, key, full).ratio(),
+                    SequenceMatcher(None, key_short, short).ratio())  # fmt: skip
+        return not begins, -ratio, name
+
+    numeric = all(name.isdigit() for name in counts)
+    order = sorted(counts, key=int) if numeric else sorted(counts, key=closeness)
+    listed = (f"{name} ({counts[name]} row{'s' if counts[name] != 1 else ''})" for name in order)
+    return lead + ", ".join(listed)
+
+
+def _holdout_problem(held: Holdout, picked: Sequence[Row]) -> str | None:
+    """Why --holdout matches none of the selected rows, with the values they have (None if it
+    matches one)."""
+    if any(map(held.matches, picked)):
+        return None
+    values = Counter(GROUP_KEYS[held.key](r).removeprefix("N=") for r in picked)
+    return (
+        f"--holdout {held.key}={held.value}: none of the {len(picked)} selected rows matches; "
+        + _has(values, held.value, lead=f"their {held.key} values: ")
+    )
+
+
 def _filtered(skipped: list[Any], model: str | None, backend: str | None) -> list[Any]:
     """The skipped rows that the --model/--backend selection would have picked."""
     out = skipped
     if model:
-        key = model.strip().lower()
-        out = [s for s in out if key in (s.model.lower(), s.model.lower().rsplit("/", 1)[-1])]
+        out = [s for s in out if model_matches(model, s.model)]
     if backend:
         out = [s for s in out if s.backend.lower() == backend.strip().lower()]
     return out

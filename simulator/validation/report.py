@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from simulator.validation.rules import harness
-from simulator.validation.silicon.rows import Row, Skipped
+from simulator.validation.silicon.rows import Row, Skipped, model_matches
 from slo.inputfile import InputError
 
 if TYPE_CHECKING:
@@ -158,11 +158,11 @@ class Holdout:
         if self.key == "concurrency" and "-" in self.value:
             low, high = (int(v) for v in self.value.split("-", 1))
             return low <= row.concurrency <= high
-        label = GROUP_KEYS[self.key](row).lower()
-        wanted = self.value.strip().lower()
+        label = GROUP_KEYS[self.key](row)
         if self.key == "model":
-            return wanted in (label, label.rsplit("/", 1)[-1])
-        return label in (wanted, f"n={wanted}")
+            return model_matches(self.value, label)
+        wanted = self.value.strip().lower()
+        return label.lower() in (wanted, f"n={wanted}")
 
 
 def parse_holdout(text: str) -> Holdout:

@@ -116,8 +116,15 @@ def test_malformed_csv_exits_2_with_one_line(
 ) -> None:
     path = tmp_path / "bad.csv"
     path.write_text("\n".join([header, *rows]) + "\n")
+    line = _exit_2_line("--silicon", str(path))
+    assert "bad.csv" in line
+    assert expected in line
+
+
+def _exit_2_line(*args: str) -> str:
+    """``kvplan validate ARGS`` in a fresh process: exit status 2 and one line on stderr."""
     proc = subprocess.run(
-        [sys.executable, "-m", "optimizer.cli", "validate", "--silicon", str(path)],
+        [sys.executable, "-m", "optimizer.cli", "validate", *args],
         capture_output=True,
         text=True,
         check=False,
@@ -125,8 +132,7 @@ def test_malformed_csv_exits_2_with_one_line(
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, proc.stderr
-    assert "bad.csv" in lines[0]
-    assert expected in lines[0]
+    return lines[0]
 
 
 def test_by_and_holdout(tmp_path: Path) -> None:
@@ -143,3 +149,54 @@ def test_by_and_holdout(tmp_path: Path) -> None:
     assert held["summary"]["fitted_offsets_ms"] == {}
     result = runner.invoke(app, ["validate", "--silicon", path, "--by", "colour"])
     assert result.exit_code != 0
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["--model", "meta-llama/Llama-3.1-8B"],
+            "--model 'meta-llama/Llama-3.1-8B': no row of {path} is of that model; the file has "
+            "meta-llama/Llama-3.1-8B-Instruct (1 row), ",
+        ),
+        (
+            ["--backend", "tensorrt"],
+            "--backend 'tensorrt': no row of {path} is on that backend; the file has ",
+        ),
+        (
+            ["--model", "Qwen3-32B", "--backend", "vllm"],
+            "--model 'Qwen3-32B' --backend 'vllm': no row of {path} is of that model on that "
+            "backend; the model's rows are on sglang (1 row)",
+        ),
+        (
+            ["--model", "Qwen3-32B", "--holdout", "concurrency=64"],
+            "--holdout concurrency=64: none of the 1 selected rows matches; their concurrency "
+            "values: 2 (1 row)",
+        ),
+    ],
+)
+def test_a_selection_of_nothing_exits_2_before_simulating(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], expected: str
+) -> None:
+    path = _csv(tmp_path)
+
+    def no_simulation(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("simulated although the selection names nothing in the file")
+
+    monkeypatch.setattr("optimizer.cli.validate_cmd.run_validation", no_simulation)
+    result = runner.invoke(app, ["validate", "--silicon", str(path), *args])
+    assert isinstance(result.exception, InputError), result.output
+    assert expected.format(path=path) in str(result.exception)
+    assert "\n" not in str(result.exception)
+
+
+def test_a_selection_of_only_skipped_rows_still_reports_them(tmp_path: Path) -> None:
+    # The DeepSeek-V3 row is in the file but cannot be simulated: selecting it is no typo.
+    data = _json("--silicon", str(_csv(tmp_path)), "--model", "DeepSeek-V3")
+    assert data["rows"] == []
+    assert [s["id"] for s in data["skipped"]] == ["dsr1_disagg"]
+
+
+def test_a_selection_typo_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    line = _exit_2_line("--silicon", str(_csv(tmp_path)), "--model", "nonexistent")
+    assert "--model 'nonexistent': no row of" in line

@@ -39,6 +39,7 @@ __all__ = [
     "Skipped",
     "check_header",
     "identity_fields",
+    "model_matches",
     "parse_agg_row",
     "parse_number",
     "select_rows",
@@ -295,6 +296,13 @@ def parse_agg_row(path: Path, line: int, record: dict[str, Any]) -> SiliconRow:
 # ----- from a row to a simulation ---------------------------------------------------------------
 
 
+def model_matches(wanted: str, model: str) -> bool:
+    """Whether the user's ``wanted`` names ``model``: its full id or the part after '/',
+    case-insensitive (``Qwen3-32B`` and ``qwen/qwen3-32b`` both name ``Qwen/Qwen3-32B``)."""
+    key, name = wanted.strip().lower(), model.lower()
+    return key in (name, name.rsplit("/", 1)[-1])
+
+
 def select_rows(
     rows: Sequence[Row],
     *,
@@ -306,8 +314,7 @@ def select_rows(
     with ``limit``, at most that many spread evenly over them (deterministic)."""
     picked = list(rows)
     if model:
-        key = model.strip().lower()
-        picked = [r for r in picked if key in (r.model.lower(), r.model.lower().rsplit("/", 1)[-1])]
+        picked = [r for r in picked if model_matches(model, r.model)]
     if backend:
         picked = [r for r in picked if r.backend == backend.strip().lower()]
     if limit is not None and 0 < limit < len(picked):
