@@ -35,6 +35,7 @@ from rich.table import Table
 from hardware.catalog import load_catalog
 from optimizer.cli._output import console, err_console, print_json
 from optimizer.cli._preflight import check_seed
+from optimizer.cli.profiles_cmd import user_profiles_dir, user_tables_dir
 from simulator.config import ServingConfig
 from simulator.latency import latency_note
 from simulator.validation.report import GROUP_KEYS, ErrorStats, Holdout, parse_holdout
@@ -46,6 +47,7 @@ from simulator.validation.validate import (
     FITTED_TTFT_OFFSET_MS,
     START_MODES,
     FidelityReport,
+    UserFiles,
     read_silicon,
     run_validation,
     select_rows,
@@ -175,6 +177,8 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
             jobs=jobs,
             skipped=_filtered(skipped, model, backend),
             progress=lambda n: progress.advance(task, n),
+            # As simulate and optimize: the user's imported profiles, tables kept between runs.
+            files=UserFiles(user_profiles_dir(), user_tables_dir()),
             # Latency-model notes (a profile-grid gap, a borrowed calibration) would repeat for
             # every row; the report is the product here.
             quiet=True,
@@ -186,8 +190,9 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         return
     if show_rows:
         console.print(_rows_table(report))
+    roots = [d] if (d := user_profiles_dir()) else []
     for note in dict.fromkeys(
-        n for row in picked if (n := latency_note(latency, row.system, row.backend))
+        n for row in picked if (n := latency_note(latency, row.system, row.backend, roots))
     ):
         console.print(note, markup=False, highlight=False)
     for table in _groups_tables(report, by):

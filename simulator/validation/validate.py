@@ -120,6 +120,7 @@ __all__ = [
     "RowResult",
     "SiliconRow",
     "Skipped",
+    "UserFiles",
     "benchmark_engine_settings",
     "benchmark_mean",
     "mape",
@@ -193,6 +194,27 @@ class RowResult:
             "tpot_error": self.tpot_error,
             "simulated_requests": self.requests,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class UserFiles:
+    """The user's folders every row's simulation reads (the CLI passes its caches; the
+    defaults read the shipped profiles only and build every table in process). Neither
+    changes what a deployment is, so they are applied to each row's ``ServingConfig`` as is."""
+
+    kernel_profiles_dir: str | None = None
+    """Imported kernel profiles (``ServingConfig.kernel_profiles_dir``)."""
+    latency_cache_dir: str | None = None
+    """Built kernel tables kept between runs (``ServingConfig.latency_cache_dir``)."""
+
+    def apply(self, config: ServingConfig) -> ServingConfig:
+        """``config`` reading these folders."""
+        update = {
+            name: value
+            for name in ("kernel_profiles_dir", "latency_cache_dir")
+            if (value := getattr(self, name)) is not None
+        }
+        return config.model_copy(update=update) if update else config
 
 
 def _relative(predicted: float, measured: float) -> float:
@@ -280,6 +302,7 @@ def simulate_row(
     start: StartMode = "together",
     deployment: Deployment = "benchmark",
     ttft_offset: bool = False,
+    files: UserFiles = UserFiles(),
 ) -> RowResult | Skipped:
     """Simulate the benchmark of ``row`` and return its mean TTFT and TPOT (module doc).
 
@@ -287,7 +310,8 @@ def simulate_row(
     benchmark's protocol), or ``spread`` evenly over one request's duration, measured by a
     one-round pilot run (the fully desynchronised limit; see ``START_MODES``). ``deployment``
     chooses the engine limits (``DEPLOYMENTS``); ``ttft_offset`` adds the fitted
-    ``FITTED_TTFT_OFFSET_MS`` of the row's backend to the TTFT.
+    ``FITTED_TTFT_OFFSET_MS`` of the row's backend to the TTFT; ``files`` are the user's
+    profile and table folders.
 
     An ``InputError`` from a bad ``latency_model`` spec propagates (a user mistake that would
     fail every row); a configuration that cannot run becomes ``Skipped``.
@@ -295,6 +319,7 @@ def simulate_row(
     config = row_config(row, catalog, latency_model=latency_model, deployment=deployment)
     if isinstance(config, str):
         return Skipped(row.line, row.id, row.model, row.backend, config)
+    config = files.apply(config)
     ramp_s = 0.0
     if start == "spread":
         pilot = _run(row, config, catalog, seed, rounds=1, ramp_s=0.0)
@@ -401,6 +426,7 @@ def _simulate_one(
     deployment: Deployment,
     ttft_offset: bool,
     quiet: bool,
+    files: UserFiles,
 ) -> RowResult | Skipped:
     """Worker entry (module level so it pickles); the catalog is reloaded per process."""
     with warnings.catch_warnings():
@@ -415,6 +441,7 @@ def _simulate_one(
             start=start,
             deployment=deployment,
             ttft_offset=ttft_offset,
+            files=files,
         )
 
 
@@ -432,12 +459,14 @@ def run_validation(
     start: StartMode = "together",
     deployment: Deployment = "benchmark",
     ttft_offset: bool = False,
+    files: UserFiles = UserFiles(),
 ) -> FidelityReport:
     """Simulate every row (in ``jobs`` processes) and collect the report.
 
     ``skipped`` are rows already set aside (e.g. by ``read_silicon``); they come first in the
     report's skipped list. ``progress`` is called with 1 after each row. ``quiet`` silences the
-    latency models' warnings (they repeat for every row of a deployment).
+    latency models' warnings (they repeat for every row of a deployment). ``files``: the
+    user's profile and table folders (``UserFiles``).
     """
     catalog = None if catalog_path is None else str(catalog_path)
     work = partial(
@@ -450,6 +479,7 @@ def run_validation(
         deployment=deployment,
         ttft_offset=ttft_offset,
         quiet=quiet,
+        files=files,
     )
     outcomes: list[RowResult | Skipped] = []
     if jobs > 1 and len(rows) > 1:

@@ -66,6 +66,14 @@ def test_json_rows_summary_groups_and_skipped(tmp_path: Path) -> None:
     assert "unknown model 'org/NoSuchModel'" in skipped["mystery"]["reason"]
 
 
+def test_built_tables_are_kept_in_the_users_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    _json("--silicon", str(_csv(tmp_path)), "--model", "Qwen3-32B")
+    assert list((tmp_path / "cache/kvplan/tables").glob("table-*.pkl"))
+
+
 def test_model_backend_and_limit_select_rows(tmp_path: Path) -> None:
     path = str(_csv(tmp_path))
     only_qwen = _json("--silicon", path, "--model", "Qwen3-32B")

@@ -17,6 +17,7 @@ from simulator.validation.validate import (
     RowResult,
     SiliconRow,
     Skipped,
+    UserFiles,
     benchmark_mean,
     mape,
     read_silicon,
@@ -187,6 +188,33 @@ def test_infeasible_row_is_skipped_with_the_fit_reason() -> None:
 
 
 # ----- simulating -------------------------------------------------------------------------------
+def test_the_user_files_are_read_and_never_change_a_result(tmp_path: Path) -> None:
+    tables = tmp_path / "tables"
+    files = UserFiles(kernel_profiles_dir=str(tmp_path / "profiles"), latency_cache_dir=str(tables))
+    config = row_config(_row(), shipped_catalog(), latency_model="table")
+    assert not isinstance(config, str)
+    applied = files.apply(config)
+    assert applied.kernel_profiles_dir == str(tmp_path / "profiles")
+    assert applied.latency_cache_dir == str(tables)
+    assert UserFiles().apply(config) is config
+    row = _row(concurrency=2, isl=256, osl=8)
+    plain = simulate_row(row, latency_model="table", catalog=shipped_catalog(), rounds=2)
+    cached = simulate_row(
+        row,
+        latency_model="table",
+        catalog=shipped_catalog(),
+        rounds=2,
+        files=UserFiles(latency_cache_dir=str(tables)),
+    )
+    assert len(list(tables.glob("table-*.pkl"))) == 1  # the H100 TensorRT-LLM table, kept
+    assert isinstance(plain, RowResult)
+    assert isinstance(cached, RowResult)
+    assert (cached.predicted_ttft_ms, cached.predicted_tpot_ms) == (
+        plain.predicted_ttft_ms,
+        plain.predicted_tpot_ms,
+    )
+
+
 def test_constant_step_time_gives_analytic_ttft_and_tpot() -> None:
     # One user, every step 10 ms: the prompt is one step (first token), then one step per token;
     # TensorRT-LLM's front end adds its intake before the prompt and one token's streaming
