@@ -19,10 +19,13 @@ row replays nothing (``replay --help``): the interpreter and imports alone, the 
 every other row.
 
 What to expect: the compiled core (every policy with a compiled path) streams the file in
-pieces and holds the policy's arrays, indexed by block id (about 26 bytes per distinct block
-up to the largest id), plus numba's loaded machine code (~57 MiB over the import floor); from
-JSONL the block-id interning table adds about 48 bytes per distinct block. Both grow with the
-trace's distinct blocks, not with its length as such. Python-path policies from ``.lcp.zst``
+pieces and holds the policy's arrays, indexed by slot (``simulator/kvcache/compiled/_slots``:
+slots are recycled once the policy forgets a block, so at most 8/3 × (cache size + ghost
+capacity + longest request) slots of ~58-74 bytes: 16,383 for ``lru`` at 8k, 0.9 MiB,
+whatever the trace's length), plus numba's loaded machine code (~57 MiB over the import
+floor): from ``.lcp.zst`` the 10× trace peaks within a few MiB of the 1× one. From JSONL the
+block-id interning table adds about 48 bytes per distinct block, so that peak grows with the
+trace's distinct blocks (not with its length as such). Python-path policies from ``.lcp.zst``
 hold only their state (bounded by the cache size); from JSONL their interning dict holds
 about 170 bytes per distinct block. Oracle policies on JSONL would add the trace's future (16
 bytes per block access); they are not measured here.

@@ -90,8 +90,10 @@ def _both(
     pin: bool = True,
     deep: bool = True,
     stop: bool = False,
+    slots: int = 1024,
 ) -> tuple[ReplayResult, ReplayResult]:
-    """(Python result, compiled result) of one configuration."""
+    """(Python result, compiled result) of one configuration; ``slots``: the compiled run's
+    initial slot capacity (small: its arrays grow and its slots are recycled mid-chunk)."""
     name, params = spec
     options = {
         "match": "stop-at-first-miss" if stop else "all",
@@ -99,7 +101,7 @@ def _both(
         "pin": pin,
     }
     expected = replay(requests, make_policy(name, capacity, **params), cost_model=model, **options)  # type: ignore[arg-type]
-    run = CompiledReplay(name, capacity, params=params, cost_model=model, **options)  # type: ignore[arg-type]
+    run = CompiledReplay(name, capacity, params=params, cost_model=model, slots=slots, **options)  # type: ignore[arg-type]
     future = _served_future(requests, capacity)
     _feed(run, chunk_requests(requests, max_blocks=chunk_blocks), future)
     return expected, run.result()

@@ -10,10 +10,13 @@ as Python, so ties and orders agree bit for bit), ``prv`` = the sequence number,
 position in ``heap`` (1-based; the heap's size is ``st[S_HEAP_N]``), ``cls`` = the frequency
 (accesses since insertion, forgotten on eviction).
 
+The ``*_replay`` kernels serve one request, blocks ``lo:hi`` of the chunk (``slots[j - lo]``
+is block j's slot, from ``_kernels._probe``).
+
 Belady (``oracle``) orders by ``(-next access, -block id)`` instead: ``prv`` holds the block's
-next access (from the annotation the caller passes with each chunk) and the slot (id + 1)
-breaks ties, so the furthest next access, then the largest id, leaves first; ``keys`` and
-``cls`` are unused.
+next access (from the annotation the caller passes with each chunk) and the block id
+(``ids[slot]``, ``_slots``) breaks ties, so the furthest next access, then the largest id,
+leaves first; ``keys`` and ``cls`` are unused.
 """
 
 # ruff: noqa: PLR0917  (numba kernels take their state arrays positionally)
@@ -26,28 +29,28 @@ from simulator.kvcache.compiled._layout import F64, F_POLICY, I64, S_HEAP_N, S_S
 
 
 @njit(inline="always")
-def _before(a: int, b: int, keys: F64, seq: I64, oracle: bool) -> bool:
+def _before(a: int, b: int, keys: F64, seq: I64, ids: I64, oracle: bool) -> bool:
     """Whether slot ``a``'s priority is below slot ``b``'s (tuple order): GDSF's (H, seq), or
-    with ``oracle`` Belady's (-next access, -slot), ``seq`` then holding the next access."""
+    with ``oracle`` Belady's (-next access, -block id), ``seq`` then holding the next access."""
     if oracle:
-        return seq[a] > seq[b] or (seq[a] == seq[b] and a > b)
+        return seq[a] > seq[b] or (seq[a] == seq[b] and ids[a] > ids[b])  # type: ignore[no-any-return]
     return keys[a] < keys[b] or (keys[a] == keys[b] and seq[a] < seq[b])  # type: ignore[no-any-return]
 
 
 @njit()
-def _sift(i: int, n: int, heap: I64, pos: I64, keys: F64, seq: I64, oracle: bool) -> None:
+def _sift(i: int, n: int, heap: I64, pos: I64, keys: F64, seq: I64, ids: I64, oracle: bool) -> None:
     """Restore the heap order around position ``i`` (its slot's priority changed)."""
     x = heap[i]
-    while i > 1 and _before(x, heap[i >> 1], keys, seq, oracle):  # up
+    while i > 1 and _before(x, heap[i >> 1], keys, seq, ids, oracle):  # up
         parent = heap[i >> 1]
         heap[i] = parent
         pos[parent] = i
         i >>= 1
     while 2 * i <= n:  # down
         child = 2 * i
-        if child < n and _before(heap[child + 1], heap[child], keys, seq, oracle):
+        if child < n and _before(heap[child + 1], heap[child], keys, seq, ids, oracle):
             child += 1
-        if not _before(heap[child], x, keys, seq, oracle):
+        if not _before(heap[child], x, keys, seq, ids, oracle):
             break
         heap[i] = heap[child]
         pos[heap[i]] = i
@@ -57,7 +60,7 @@ def _sift(i: int, n: int, heap: I64, pos: I64, keys: F64, seq: I64, oracle: bool
 
 
 @njit()
-def _heap_pop(heap: I64, pos: I64, keys: F64, seq: I64, oracle: bool, st: I64) -> int:
+def _heap_pop(heap: I64, pos: I64, keys: F64, seq: I64, ids: I64, oracle: bool, st: I64) -> int:
     """Remove and return the minimum slot (the heap is not empty)."""
     n = st[S_HEAP_N]
     top = heap[1]
@@ -68,31 +71,33 @@ def _heap_pop(heap: I64, pos: I64, keys: F64, seq: I64, oracle: bool, st: I64) -
     if n:
         heap[1] = last
         pos[last] = 1
-        _sift(1, n, heap, pos, keys, seq, oracle)
+        _sift(1, n, heap, pos, keys, seq, ids, oracle)
     return top  # type: ignore[no-any-return]
 
 
 @njit()
-def _heap_push(x: int, heap: I64, pos: I64, keys: F64, seq: I64, oracle: bool, st: I64) -> None:
+def _heap_push(
+    x: int, heap: I64, pos: I64, keys: F64, seq: I64, ids: I64, oracle: bool, st: I64
+) -> None:
     n = st[S_HEAP_N] + 1
     st[S_HEAP_N] = n
     heap[n] = x
     pos[x] = n
-    _sift(n, n, heap, pos, keys, seq, oracle)
+    _sift(n, n, heap, pos, keys, seq, ids, oracle)
 
 
 @njit()
 def gdsf_replay(
-    blocks: I64, lo: int, hi: int, deepest_first: bool, size: int, use_cost: bool,
-    costs: F64, res: U8, nxt: I64, prv: I64, cls: I64, keys: F64, heap: I64, st: I64,
-    fs: F64,
+    slots: I64, lo: int, hi: int, deepest_first: bool, size: int, use_cost: bool,
+    costs: F64, res: U8, nxt: I64, prv: I64, cls: I64, keys: F64, heap: I64, ids: I64,
+    st: I64, fs: F64,
 ) -> int:  # fmt: skip
     """``Gdsf.access`` per block: one more access, ``H = L + freq × weight`` (weight 1, or the
     position's cost for ``gdsf_compute``: ``use_cost`` with a non-uniform ``costs`` table),
     sequence number as the tie-break; a miss is inserted. Returns the resident count."""
     for step in range(hi - lo):
         j = hi - 1 - step if deepest_first else lo + step
-        x = blocks[j] + 1
+        x = slots[j - lo]
         st[S_SEQ] += 1
         freq = cls[x] + 1
         cls[x] = freq
@@ -100,9 +105,9 @@ def gdsf_replay(
         keys[x] = fs[F_POLICY] + freq * weight
         prv[x] = st[S_SEQ]
         if res[x]:
-            _sift(nxt[x], st[S_HEAP_N], heap, nxt, keys, prv, False)
+            _sift(nxt[x], st[S_HEAP_N], heap, nxt, keys, prv, ids, False)
         else:
-            _heap_push(x, heap, nxt, keys, prv, False, st)
+            _heap_push(x, heap, nxt, keys, prv, ids, False, st)
             res[x] = 1
             size += 1
     return size
@@ -110,19 +115,19 @@ def gdsf_replay(
 
 @njit()
 def belady_replay(
-    blocks: I64, future: I64, lo: int, hi: int, deepest_first: bool, size: int, res: U8,
-    nxt: I64, prv: I64, keys: F64, heap: I64, st: I64,
+    slots: I64, future: I64, lo: int, hi: int, deepest_first: bool, size: int, res: U8,
+    nxt: I64, prv: I64, keys: F64, heap: I64, ids: I64, st: I64,
 ) -> int:  # fmt: skip
     """``Belady.access`` per block: its priority becomes its next access ``future[j]``; a miss
     is inserted. Returns the resident count after."""
     for step in range(hi - lo):
         j = hi - 1 - step if deepest_first else lo + step
-        x = blocks[j] + 1
+        x = slots[j - lo]
         prv[x] = future[j]
         if res[x]:
-            _sift(nxt[x], st[S_HEAP_N], heap, nxt, keys, prv, True)
+            _sift(nxt[x], st[S_HEAP_N], heap, nxt, keys, prv, ids, True)
         else:
-            _heap_push(x, heap, nxt, keys, prv, True, st)
+            _heap_push(x, heap, nxt, keys, prv, ids, True, st)
             res[x] = 1
             size += 1
     return size
@@ -131,7 +136,7 @@ def belady_replay(
 @njit()
 def heap_evict(
     k: int, oracle: bool, pin: bool, cur: int, res: U8, nxt: I64, prv: I64, cls: I64,
-    keys: F64, heap: I64, scratch: I64, stamp: I64, st: I64, fs: F64,
+    keys: F64, heap: I64, scratch: I64, stamp: I64, ids: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """``Gdsf.evict_n`` / ``KeyedHeapPolicy.evict_n`` (``oracle``: Belady) over
     ``KeyedHeap.pop_n``: the ``k`` lowest priorities outside α, pinned ones popped aside and
@@ -141,7 +146,7 @@ def heap_evict(
     resident = st[S_HEAP_N]
     last = 0.0
     while got < k and st[S_HEAP_N]:
-        x = _heap_pop(heap, nxt, keys, prv, oracle, st)
+        x = _heap_pop(heap, nxt, keys, prv, ids, oracle, st)
         if pin and stamp[x] == cur:
             scratch[stashed] = x
             stashed += 1
@@ -152,7 +157,7 @@ def heap_evict(
         got += 1
         inside += stamp[x] == cur
     for i in range(stashed):
-        _heap_push(scratch[i], heap, nxt, keys, prv, oracle, st)
+        _heap_push(scratch[i], heap, nxt, keys, prv, ids, oracle, st)
     if not got:
         return (-1 if resident else 0), inside
     if not oracle:

@@ -2,15 +2,17 @@
 for every policy of ``engine.COMPILED``; LRU, FIFO, CLOCK and SIEVE live here, the other
 policies' structures in ``_lfu``, ``_queues``, ``_segmented`` and ``_heaps``.
 
-Everything is indexed by *slot* = block id + 1; slot 0 is the sentinel of one circular doubly
-linked list (``nxt``/``prv``), front = ``nxt[0]`` (oldest), back = ``prv[0]`` (newest). Per slot:
-``res`` (1 = resident), ``aux`` (CLOCK's counter, SIEVE's visited bit) and ``stamp``, the serial
-number of the last request that touched the block: a block is in the request being served
-(α) iff ``stamp[slot] == cur``, which is how α is pinned and how self-evictions are told apart
-without building a set. Scalars that live across calls sit in ``st`` (int64, indices ``S_*``)
-and ``fs`` (float64: cost sums and one policy scalar), laid out in ``_layout``. The Python
-policies in ``simulator/kvcache/policies`` are the reference; each policy kernel names the
-Python method it mirrors, step for step.
+Everything is indexed by *slot* (``_slots``: a hash table maps each block id to a slot while
+the policy remembers the block, and ``serve`` recycles slots between requests, so the arrays
+follow the cache size and the ghosts, not the largest id); slot 0 is the sentinel of one
+circular doubly linked list (``nxt``/``prv``), front = ``nxt[0]`` (oldest), back = ``prv[0]``
+(newest). Per slot: ``res`` (1 = resident), ``aux`` (CLOCK's counter, SIEVE's visited bit)
+and ``stamp``, the serial number of the last request that touched the block: a block is in the
+request being served (α) iff ``stamp[slot] == cur``, which is how α is pinned and how
+self-evictions are told apart without building a set. Scalars that live across calls sit in
+``st`` (int64, indices ``S_*``) and ``fs`` (float64: cost sums and one policy scalar), laid out
+in ``_layout``. The Python policies in ``simulator/kvcache/policies`` are the reference; each
+policy kernel names the Python method it mirrors, step for step.
 
 The kernels return 0, or an error code (``E_*``) with details in ``st[S_ERR_A]``/``S_ERR_B``
 for the caller to raise the same ``RuntimeError`` the Python loop raises.
@@ -37,6 +39,7 @@ from numba import njit
 from simulator.kvcache.compiled._heaps import belady_replay, gdsf_replay, heap_evict
 from simulator.kvcache.compiled._layout import (
     E_ALL_PINNED,
+    E_GROW,
     E_LOST,
     E_NOTHING_FREED,
     E_OK,
@@ -63,12 +66,15 @@ from simulator.kvcache.compiled._layout import (
     S_ERR_A,
     S_ERR_B,
     S_EVICT,
+    S_FREE_N,
     S_GHOST_LIMIT,
     S_HAND,
     S_HITS,
     S_LIMIT,
     S_REQ,
+    S_RESUME,
     S_SELF,
+    S_SHIFT,
     S_SIZE,
     S_SKIP,
     S_SKIP_DISTINCT,
@@ -86,9 +92,10 @@ from simulator.kvcache.compiled._segmented import (
     twoq_evict,
     twoq_replay,
 )
+from simulator.kvcache.compiled._slots import FIBONACCI, make_room
 
 #: The kernel modules whose source ``serve`` is compiled from (see the module docstring).
-KERNEL_MODULES = ("_layout", "_kernels", "_lfu", "_queues", "_segmented", "_heaps")
+KERNEL_MODULES = ("_layout", "_kernels", "_lfu", "_queues", "_segmented", "_heaps", "_slots")
 
 # The linked-list steps (unlink, push to the back or front) are written out where they are used
 # instead of being small kernels: numba does not inline a call between kernels, and passing
@@ -193,17 +200,35 @@ def _evict_sieve(
 
 @njit()
 def _probe(
-    blocks: I64, lo: int, hi: int, cur: int, res: U8, stamp: I64, plain: bool, costs: F64
-) -> tuple[int, int, int, int, float]:
-    """Phases 0 and 1 in one read-only pass: (distinct blocks, distinct resident blocks, hits
-    at every position with repeats, position of the first miss or ``hi - lo``, summed cost of
-    the hits). α is stamped with ``cur`` on the way. ``plain``: skip the cost sum (uniform
+    blocks: I64, xs: I64, lo: int, hi: int, cur: int, res: U8, stamp: I64, plain: bool,
+    costs: F64, ids: I64, table: I64, free: I64, st: I64,
+) -> tuple[int, int, int, int, float]:  # fmt: skip
+    """Phases 0 and 1 in one pass that changes no policy state: (distinct blocks, distinct
+    resident blocks, hits at every position with repeats, position of the first miss or
+    ``hi - lo``, summed cost of the hits). Each block's slot is looked up (taken if new) into
+    ``xs[j - lo]`` and α is stamped with ``cur`` on the way. ``plain``: skip the cost sum (uniform
     costs, or stop-at-first-miss, which sums its counted prefix itself)."""
     distinct = resident = hits = 0
     first_miss = hi - lo
     saved = 0.0
+    shift = st[S_SHIFT]
+    mask = table.shape[0] - 1
+    n_free = st[S_FREE_N]
     for j in range(lo, hi):
-        x = blocks[j] + 1
+        # ``_slots``' lookup, written out: through a kernel (inlined or not) it took 40-50 ns
+        # a block instead of 3 (measured on 10 M lookups in a 64 k-bucket table).
+        block = blocks[j]
+        h = ((block * FIBONACCI) >> shift) & mask
+        x = table[h]
+        while x and ids[x] != block:
+            h = (h + 1) & mask
+            x = table[h]
+        if not x:  # first access since the block was forgotten: a free slot (serve keeps n)
+            n_free -= 1
+            x = free[n_free]
+            ids[x] = block
+            table[h] = x
+        xs[j - lo] = x
         here = res[x]
         if stamp[x] != cur:
             stamp[x] = cur
@@ -215,14 +240,15 @@ def _probe(
                 saved += costs[j - lo]
         elif first_miss == hi - lo:
             first_miss = j - lo
+    st[S_FREE_N] = n_free
     return distinct, resident, hits, first_miss, saved
 
 
 @njit()
 def _evict(  # noqa: PLR0911  (one return per policy)
     kind: int, want: int, pin: bool, cur: int, size: int, nxt: I64, prv: I64, res: U8,
-    aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64, st: I64,
-    fs: F64,
+    aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64, ids: I64,
+    st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """One ``evict_n(want, pinned)`` call of policy ``kind``: (freed, of which in α); freed is
     -1 where the Python policy raises because every resident block is pinned."""
@@ -244,15 +270,15 @@ def _evict(  # noqa: PLR0911  (one return per policy)
         return arc_evict(want, pin, cur, size, res, nxt, prv, cls, nodes, stamp, fs, F_POLICY)
     if kind in (K_GDSF, K_GDSF_COMPUTE, K_BELADY):
         return heap_evict(want, kind == K_BELADY, pin, cur, res, nxt, prv, cls, keys, heap,
-            scratch, stamp, st, fs)  # fmt: skip
+            scratch, stamp, ids, st, fs)  # fmt: skip
     return _evict_oldest(want, pin, cur, nxt, prv, res, stamp)
 
 
 @njit()
 def _allocate(
     kind: int, needed: int, pin: bool, cur: int, size: int, nxt: I64, prv: I64, res: U8,
-    aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64, st: I64,
-    fs: F64,
+    aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64, ids: I64,
+    st: I64, fs: F64,
 ) -> tuple[int, int, int]:  # fmt: skip
     """Phase 2 (``replay._ServeLoop._allocate``): evict until ``needed`` victims outside α are
     gone. Returns (error code, resident blocks after, self-evictions). Every compiled policy
@@ -261,7 +287,7 @@ def _allocate(
     while progress < needed:
         want = needed - progress
         freed, inside = _evict(kind, want, pin, cur, size, nxt, prv, res, aux, stamp, scratch,
-            cls, nodes, keys, heap, st, fs)  # fmt: skip
+            cls, nodes, keys, heap, ids, st, fs)  # fmt: skip
         if freed < 0:
             return E_ALL_PINNED, size, self_evicted
         if freed == 0:
@@ -291,43 +317,44 @@ def _cost_sums(
 
 @njit()
 def _replay_other(
-    kind: int, capacity: int, blocks: I64, lo: int, hi: int, deepest_first: bool, size: int,
+    kind: int, capacity: int, xs: I64, lo: int, hi: int, deepest_first: bool, size: int,
     uniform: bool, costs: F64, future: I64, nxt: I64, prv: I64, res: U8, cls: I64, nodes: I64,
-    keys: F64, heap: I64, st: I64, fs: F64,
+    keys: F64, heap: I64, ids: I64, st: I64, fs: F64,
 ) -> int:  # fmt: skip
     """Phase 3 of the policies with a per-request replay kernel (one call per request, the
-    per-block loop inside it); returns the resident count after."""
+    per-block loop inside it, over the slots ``xs``); returns the resident count after."""
     if kind == K_BELADY:
-        return belady_replay(blocks, future, lo, hi, deepest_first, size, res, nxt, prv, keys,
-            heap, st)  # fmt: skip
+        return belady_replay(xs, future, lo, hi, deepest_first, size, res, nxt, prv, keys,
+            heap, ids, st)  # fmt: skip
     if kind == K_SLRU:
-        return slru_replay(blocks, lo, hi, deepest_first, size, st[S_LIMIT], res, nxt, prv,
+        return slru_replay(xs, lo, hi, deepest_first, size, st[S_LIMIT], res, nxt, prv,
             cls, nodes)  # fmt: skip
     if kind == K_TWOQ:
-        return twoq_replay(blocks, lo, hi, deepest_first, size, res, nxt, prv, cls, nodes)
+        return twoq_replay(xs, lo, hi, deepest_first, size, res, nxt, prv, cls, nodes)
     if kind == K_ARC:
-        return arc_replay(blocks, lo, hi, deepest_first, size, capacity, res, nxt, prv, cls,
+        return arc_replay(xs, lo, hi, deepest_first, size, capacity, res, nxt, prv, cls,
             nodes, fs, F_POLICY)  # fmt: skip
     use_cost = kind == K_GDSF_COMPUTE and not uniform  # uniform: every weight is 1
-    return gdsf_replay(blocks, lo, hi, deepest_first, size, use_cost, costs, res, nxt, prv,
-        cls, keys, heap, st, fs)  # fmt: skip
+    return gdsf_replay(xs, lo, hi, deepest_first, size, use_cost, costs, res, nxt, prv,
+        cls, keys, heap, ids, st, fs)  # fmt: skip
 
 
 @njit()
 def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline: see above)
-    kind: int, top: int, capacity: int, blocks: I64, lo: int, hi: int, deepest_first: bool,
-    verify: bool, size: int, inserts: int, uniform: bool, costs: F64, future: I64, nxt: I64,
-    prv: I64, res: U8, aux: U8, cls: I64, nodes: I64, keys: F64, heap: I64, st: I64, fs: F64,
+    kind: int, top: int, capacity: int, blocks: I64, xs: I64, lo: int, hi: int,
+    deepest_first: bool, verify: bool, size: int, inserts: int, uniform: bool, costs: F64,
+    future: I64, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64, nodes: I64, keys: F64,
+    heap: I64, ids: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """Phase 3 (``replay._ServeLoop._access``, each policy's ``_replay`` body per block):
-    replay α; ``inserts`` = its distinct blocks not resident before. Returns (error code,
-    resident blocks after)."""
+    replay α (``xs[j - lo]``: the slot of ``blocks[j]``); ``inserts`` = its distinct blocks not
+    resident before. Returns (error code, resident blocks after)."""
     before = size
     if kind >= K_SLRU:
-        size = _replay_other(kind, capacity, blocks, lo, hi, deepest_first, size, uniform, costs,
-            future, nxt, prv, res, cls, nodes, keys, heap, st, fs)  # fmt: skip
+        size = _replay_other(kind, capacity, xs, lo, hi, deepest_first, size, uniform, costs,
+            future, nxt, prv, res, cls, nodes, keys, heap, ids, st, fs)  # fmt: skip
     for step in range(0 if kind >= K_SLRU else hi - lo):
-        x = blocks[hi - 1 - step if deepest_first else lo + step] + 1
+        x = xs[hi - lo - 1 - step if deepest_first else step]
         if kind == K_LFU:
             size += lfu_access(x, res, nxt, prv, cls, nodes)
             continue
@@ -368,7 +395,7 @@ def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline:
         st[S_UNEXP] += before + inserts - size
     if verify:
         for j in range(lo, hi):
-            if not res[blocks[j] + 1]:
+            if not res[xs[j - lo]]:
                 st[S_ERR_A] = blocks[j]
                 return E_LOST, size
     return E_OK, size
@@ -391,30 +418,43 @@ def _build_serve(key: int) -> Callable[..., Any]:
     def serve(
         kind: int, top: int, capacity: int, blocks: I64, offsets: I64, first_index: int,
         uniform: bool, costs: F64, cumulative: F64, future: I64, stop_at_miss: bool,
-        deepest_first: bool, pin: bool, verify: bool, nxt: I64, prv: I64, res: U8, aux: U8,
-        stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64, st: I64,
-        fs: F64,
+        deepest_first: bool, pin: bool, verify: bool, xs: I64, nxt: I64, prv: I64, res: U8,
+        aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64,
+        ids: I64, table: I64, free: I64, st: I64, fs: F64,
     ) -> int:  # fmt: skip
-        """Serve requests ``offsets[r]:offsets[r+1]`` of ``blocks`` (ids in prefix order).
+        """Serve requests ``offsets[r]:offsets[r+1]`` of ``blocks`` (ids in prefix order, any
+        int64).
 
         ``first_index`` is the workload index of the first one; ``top`` is CLOCK's counter
         ceiling. With ``uniform`` False, ``costs[p]`` is the cost of position p and
         ``cumulative[n]`` the cost of an n-block request (both at least as long as the longest
         request). ``future[j]`` is the next access of ``blocks[j]`` (oracles; else empty).
-        Returns ``E_OK`` or an ``E_*`` code (the state is then not to be used again).
+        ``xs`` (as long as the longest request) receives the slots of the request being
+        served; ``ids``, ``table`` and ``free`` are the slot structures of ``_slots``. Returns
+        ``E_OK``, ``E_GROW`` (the state is consistent: grow the slots and call again with the
+        requests from ``st[S_RESUME]`` on) or another ``E_*`` code (the state is then not to
+        be used again).
         """
         if key < 0:  # never: reading ``key`` makes it a cell of this closure (the cache key)
             return E_LOST
         size = st[S_SIZE]
         cur = st[S_CUR]
         plain = uniform or stop_at_miss
+        queues = kind in (K_S3FIFO, K_S3FIFOD, K_SLRU, K_TWOQ, K_ARC)  # cls names a queue
         for r in range(offsets.shape[0] - 1):
             lo = offsets[r]
             hi = offsets[r + 1]
             n = hi - lo
+            # Each access may take a slot: make room (a sweep) only when they may run out.
+            if st[S_FREE_N] < n and not make_room(n, queues, res, cls, aux, stamp, ids, table,
+                                                  free, st):  # fmt: skip
+                st[S_RESUME] = r
+                st[S_SIZE] = size
+                st[S_CUR] = cur
+                return E_GROW
             cur += 1
             distinct, resident, hits, first_miss, saved = _probe(
-                blocks, lo, hi, cur, res, stamp, plain, costs
+                blocks, xs, lo, hi, cur, res, stamp, plain, costs, ids, table, free, st
             )
             if distinct > capacity:
                 st[S_SKIP] += 1
@@ -436,13 +476,13 @@ def _build_serve(key: int) -> Callable[..., Any]:
             self_evicted = 0
             if needed > 0:  # a call passing arrays costs reference counts: only with work
                 code, size, self_evicted = _allocate(kind, needed, pin, cur, size, nxt, prv,
-                    res, aux, stamp, scratch, cls, nodes, keys, heap, st, fs)  # fmt: skip
+                    res, aux, stamp, scratch, cls, nodes, keys, heap, ids, st, fs)  # fmt: skip
                 if code != E_OK:
                     return code
                 st[S_SELF] += self_evicted
-            code, size = _replay_request(kind, top, capacity, blocks, lo, hi, deepest_first,
-                verify, size, missing + self_evicted, uniform, costs, future, nxt, prv, res, aux,
-                cls, nodes, keys, heap, st, fs)  # fmt: skip
+            code, size = _replay_request(kind, top, capacity, blocks, xs, lo, hi,
+                deepest_first, verify, size, missing + self_evicted, uniform, costs, future, nxt,
+                prv, res, aux, cls, nodes, keys, heap, ids, st, fs)  # fmt: skip
             if code != E_OK:
                 return code
         st[S_SIZE] = size

@@ -41,7 +41,10 @@ S_LIMIT = 17  # SLRU's protected-segment capacity; 2Q's Kin
 S_GHOST_LIMIT = 18  # 2Q's Kout (A1out capacity)
 S_SEQ = 19  # GDSF's access sequence number (its tie-break)
 S_HEAP_N = 20  # GDSF's and Belady's heap size
-N_STATE = 21
+S_FREE_N = 21  # free slots on the stack (``_slots``; 0 after growth: the next request sweeps)
+S_SHIFT = 22  # 64 - log2(hash table size) (``_slots``)
+S_RESUME = 23  # after ``E_GROW``: the request (index into the chunk's offsets) to resume at
+N_STATE = 24
 
 # Indices into the float64 vector ``fs``.
 F_TOTAL, F_SAVED = 0, 1  # cost sums of the serve loop
@@ -50,6 +53,9 @@ N_FLOAT = 3
 
 # Error codes.
 E_OK, E_NOTHING_FREED, E_OVER_CAPACITY, E_LOST, E_ALL_PINNED = 0, 1, 2, 3, 4
+# Not an error: the slots are too few for the next request even after a sweep (``st[S_ERR_A]``
+# slots are needed); the driver grows them and calls again from request ``st[S_RESUME]``.
+E_GROW = 5
 
 # Rows of the node table ``nodes`` (LFU's count nodes; the queues' heads, tails and lengths).
 COUNT, HEAD, TAIL, UP, DOWN, FREE = 0, 1, 2, 3, 4, 5

@@ -1,8 +1,9 @@
 """Kernels of the segmented queue policies: SLRU, 2Q and ARC (``policies.slru``, ``.twoq``,
 ``.arc``), over the queues of ``_queues`` (columns ``Q_*`` of ``_layout``).
 
-Each policy has a ``*_replay`` kernel (phase 3 for one request: every block accessed in
-replay order, one call per request) and a ``*_evict`` kernel (``evict_n``: up to ``k``
+Each policy has a ``*_replay`` kernel (phase 3 for one request, blocks ``lo:hi`` of the chunk:
+every block accessed in replay order, one call per request; ``slots[j - lo]`` is block j's
+slot, from ``_kernels._probe``) and a ``*_evict`` kernel (``evict_n``: up to ``k``
 victims, returning (freed, of which in α), freed = -1 where the Python ``evict`` raises
 because every resident block is pinned). α (the request being served) is the slots whose
 ``stamp`` is ``cur``; it is pinned iff ``pin``. ``res[slot]`` is 1 for a resident block,
@@ -36,7 +37,7 @@ from simulator.kvcache.compiled._queues import q_first_unpinned, q_pop, q_push, 
 
 @njit()
 def slru_replay(
-    blocks: I64, lo: int, hi: int, deepest_first: bool, size: int, limit: int, res: U8,
+    slots: I64, lo: int, hi: int, deepest_first: bool, size: int, limit: int, res: U8,
     nxt: I64, prv: I64, cls: I64, nodes: I64,
 ) -> int:  # fmt: skip
     """``SLRU._replay``: a protected hit moves to the protected MRU end, a probationary hit is
@@ -44,7 +45,7 @@ def slru_replay(
     protected segment then holds more than ``limit``), a miss enters the probationary MRU end.
     Returns the resident count after."""
     for step in range(hi - lo):
-        x = blocks[hi - 1 - step if deepest_first else lo + step] + 1
+        x = slots[hi - lo - 1 - step if deepest_first else step]
         q = cls[x]
         if q == Q_PROTECTED:
             q_take(nodes, x, nxt, prv, cls)
@@ -100,13 +101,13 @@ def slru_evict(
 
 @njit()
 def twoq_replay(
-    blocks: I64, lo: int, hi: int, deepest_first: bool, size: int, res: U8, nxt: I64,
+    slots: I64, lo: int, hi: int, deepest_first: bool, size: int, res: U8, nxt: I64,
     prv: I64, cls: I64, nodes: I64,
 ) -> int:  # fmt: skip
     """``TwoQ.access`` per block: an Am hit refreshes recency, an A1in hit changes nothing,
     a miss found in A1out enters Am, any other miss enters A1in. Returns the resident count."""
     for step in range(hi - lo):
-        x = blocks[hi - 1 - step if deepest_first else lo + step] + 1
+        x = slots[hi - lo - 1 - step if deepest_first else step]
         q = cls[x]
         if q == Q_A1IN:
             continue  # a correlated reference
@@ -155,7 +156,7 @@ def twoq_evict(
 
 @njit()
 def arc_replay(
-    blocks: I64, lo: int, hi: int, deepest_first: bool, size: int, capacity: int, res: U8,
+    slots: I64, lo: int, hi: int, deepest_first: bool, size: int, capacity: int, res: U8,
     nxt: I64, prv: I64, cls: I64, nodes: I64, fs: F64, fp: int,
 ) -> int:  # fmt: skip
     """``Arc.access`` per block; ``fs[fp]`` is the adaptive target p. A T1 hit moves to T2, a
@@ -164,7 +165,7 @@ def arc_replay(
     to |T1| + |B1| ≤ c and |T1| + |T2| + |B1| + |B2| ≤ 2c. Returns the resident count."""
     c = capacity
     for step in range(hi - lo):
-        x = blocks[hi - 1 - step if deepest_first else lo + step] + 1
+        x = slots[hi - lo - 1 - step if deepest_first else step]
         q = cls[x]
         if q in (Q_T1, Q_T2):
             q_take(nodes, x, nxt, prv, cls)

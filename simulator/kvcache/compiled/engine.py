@@ -11,9 +11,15 @@ with the same options (``tests/kvcache/test_compiled_differential.py`` holds the
 compiled, and why the rest is not, is ``COMPILED`` and ``PYTHON_ONLY`` below (also
 ``bench/README.md``, "Replay speed").
 
-Block ids must be dense non-negative integers (prefix-interned or lcp ids): the policy state is
-arrays indexed by id, 26 bytes per id up to the largest one seen (34 for policies with a queue
-or count per block, 42 for GDSF's priorities), grown as chunks arrive. The serve kernel is
+Block ids may be any int64 (dense prefix-interned or lcp ids, or sparse raw hashes): a hash
+table (``_slots``) maps each id to a *slot* while the policy remembers the block (resident, or a
+ghost of ARC, 2Q, S3-FIFO(-D)), and the policy state is arrays indexed by slot. Slots are
+recycled between requests and the arrays double only when the remembered blocks fill over 3/4
+of them, so the state is O(cache size + ghost capacity + longest request), not O(largest id):
+``slot_space`` slots of about 58 bytes (66 with a queue or count per slot, 74 for GDSF's
+priorities; hash table and free stack included), from the default start at most 8/3 ×
+(capacity + ghosts + longest request) + 1 of them (32,767 for LRU at 16k blocks: 1.8 MiB).
+The serve kernel is
 compiled on first use and cached on disk by numba (``cache=True``, keyed on every kernel
 module's source), so only the first run on a machine, or after an upgrade, pays for compilation
 (seconds; ``bench/replay_speed.py`` reports it).
@@ -90,7 +96,7 @@ _LIST_ONLY = frozenset({k.K_LRU, k.K_FIFO, k.K_CLOCK, k.K_SIEVE})
 _HEAPS = frozenset({k.K_GDSF, k.K_GDSF_COMPUTE, k.K_BELADY})
 _NO_FUTURE = np.zeros(0, dtype=np.int64)
 
-_GROWTH = 1.5  # arrays grow geometrically, so a growing trace costs O(ids) copies in total
+_INITIAL_SLOTS = 1024  # doubled while the blocks a policy remembers fill over 3/4 of them
 
 
 def compiled_reason(name: str, *, holes: bool = False) -> str | None:
@@ -113,6 +119,8 @@ class CompiledReplay:
     policy, so a bad one raises the same ``TypeError``/``ValueError``). Raises ``ValueError``
     for a policy without a compiled path or an unknown ``match``/``replay_order``, and
     ``RuntimeError`` where the Python loop would (a policy breaking its contract).
+    ``slots``: the initial slot capacity (rounded up to a power of two, at least 4), doubled
+    from there when needed (tests pass a small one, so the arrays grow mid-chunk).
     """
 
     def __init__(
@@ -126,6 +134,7 @@ class CompiledReplay:
         replay_order: ReplayOrder = "deepest-first",
         pin: bool = True,
         verify: bool = True,
+        slots: int = _INITIAL_SLOTS,
     ) -> None:
         if name not in COMPILED:
             raise ValueError(f"{name}: no compiled path ({compiled_reason(name)})")
@@ -154,15 +163,23 @@ class CompiledReplay:
         self._scratch = np.zeros(capacity, dtype=np.int64)  # CLOCK's passed-over pinned blocks
         self._costs = np.ones(0, dtype=np.float64)
         self._cumulative = np.zeros(1, dtype=np.float64)
-        self._nxt = self._prv = self._stamp = np.zeros(0, dtype=np.int64)
+        self._xs = np.zeros(0, dtype=np.int64)  # the slot of each block access of a request
+        self._nxt = self._prv = self._stamp = self._ids = np.zeros(0, dtype=np.int64)
         self._res = self._aux = np.zeros(0, dtype=np.uint8)
         self._cls = np.zeros(0, dtype=np.int64)  # LFU: frequency node; queues: queue; GDSF: freq
         self._keys = np.zeros(0, dtype=np.float64)  # GDSF: each block's priority H
+        self._free = self._table = self._ids  # the free stack, the id -> slot table (``_slots``)
         self._heap = np.zeros(capacity + 1 if self._kind in _HEAPS else 1, dtype=np.int64)
         self._nodes = np.zeros((6, k.N_QUEUES), np.int64)  # the queue policies' queues
         if self._kind == k.K_LFU:
             self._nodes = new_nodes(capacity)
-        self._grow(0)
+        self._grow(1 << max(2, (slots - 1).bit_length()))
+
+    @property
+    def slot_space(self) -> int:
+        """Slots the per-block arrays have now (blocks the policy can remember before they
+        double); bounded by the cache size, ghosts and the longest request, not by the ids."""
+        return len(self._ids) - 1
 
     def _limits(self, policy: Any) -> None:
         """Copy the queue bounds the Python policy derived from its parameters into the state
@@ -190,39 +207,58 @@ class CompiledReplay:
             raise ValueError(f"future has {len(future)} entries for {len(chunk.blocks)} blocks")
         if chunk.n_requests == 0:
             return
-        self._grow(chunk.max_id + 2)  # slot = id + 1; slot 0 is the list sentinel
+        longest = int(np.diff(chunk.offsets).max())
         if not self._model.uniform:
-            self._cost_tables(int(np.diff(chunk.offsets).max()))
-        code = serve(
-            self._kind,
-            self._top,
-            self.capacity,
-            chunk.blocks,
-            chunk.offsets,
-            chunk.first_index,
-            self._model.uniform,
-            self._costs,
-            self._cumulative,
-            _NO_FUTURE if future is None else np.ascontiguousarray(future, dtype=np.int64),
-            self._stop_at_miss,
-            self._deepest_first,
-            self._pin,
-            self._verify,
-            self._nxt,
-            self._prv,
-            self._res,
-            self._aux,
-            self._stamp,
-            self._scratch,
-            self._cls,
-            self._nodes,
-            self._keys,
-            self._heap,
-            self._state,
-            self._sums,
-        )
+            self._cost_tables(longest)
+        if len(self._xs) < longest:
+            self._xs = np.zeros(max(longest, 2 * len(self._xs)), dtype=np.int64)
+        ahead = _NO_FUTURE if future is None else np.ascontiguousarray(future, dtype=np.int64)
+        start = 0  # the first request not served yet (a sweep may leave too few free slots)
+        while True:
+            code = self._serve(chunk, start, ahead)
+            if code != k.E_GROW:
+                break
+            start += int(self._state[k.S_RESUME])
+            self._grow(_doubled(len(self._ids), int(self._state[k.S_ERR_A])))
         if code != k.E_OK:
             raise self._failure(code)
+
+    def _serve(self, chunk: BlockChunk, start: int, future: NDArray[np.int64]) -> int:
+        """One ``serve`` call on the chunk's requests from ``start`` on; returns its code."""
+        return int(
+            serve(
+                self._kind,
+                self._top,
+                self.capacity,
+                chunk.blocks,
+                chunk.offsets[start:],
+                chunk.first_index + start,
+                self._model.uniform,
+                self._costs,
+                self._cumulative,
+                future,
+                self._stop_at_miss,
+                self._deepest_first,
+                self._pin,
+                self._verify,
+                self._xs,
+                self._nxt,
+                self._prv,
+                self._res,
+                self._aux,
+                self._stamp,
+                self._scratch,
+                self._cls,
+                self._nodes,
+                self._keys,
+                self._heap,
+                self._ids,
+                self._table,
+                self._free,
+                self._state,
+                self._sums,
+            )
+        )
 
     def result(self) -> ReplayResult:
         """The counters so far as a ``ReplayResult`` (what ``replay`` returns for the run)."""
@@ -283,12 +319,15 @@ class CompiledReplay:
             return RuntimeError(f"{self.name}: {a} resident blocks exceed {self.capacity}")
         return RuntimeError(f"{self.name}: block {a} not resident after its access")
 
-    def _grow(self, slots: int) -> None:
-        """Make every per-slot array at least ``slots`` long (new slots: not resident)."""
-        have = len(self._nxt)
-        if slots <= have and have:
-            return
-        size = max(slots, int(have * _GROWTH), 1024)
+    def _grow(self, size: int) -> None:
+        """Make every per-slot array ``size`` long (a power of two; new slots: not resident),
+        with a hash table twice that, and an empty free stack, so the next request sweeps: the
+        sweep rebuilds the table and puts the new slots on the stack."""
+        self._ids = _extended(self._ids, size)
+        self._free = np.zeros(size, dtype=np.int64)
+        self._table = np.zeros(2 * size, dtype=np.int64)
+        self._state[k.S_SHIFT] = 64 - (2 * size).bit_length() + 1  # 64 - log2(len(table))
+        self._state[k.S_FREE_N] = 0
         self._nxt = _extended(self._nxt, size)
         self._prv = _extended(self._prv, size)
         self._stamp = _extended(self._stamp, size)
@@ -308,6 +347,14 @@ class CompiledReplay:
         model = self._model
         self._costs = np.array(model.table(n)[:n], dtype=np.float64)
         self._cumulative = np.array([model.total(i) for i in range(n + 1)], dtype=np.float64)
+
+
+def _doubled(size: int, slots: int) -> int:
+    """``size`` doubled until ``slots`` fill at most 3/4 of its slots (slot 0 is no slot), so
+    a quarter is left free (``_slots.make_room``)."""
+    while 3 * (size - 1) < 4 * slots:
+        size *= 2
+    return size
 
 
 def _extended(array: NDArray[Any], size: int) -> NDArray[Any]:
