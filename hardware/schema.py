@@ -97,6 +97,18 @@ class GpuSpec(_Frozen):
         description="Default price per GPU-hour in USD: an assumption (typical on-demand cloud "
         "list price); override it with --catalog.",
     )
+    aliases: tuple[str, ...] = Field(
+        default=(),
+        description="Other names this GPU goes by (e.g. aiconfigurator's system name "
+        "'gb200_sxm'); looked up like the key, case-insensitively.",
+    )
+    kernel_profiles_from: str | None = Field(
+        default=None,
+        description="Catalog key of the GPU whose measured kernel profiles time this one where "
+        "it has none of its own: the same silicon in another board or power envelope. The "
+        "'auto' and 'table' latency models carry those tables over by the roofline ratio of "
+        "the two specs (said in one line, as for any GPU without its own table).",
+    )
 
     @model_validator(mode="after")
     def _positive_tflops(self) -> Self:
@@ -173,8 +185,32 @@ class Catalog(_Frozen):
     )
     models: dict[str, ModelSpec] = Field(default_factory=dict, description="Models by key.")
 
+    @model_validator(mode="after")
+    def _gpu_names(self) -> Self:
+        owner: dict[str, str] = {}
+        for key, gpu in self.gpus.items():
+            for alias in gpu.aliases:
+                lowered = alias.lower()
+                other = owner.get(lowered, lowered if lowered in self.gpus else None)
+                if other not in (None, key):
+                    raise ValueError(f"gpus.{key}.aliases: '{alias}' already names GPU '{other}'")
+                owner[lowered] = key
+            stand_in = gpu.kernel_profiles_from
+            if stand_in is not None and stand_in.lower() not in self.gpus:
+                raise ValueError(
+                    f"gpus.{key}.kernel_profiles_from: unknown GPU '{stand_in}'; known: "
+                    + ", ".join(sorted(self.gpus))
+                )
+        return self
+
     def gpu(self, name: str) -> GpuSpec:
-        """The GPU called ``name`` (case-insensitive); ``InputError`` naming the known ones."""
+        """The GPU called ``name`` or one of its ``aliases`` (case-insensitive); ``InputError``
+        naming the known ones."""
+        key = name.lower()
+        if key not in self.gpus:
+            aliased = next((g for g in self.gpus.values() if key in _lowered(g.aliases)), None)
+            if aliased is not None:
+                return aliased
         return _lookup(self.gpus, name, "GPU")
 
     def model(self, name: str) -> ModelSpec:
@@ -204,6 +240,10 @@ class Catalog(_Frozen):
     def storage_tier(self, name: str) -> StorageTierSpec:
         """The storage tier called ``name`` (case-insensitive)."""
         return _lookup(self.storage, name, "storage tier")
+
+
+def _lowered(names: Iterable[str]) -> frozenset[str]:
+    return frozenset(n.lower() for n in names)
 
 
 def closest_key(name: str, keys: Iterable[str]) -> str | None:

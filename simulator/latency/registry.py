@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from hardware.catalog import shipped_catalog
+from hardware.schema import GpuSpec
 from simulator.latency.base import LatencyModel
 from simulator.latency.calibrated import calibrated_kernels
 from simulator.latency.compose import ComposeParams
@@ -31,9 +33,9 @@ from simulator.latency.data_parallel import AttentionDpModel
 from simulator.latency.deployment import Deployment
 from simulator.latency.model import ComposedLatencyModel, RooflineModel
 from simulator.latency.pipeline import PipelineModel
-from simulator.latency.profile_files import DEFAULT_ENGINE, engine_of
+from simulator.latency.profile_files import DEFAULT_ENGINE, engine_of, resolve_profile_files
 from simulator.latency.table import DEFAULT_PROFILE_GPU
-from simulator.latency.table_source import has_profile_table, table_kernels
+from simulator.latency.table_source import has_profile_table, profile_source, table_kernels
 from slo.inputfile import InputError
 
 __all__ = [
@@ -124,7 +126,7 @@ def _auto(
     past a grid's edge (the LM head is wider than any profiled GEMM) are routine for a default
     model, so they are not warned about; a missing configuration or dtype still is."""
     _no_arg("auto", arg)
-    if not has_profile_table(deployment.gpu.name, context.engine, context.profile_roots):
+    if not has_profile_table(deployment.gpu, context.engine, context.profile_roots):
         return RooflineModel(deployment, params=params)
     timer = table_kernels(
         deployment.gpu,
@@ -190,25 +192,46 @@ def make_latency_model(
 
 
 def latency_note(
-    spec: str, gpu: str, backend: str, profile_roots: Sequence[str | Path] = ()
+    spec: str, gpu: GpuSpec | str, backend: str, profile_roots: Sequence[str | Path] = ()
 ) -> str | None:
-    """One line for the CLI when a GPU without measured kernel tables is timed by a model that
-    would use them (``auto`` falls back to the roofline; ``table`` carries the H100 tables);
-    None otherwise."""
+    """One line for the CLI when a GPU without measured kernel tables of its own is timed by a
+    model that would use them: ``auto`` and ``table`` carry its ``kernel_profiles_from``
+    stand-in's tables over; otherwise ``auto`` falls back to the roofline and ``table`` carries
+    the H100 tables. None otherwise. A GPU given by name is looked up in the shipped catalog
+    (a name it lacks is a GPU with no stand-in)."""
     name, _, arg = spec.partition(":")
     name = name.strip().lower()
-    engine = engine_of(backend)
-    if (
-        name not in ("auto", "table")
-        or arg.strip()
-        or has_profile_table(gpu, engine, profile_roots)
-    ):
+    if name not in ("auto", "table") or arg.strip():
         return None
-    missing = f"no measured kernel table for {gpu.lower()} / {engine}"
+    engine = engine_of(backend)
+    known = _shipped_gpu(gpu) if isinstance(gpu, str) else gpu
+    key = known.name.lower() if known is not None else str(gpu).lower()
+    if known is not None:
+        located = profile_source(known, engine, profile_roots)
+    else:
+        located = resolve_profile_files(key, engine, profile_roots)
+    if located is not None and "gemm" not in located.files:
+        located = None  # no table: what ``has_profile_table`` says
+    if located is not None and located.gpu == key:
+        return None
+    missing = f"no measured kernel table for {key} / {engine}"
     add = "`kvplan profiles import DIR` adds one"
+    if located is not None:
+        return (
+            f"latency: {name} model times {key} with the {located.gpu} / {engine} kernel "
+            f"tables, carried over by the roofline ratio ({missing}; {add})"
+        )
     if name == "auto":
-        return f"latency: roofline model for {gpu.lower()} ({missing}; {add})"
+        return f"latency: roofline model for {key} ({missing}; {add})"
     return (
         f"latency: table model carries the {DEFAULT_PROFILE_GPU} / {engine} table to "
-        f"{gpu.lower()} by the roofline ratio ({missing}; {add})"
+        f"{key} by the roofline ratio ({missing}; {add})"
     )
+
+
+def _shipped_gpu(name: str) -> GpuSpec | None:
+    """The shipped catalog's GPU called ``name`` (or an alias of it), None where it has none."""
+    try:
+        return shipped_catalog().gpu(name)
+    except InputError:
+        return None

@@ -235,7 +235,8 @@ class ProfileKernels(CachedKernels):
         profile_fallback: times the profiled GPU with the same model as ``fallback``; required
             when ``gpu`` is another GPU, so that ``fallback / profile_fallback`` carries the
             measurements over.
-        warn_range: whether to warn (once) about shapes outside a grid or in its gaps.
+        warn_range: whether to warn (once) about shapes outside a grid or in its gaps, and
+            about timing another GPU than the one profiled.
         memo: answers shared with the other instances of the same table, ``gpu``,
             ``profile_fallback`` and ``warn_range`` (``KernelMemo``); default: this
             instance's own.
@@ -342,7 +343,8 @@ class ProfileKernels(CachedKernels):
             if anchor != key:
                 what = f"{kind} {describe(key)} not profiled (nearest: {describe(anchor)})"
                 said.append((f"{kind} {key}", what))
-            if not self._same_gpu:
+            if not self._same_gpu and self._warn_range:
+                # (``auto`` carries only a catalog's declared stand-in; its CLI note says so.)
                 said.append(("gpu", "no profiles of this GPU"))
 
             def ratio(cell: _Point) -> float:

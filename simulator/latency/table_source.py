@@ -32,13 +32,27 @@ from simulator.latency.table import (
 from simulator.latency.table_cache import cached_build, table_key
 from slo.inputfile import InputError
 
-__all__ = ["has_profile_table", "table_kernels"]
+__all__ = ["has_profile_table", "profile_source", "table_kernels"]
 
 
-def has_profile_table(gpu: str, engine: str, roots: Sequence[str | Path] = ()) -> bool:
-    """Whether measured GEMM profiles of ``gpu`` under ``engine`` exist (in a user root or
-    shipped): the condition for the ``auto`` latency model to use the table."""
-    located = resolve_profile_files(gpu, engine, roots)
+def profile_source(
+    gpu: GpuSpec, engine: str, roots: Sequence[str | Path] = ()
+) -> ProfileFiles | None:
+    """The measured profiles that time ``gpu`` under ``engine`` (user roots first, then
+    shipped; ``profile_files.resolve_profile_files``): ``gpu``'s own where it has any, else
+    those of its ``kernel_profiles_from`` stand-in (``ProfileFiles.gpu`` says which GPU was
+    measured); None where neither has any."""
+    for name in (gpu.name, gpu.kernel_profiles_from):
+        located = resolve_profile_files(name, engine, roots) if name is not None else None
+        if located is not None:
+            return located
+    return None
+
+
+def has_profile_table(gpu: GpuSpec, engine: str, roots: Sequence[str | Path] = ()) -> bool:
+    """Whether measured GEMM profiles time ``gpu`` under ``engine`` (``profile_source``): the
+    condition for the ``auto`` latency model to use the table."""
+    located = profile_source(gpu, engine, roots)
     return located is not None and "gemm" in located.files
 
 
@@ -58,13 +72,14 @@ def table_kernels(
     ``profiles_dir`` holds profiles measured on ``gpu`` itself (``engine``'s files, else
     engine-neutral ones). Without it: per kernel class, the profiles of ``gpu`` and ``engine``
     in the first of the user ``roots`` that has them, else the shipped ones
-    (``profile_files.resolve_profile_files``); a GPU with none at all gets the H100 ones of the
-    same engine carried over by the roofline ratio (warned on first use). ``warn_range=False``
-    keeps quiet about shapes outside or in gaps of a grid. ``cache_dir``: where built tables
-    are kept between processes (``table_cache``; None: built here). The grids are built once
-    per process per set of files and GPU and shared, and so are the kernel times interpolated
-    from them (``KernelMemo``: a process building a model per simulation interpolates each
-    shape once).
+    (``profile_files.resolve_profile_files``); a GPU with none of its own gets those of its
+    ``kernel_profiles_from`` stand-in (``profile_source``), else the H100 ones of the same
+    engine, carried over by the roofline ratio of the two specs (warned on first use).
+    ``warn_range=False`` keeps quiet about shapes outside or in gaps of a grid. ``cache_dir``:
+    where built tables are kept between processes (``table_cache``; None: built here). The
+    grids are built once per process per set of files and GPU and shared, and so are the
+    kernel times interpolated from them (``KernelMemo``: a process building a model per
+    simulation interpolates each shape once).
     """
     profiled = gpu
     if profiles_dir is not None:
@@ -73,10 +88,12 @@ def table_kernels(
             raise InputError(f"{profiles_dir}: no kernel profile CSV for engine '{engine}'")
         located: ProfileFiles | None = ProfileFiles(gpu.name, engine, files, str(profiles_dir))
     else:
-        located = resolve_profile_files(gpu.name, engine, roots)
+        located = profile_source(gpu, engine, roots)
         if located is None:
             located = resolve_profile_files(DEFAULT_PROFILE_GPU, engine, roots)
-            profiled = shipped_catalog().gpu(DEFAULT_PROFILE_GPU)
+        if located is not None and located.gpu != gpu.name.lower():
+            # The measured GPU's shipped spec: it describes the hardware that was timed.
+            profiled = shipped_catalog().gpu(located.gpu)
     if located is None:
         raise InputError(
             f"no kernel profiles for engine '{engine}' (not even {DEFAULT_PROFILE_GPU})"

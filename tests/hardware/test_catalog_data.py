@@ -72,6 +72,8 @@ def test_model_short_names_are_unique(catalog: Catalog) -> None:
         ("h100_pcie", 81559),
         ("h200_sxm", 143771),
         ("b200_sxm", 183359),
+        ("b300_sxm", 275040),
+        ("gb200", 189471),
         ("l40s", 46068),
     ],
 )

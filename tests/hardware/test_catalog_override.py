@@ -178,3 +178,19 @@ def test_shipped_example_override_file_loads() -> None:
     assert catalog.gpu("h100_sxm").usd_per_gpu_hour == 2.40
     assert catalog.gpu("h100_nvl").hbm_gib == pytest.approx(95830 / 1024, abs=0.006)
     assert catalog.storage_tier("dram").usd_per_gib_month == 0.20
+
+
+def test_gpu_aliases_and_kernel_stand_ins(tmp_path: Path) -> None:
+    shipped = shipped_catalog()
+    assert shipped.gpu("GB200_SXM") is shipped.gpu("gb200")  # aiconfigurator's system name
+    user = load_catalog(
+        _write(tmp_path, NEW_GPU + "    aliases: [mine]\n    kernel_profiles_from: h100_sxm\n")
+    )
+    assert user.gpu("MINE").name == "my_gpu"
+    assert user.gpu("my_gpu").kernel_profiles_from == "h100_sxm"
+    clash = _write(tmp_path, NEW_GPU + "    aliases: [gb200_sxm]\n", "clash.yaml")
+    assert "gpus.my_gpu.aliases: 'gb200_sxm' already names GPU 'gb200'" in _error(clash)
+    key = _write(tmp_path, NEW_GPU + "    aliases: [h100_sxm]\n", "key.yaml")
+    assert "'h100_sxm' already names GPU 'h100_sxm'" in _error(key)
+    unknown = _write(tmp_path, NEW_GPU + "    kernel_profiles_from: b400\n", "unknown.yaml")
+    assert "gpus.my_gpu.kernel_profiles_from: unknown GPU 'b400'" in _error(unknown)

@@ -19,7 +19,7 @@ from optimizer.cli.main import app
 from optimizer.cli.profiles_cmd import config_latency_notes
 from simulator.api import simulate
 from simulator.config import ServingConfig
-from simulator.latency import Deployment, LatencyContext, latency_note, make_latency_model
+from simulator.latency import Batch, Deployment, LatencyContext, latency_note, make_latency_model
 from simulator.latency.profile_files import (
     directory_files,
     engine_of,
@@ -110,6 +110,30 @@ def test_auto_is_the_table_where_one_exists_and_the_roofline_elsewhere() -> None
         decode_gpu="mi300x",
     )
     assert config_latency_notes(config) == [latency_note("auto", "mi300x", "vllm")]
+
+
+def test_a_gpu_without_tables_is_timed_by_its_stand_ins_carried_by_the_roofline_ratio() -> None:
+    gb200, b200 = CATALOG.gpu("gb200"), CATALOG.gpu("b200_sxm")
+    assert gb200.kernel_profiles_from == "b200_sxm"
+    assert resolve_profile_files("gb200", "vllm") is None  # no GB200 profiles ship
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # auto carries a declared stand-in without a warning
+        model = make_latency_model("auto", Deployment(QWEN_8B, gb200))
+        model.step_seconds(Batch.of([(0, 512)]))
+    assert model.name == "table"
+    note = latency_note("auto", "gb200", "trtllm")
+    assert note is not None
+    assert "times gb200 with the b200_sxm / trtllm kernel tables" in note
+    assert latency_note("auto", "gb200_sxm", "trtllm") == note  # aiconfigurator's name
+    assert latency_note("table", gb200, "trtllm") == note.replace("auto model", "table model")
+    # The measured B200 GEMM, scaled by GB200's roofline over B200's (a compute-bound shape:
+    # the dense bf16 peaks' ratio, 2500 / 2250).
+    shape = (8192, 8192, 8192, "bf16")
+    with pytest.warns(UserWarning, match="timing gb200: no profiles of this GPU"):
+        on_gb200 = table_kernels(gb200, engine="vllm").gemm(*shape)
+    on_b200 = table_kernels(b200, engine="vllm").gemm(*shape)
+    ratio = on_b200 / on_gb200
+    assert 1.0 < ratio <= 2500 / 2250 + 1e-9
 
 
 def _imported(tmp_path: Path) -> Path:
