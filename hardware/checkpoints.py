@@ -98,6 +98,9 @@ _SUFFIXES: tuple[tuple[str, str], ...] = (
     (r"-(?:awq|gptq-int4|w4a16|gptq)", "int4"),
     (r"-(?:w8a8|int8|quantized\.w8a8)", "int8"),
 )
+#: What a publisher may append after the recipe suffix: a re-release of the same recipe
+#: (``nvidia/DeepSeek-R1-0528-FP4-v2``) or a preview tag (``amd/*-MXFP4-Preview``).
+_TRAILER = r"(?:-v\d+|-preview)?"
 #: Organisations that publish ModelOpt checkpoints (their ``-FP8`` is ModelOpt FP8).
 _MODELOPT_ORGS = ("nvidia",)
 #: Organisations whose ``-FP8`` is compressed-tensors FP8.
@@ -120,7 +123,7 @@ def resolve_checkpoint(name: str, known: Collection[str]) -> Checkpoint | None:
     org, _, repo = key.rpartition("/")
     by_short = {k.rsplit("/", 1)[-1]: k for k in known}
     for pattern, recipe in _SUFFIXES:
-        match = re.search(pattern + r"$", repo)
+        match = re.search(pattern + _TRAILER + "$", repo)
         if match is None:
             continue
         stem = repo[: match.start()]

@@ -449,18 +449,14 @@ class OperatorPlanner:
         """The routed experts of every MoE layer for ``t`` tokens, composed (module doc,
         "Routed experts"): the grouped GEMMs and, as ``moe_permute``, the experts' activation
         and the token permutation to and from them (ops ``ROUTED_EXPERT_OPS``)."""
-        d, m = self.deployment, self.deployment.model
+        shape = self.moe_shape()
+        if shape is None:
+            return []
         h, w, a, n_layers = self.hidden, self.wdtype, self.act, self.moe_layers
-        experts, top_k = m.num_experts, m.experts_per_token
-        assignments = t * top_k
-        touched = experts * (1.0 - (1.0 - 1.0 / experts) ** assignments)
-        per_gpu = touched / d.expert_parallel
-        tokens_each = max(1, round(assignments / touched))
-        ffn = m.expert_ffn_size // d.expert_tp
         # The grouped GEMM over this GPU's experts, priced as one GEMM as wide as all of them
-        # (module doc, "Routed experts"): widths in columns, so no rounding of experts.
-        width = max(1, round(per_gpu * ffn))
-        local = assignments / d.expert_parallel
+        # (module doc, "Routed experts"; ``MoeShape.routing``).
+        tokens_each, width, local = shape.routing(t)
+        ffn = shape.inter // shape.moe_tp
         moved = 3.0 * local * ffn * a + 4.0 * local * h * a  # activation, permute
         return [
             KernelCall("moe_experts", "gemm", (tokens_each, 2 * width, h, w), n_layers),

@@ -13,6 +13,12 @@ the point — the same heads per GPU and KV dtype — and from the generic answe
   answer's growth from there to the query (``generic(query) / generic(anchor)``), as the
   fused-MoE table is carried beyond its tokens (``model.py``).
 
+On a GPU other than the profiled one (a catalog stand-in, ``kernel_profiles_from``) the
+table's values are first carried over by one ratio per phase, the two GPUs' rooflines of a
+long generic call of that phase (``CARRY_AT``; ``MlaTimer.carry``): a prefill core is
+compute-bound and a decode core bandwidth-bound across the tables' range, and one factor per
+phase keeps the tables' monotone order.
+
 Only models with the measured latent shape get here (``mla_table.measured_mla_shape``).
 """
 
@@ -21,7 +27,11 @@ from __future__ import annotations
 from simulator.latency.kernels import KernelTimer
 from simulator.latency.mla_table import MlaTimer
 
-__all__ = ["MeasuredMla"]
+__all__ = ["CARRY_AT", "MeasuredMla"]
+
+#: The generic calls whose roofline ratio carries each phase's table to another GPU:
+#: ``(batch, new tokens, cached)`` for a prefill, ``(batch, KV length)`` for a decode.
+CARRY_AT: dict[str, tuple[int, ...]] = {"context": (1, 8192, 0), "generation": (64, 8192)}
 
 
 class MeasuredMla:
@@ -39,6 +49,15 @@ class MeasuredMla:
         self._tables = tables
         self._generic = generic
         self._kv = kv_precision
+        self._ratio: dict[str, float] = {}
+
+    def _carried(self, phase: str, seconds: float, args: tuple[object, ...]) -> float:
+        """``seconds`` measured on the profiled GPU, on the GPU modelled (module doc)."""
+        ratio = self._ratio.get(phase)
+        if ratio is None:
+            kind = f"{phase}_attention"
+            ratio = self._ratio[phase] = self._tables.carry(kind, *CARRY_AT[phase], *args)
+        return seconds * ratio
 
     def context_attention(  # noqa: PLR0917  (KernelTimer's positional signature)
         self,
@@ -57,6 +76,7 @@ class MeasuredMla:
         if hit is None:
             return generic(batch_size, new_tokens, cached_tokens, *args)
         seconds, (batch, new) = hit
+        seconds = self._carried("context", seconds, args)
         if (batch, new) == (batch_size, new_tokens) and cached_tokens == 0:
             return seconds
         at_anchor = generic(batch, new, 0, *args)
@@ -81,6 +101,7 @@ class MeasuredMla:
         if hit is None:
             return generic(batch_size, kv_len, *args)
         seconds, (batch, length) = hit
+        seconds = self._carried("generation", seconds, args)
         if (batch, length) == (batch_size, kv_len):
             return seconds
         at_anchor = generic(batch, length, *args)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -92,7 +92,13 @@ class MlaTimer(Protocol):
         self, phase: Phase, batch_size: int, length: int, heads: int, kv_dtype: str
     ) -> tuple[float, tuple[int, int]] | None:
         """``(seconds per layer, (batch, length) anchor)`` measured at the point clamped onto
-        the measured range, or None where the source has no such table or heads."""
+        the measured range, or None where the source has no such table or heads. Seconds on
+        the profiled GPU: ``carry`` takes them to the GPU modelled."""
+        ...
+
+    def carry(self, kind: str, *args: Any) -> float:
+        """Roofline time of the ``kind`` kernel call ``args`` on the GPU modelled over the GPU
+        profiled (1.0 where they are the same)."""
         ...
 
 

@@ -9,12 +9,13 @@ depend on few integers and caches each part by them:
 
   the routed experts of an MoE layer (``compose.ROUTED_EXPERT_OPS``) come from the kernel
   source's measured fused-MoE layer where it has one (``moe_table.FusedMoeTimer``: the table
-  model on the profiled GPU, exact shape), outside the measured token range scaled by the
-  composition (``measured(edge) × composed(T) / composed(edge)``), else composed from GEMMs;
+  model, exact shape; on a stand-in GPU carried there by the roofline ratio of the layer's
+  gate-up GEMM), outside the measured token range scaled by the composition
+  (``measured(edge) × composed(T) / composed(edge)``), else composed from GEMMs;
 - the LM head, per distinct ``logit_tokens``; MLA's absorption GEMMs, per decode count;
 - MLA attention cores from the kernel source's measured MLA tables where it has them
-  (``mla_measured.MeasuredMla``: the table model on the profiled GPU, DeepSeek's latent shape),
-  else the generic attention calls the planner writes for MLA;
+  (``mla_measured.MeasuredMla``: the table model, carried to a stand-in GPU; DeepSeek's
+  latent shape), else the generic attention calls the planner writes for MLA;
 - prefill attention per distinct ``(count, new_tokens, cache_len)`` group;
 - decode attention per *octave bucket* of KV length ``[2^(e-1), 2^e)``: the bucket's requests are
   one group of ``b`` requests at their mean KV length, priced by linear interpolation between the

@@ -104,6 +104,20 @@ class MoeShape:
     moe_ep: int
     dtype: str
 
+    def routing(self, tokens: int) -> tuple[int, int, float]:
+        """How ``tokens`` entering the layer spread over this GPU's experts, uniformly routed:
+        ``(tokens per touched expert, the GPU's expert columns, assignments on this GPU)``.
+        ``tokens · top_k`` assignments touch ``E · (1 − (1 − 1/E)^assignments)`` of the ``E``
+        experts; the GPU holds ``1 / moe_ep`` of them, each ``inter / moe_tp`` columns wide. The
+        grouped GEMMs over them are priced as one GEMM that wide (``compose.py``, "Routed
+        experts"; widths in columns, so no rounding of experts)."""
+        experts = self.num_experts
+        assignments = tokens * self.top_k
+        touched = experts * (1.0 - (1.0 - 1.0 / experts) ** assignments)
+        tokens_each = max(1, round(assignments / touched))
+        width = max(1, round(touched / self.moe_ep * (self.inter // self.moe_tp)))
+        return tokens_each, width, assignments / self.moe_ep
+
     def key(self, dtype: str) -> tuple[Hashable, ...]:
         """The table key of this shape at table dtype ``dtype``."""
         return (
@@ -123,7 +137,8 @@ class FusedMoeTimer(Protocol):
 
     def fused_moe(self, tokens: int, shape: MoeShape) -> tuple[float, int] | None:
         """``(seconds per layer, anchor tokens)`` measured for ``shape`` at ``tokens`` clamped
-        onto the measured range, or None where there is no measurement of ``shape``."""
+        onto the measured range, or None where there is no measurement of ``shape``; on the
+        GPU modelled (carried there from the profiled one where they differ)."""
         ...
 
 
@@ -210,12 +225,22 @@ class MoeTable:
         """Whether the table measured ``shape`` (at some token counts)."""
         return self._grid(shape) is not None
 
+    def grid(self, shape: MoeShape) -> Grid | None:
+        """The measured times of ``shape`` over tokens (None where the table has no rows of
+        it): what a caller carries to another GPU (``Grid.carried``) before ``read``."""
+        return self._grid(shape)
+
     def lookup(self, tokens: int, shape: MoeShape) -> tuple[float, int] | None:
         """``(seconds, anchor tokens)`` for one layer: interpolated at ``tokens`` clamped onto
         the measured range (``anchor == tokens`` inside it), or None where the table has no
         rows of ``shape``."""
         grid = self._grid(shape)
-        if grid is None or tokens <= 0:
+        return None if grid is None else self.read(grid, tokens)
+
+    @staticmethod
+    def read(grid: Grid, tokens: int) -> tuple[float, int] | None:
+        """``lookup`` on ``grid`` (one of ``grid``'s, or one carried from it)."""
+        if tokens <= 0:
             return None
         seconds, (anchor,), _, _ = grid.lookup((float(tokens),))
         return seconds, int(anchor)

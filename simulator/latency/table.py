@@ -31,9 +31,11 @@ cheaper than a 1-token decode step).
 Grids are monotone in the sizes a batch grows in (``profiles.Grid``).
 
 Where the profile directory has a fused-MoE file, ``ProfileKernels.fused_moe`` also answers whole
-routed-expert layers from it (``moe_table.py``: exact shape, interpolated in tokens); only for
-the profiled GPU itself — a carried GPU, or a shape the file lacks, gets ``None`` and the
-latency model composes the layer from (carried) GEMMs.
+routed-expert layers from it (``moe_table.py``: exact shape, interpolated in tokens), and
+``mla_attention`` MLA attention cores; a shape the file lacks gets ``None`` and the latency
+model composes the layer from GEMMs. They are carried to another GPU only where it is the same
+silicon (a catalog stand-in, ``same_silicon``), by the rooflines' ratio of a representative
+kernel call (``carry``); elsewhere the layer is composed from the carried primitives.
 
 Not a profiler and not a fitted model (``calibrated.py``); sizes are per GPU, times in seconds.
 """
@@ -43,7 +45,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable, Hashable, Sequence
-from typing import cast
+from typing import Any, cast
 
 import pandas as pd
 
@@ -237,6 +239,10 @@ class ProfileKernels(CachedKernels):
             measurements over.
         warn_range: whether to warn (once) about shapes outside a grid or in its gaps, and
             about timing another GPU than the one profiled.
+        same_silicon: ``gpu`` is the profiled GPU's silicon in another board (a catalog
+            stand-in, ``GpuSpec.kernel_profiles_from``): the measured layer tables (fused MoE,
+            MLA cores) are carried to it too. On any other GPU those layers are composed from
+            the carried primitives (a fused kernel's tiling is the chip's own).
         memo: answers shared with the other instances of the same table, ``gpu``,
             ``profile_fallback`` and ``warn_range`` (``KernelMemo``); default: this
             instance's own.
@@ -256,11 +262,13 @@ class ProfileKernels(CachedKernels):
         gpu: str | None = None,
         profile_fallback: KernelTimer | None = None,
         warn_range: bool = True,
+        same_silicon: bool = False,
         memo: KernelMemo | None = None,
     ) -> None:
         self.table = table
         self.gpu = (gpu or table.gpu).lower()
         self._same_gpu = self.gpu == table.gpu
+        self._layers = self._same_gpu or same_silicon
         if not self._same_gpu and profile_fallback is None:
             raise ValueError("timing another GPU than the profiled one needs profile_fallback")
         self._fallback = fallback
@@ -449,19 +457,48 @@ class ProfileKernels(CachedKernels):
 
     def fused_moe(self, tokens: int, shape: MoeShape) -> tuple[float, int] | None:
         """``(seconds, anchor tokens)`` of one routed-expert layer from the measured fused-MoE
-        table (``MoeTable.lookup``), or None: no table, a shape it lacks, or another GPU than
-        the profiled one (module doc)."""
-        if self.table.moe is None or not self._same_gpu:
+        table (``MoeTable.lookup``), or None: no table, a shape it lacks, or a GPU of other
+        silicon. On a stand-in GPU (``same_silicon``) the shape's grid is carried first, every
+        token count by the roofline ratio of the layer's grouped gate-up GEMM
+        (``MoeShape.routing``), and made monotone again (class doc)."""
+        moe = self.table.moe
+        if moe is None or not self._layers:
             return None
-        return self.table.moe.lookup(tokens, shape)
+        if self._same_gpu:
+            return moe.lookup(tokens, shape)
+        hit = self._memo.carried.get(("moe", shape))
+        if hit is None:
+            grid = moe.grid(shape)
+            if grid is None:
+                return None
+
+            def ratio(cell: _Point) -> float:
+                each, width, _ = shape.routing(int(cell[0]))
+                gemm = (each, 2 * width, shape.hidden, shape.dtype)
+                return self.carry("gemm", *gemm)
+
+            hit = (grid.carried(ratio), ())
+            self._memo.carried[("moe", shape)] = hit
+        return MoeTable.read(hit[0], tokens)
+
+    def carry(self, kind: str, *args: Any) -> float:
+        """The ``kind`` kernel call ``args`` (``gemm``, ``context_attention``,
+        ``generation_attention``) on the modelled GPU over the profiled one, by their rooflines:
+        what carries a measured layer (fused MoE, MLA core) to another GPU, as the primitive
+        grids are carried (class doc). 1.0 on the profiled GPU itself."""
+        if self._same_gpu:
+            return 1.0
+        theirs = getattr(self._profile_fallback, kind)(*args)
+        return getattr(self._fallback, kind)(*args) / theirs if theirs > 0 else 1.0
 
     def mla_attention(
         self, phase: Phase, batch_size: int, length: int, heads: int, kv_dtype: str
     ) -> tuple[float, tuple[int, int]] | None:
-        """``(seconds, (batch, length) anchor)`` of one MLA attention core from the measured
-        MLA table (``MlaTable.lookup``), or None: no table, unmeasured heads or KV dtype, or
-        another GPU than the profiled one."""
-        if self.table.mla is None or not self._same_gpu:
+        """``(seconds, (batch, length) anchor)`` of one MLA attention core on the profiled GPU
+        from the measured MLA table (``MlaTable.lookup``), or None: no table, unmeasured heads
+        or KV dtype, or a GPU of other silicon. On a stand-in GPU (``same_silicon``) the caller
+        carries it over (``carry``)."""
+        if self.table.mla is None or not self._layers:
             return None
         return self.table.mla.lookup(phase, batch_size, length, heads, kv_dtype)
 

@@ -117,6 +117,7 @@ def table_kernels(
         gpu=gpu.name,
         profile_fallback=fallback if same else RooflineKernels(profiled),
         warn_range=warn_range,
+        same_silicon=(gpu.kernel_profiles_from or "").lower() == profiled.name.lower(),
         memo=memo,
     )
 

@@ -24,6 +24,13 @@ from slo.inputfile import InputError
         ("Qwen/Qwen3-32B-AWQ", "Qwen/Qwen3-32B", "int4", "int4", "bf16"),
         ("Qwen3-32B", "Qwen/Qwen3-32B", "none", "bf16", "bf16"),
         ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3", "fp8_block", "fp8", "bf16"),
+        # re-releases under the names benchmarks use, and a publisher's re-release suffix
+        ("deepseek-ai/DeepSeek-R1-0528", "deepseek-ai/DeepSeek-R1-0528", "fp8_block", "fp8",
+         "bf16"),
+        ("nvidia/DeepSeek-R1-0528-FP4-v2", "deepseek-ai/DeepSeek-R1-0528", "modelopt_nvfp4",
+         "fp4", "fp8"),
+        ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen3-235B-A22B-Instruct-2507",
+         "fp8_block", "fp8", "bf16"),
     ],
 )  # fmt: skip
 def test_names_resolve_to_base_and_recipe(
@@ -34,6 +41,17 @@ def test_names_resolve_to_base_and_recipe(
     assert catalog.model(name).name == base
     assert checkpoint.recipe.name == recipe
     assert (checkpoint.recipe.weights, kv_precision(checkpoint.recipe)) == (weights, kv)
+
+
+def test_re_releases_keep_the_architecture_and_their_own_context() -> None:
+    catalog = shipped_catalog()
+    r1, r1_0528 = catalog.model("DeepSeek-R1"), catalog.model("DeepSeek-R1-0528")
+    assert r1_0528.model_dump(exclude={"name"}) == r1.model_dump(exclude={"name"})
+    old, new = catalog.model("Qwen3-235B-A22B"), catalog.model("Qwen3-235B-A22B-Instruct-2507")
+    assert new.model_dump(exclude={"name", "max_context_tokens"}) == old.model_dump(
+        exclude={"name", "max_context_tokens"}
+    )
+    assert (old.max_context_tokens, new.max_context_tokens) == (40960, 262144)
 
 
 def test_engines_that_ignore_the_checkpoint_keep_the_model_dtype() -> None:

@@ -136,6 +136,29 @@ def test_a_gpu_without_tables_is_timed_by_its_stand_ins_carried_by_the_roofline_
     assert 1.0 < ratio <= 2500 / 2250 + 1e-9
 
 
+def test_measured_moe_and_mla_layers_carry_to_a_stand_in_gpu() -> None:
+    # B200's SGLang tables measure DeepSeek's fused-MoE layer and MLA cores; GB200 (the same
+    # die, faster by its specs) is timed by them, carried by the roofline ratio: a little
+    # faster than B200, not the composed layers' much faster answer (0.5-0.7x before).
+    deepseek = CATALOG.model("deepseek-ai/DeepSeek-V3")
+    context = LatencyContext("sglang")
+
+    def step(gpu: str, batch: Batch) -> float:
+        deployment = Deployment(deepseek, CATALOG.gpu(gpu), tp=8, ep=8, weight_precision="fp8")
+        return make_latency_model("auto", deployment, context=context).step_seconds(batch)
+
+    for batch in (Batch.of([(0, 2048)]), Batch.of([(2048, 1)] * 64)):
+        b200, gb200 = step("b200_sxm", batch), step("gb200", batch)
+        assert b200 / 1.12 < gb200 < b200
+    # Another chip's fused kernels are not carried: `table` on MI300X (H100's tables, not its
+    # silicon) composes the routed experts from the carried GEMMs.
+    mi300 = Deployment(deepseek, CATALOG.gpu("mi300x"), tp=8, ep=8, weight_precision="fp8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = make_latency_model("table", mi300, context=context)
+        assert model._measured_routed(64) is None  # type: ignore[attr-defined]
+
+
 def _imported(tmp_path: Path) -> Path:
     """A user root holding a vLLM GEMM profile of H100 twice as slow as the shipped one."""
     source = tmp_path / "mine"
