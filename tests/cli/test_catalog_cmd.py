@@ -66,10 +66,10 @@ def test_hardware_show_storage_tier() -> None:
 
 
 def test_hardware_show_unknown_raises_input_error() -> None:
-    result = runner.invoke(app, ["hardware", "show", "h300"])
+    result = runner.invoke(app, ["hardware", "show", "h200-sxm"])
     assert isinstance(result.exception, InputError)
     message = str(result.exception)
-    assert "unknown GPU or storage tier 'h300' (did you mean 'h200_sxm'?)" in message
+    assert "unknown GPU or storage tier 'h200-sxm' (did you mean 'h200_sxm'?)" in message
     assert "dram" in message
 
 

@@ -70,6 +70,8 @@ def test_model_short_names_are_unique(catalog: Catalog) -> None:
         ("a100_sxm", 81920),
         ("h100_sxm", 81559),
         ("h100_pcie", 81559),
+        ("h800_sxm", 81559),
+        ("h20_sxm", 97871),
         ("h200_sxm", 143771),
         ("b200_sxm", 183359),
         ("b300_sxm", 275040),

@@ -162,9 +162,9 @@ def test_empty_sections_are_allowed(tmp_path: Path) -> None:
 def test_unknown_gpu_suggests_the_closest_and_lists_all() -> None:
     catalog = shipped_catalog()
     with pytest.raises(InputError) as err:
-        catalog.gpu("h300")
+        catalog.gpu("h200-sxm")
     message = str(err.value)
-    assert message.startswith("unknown GPU 'h300' (did you mean 'h200_sxm'?); known: ")
+    assert message.startswith("unknown GPU 'h200-sxm' (did you mean 'h200_sxm'?); known: ")
     assert all(name in message for name in catalog.gpus)
 
 

@@ -136,6 +136,21 @@ def test_a_gpu_without_tables_is_timed_by_its_stand_ins_carried_by_the_roofline_
     assert 1.0 < ratio <= 2500 / 2250 + 1e-9
 
 
+def test_h800_is_h100_with_slower_nvlink() -> None:
+    h100, h800 = CATALOG.gpu("h100_sxm"), CATALOG.gpu("h800_sxm")
+    assert "times h800_sxm with the h100_sxm / vllm kernel tables" in str(
+        latency_note("auto", "h800_sxm", "vllm")
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mine, theirs = table_kernels(h800, engine="vllm"), table_kernels(h100, engine="vllm")
+        shape = (4096, 8192, 8192, "bf16")
+        assert mine.gemm(*shape) == pytest.approx(theirs.gemm(*shape))  # the same die
+        small, large = 64 * 8192 * 2.0, 8192 * 8192 * 2.0  # a decode / a prefill step's bytes
+        assert mine.all_reduce(small, 8) > 1.2 * theirs.all_reduce(small, 8)  # latency-bound
+        assert mine.all_reduce(large, 8) > 1.8 * theirs.all_reduce(large, 8)  # 450 / 200 link
+
+
 def test_measured_moe_and_mla_layers_carry_to_a_stand_in_gpu() -> None:
     # B200's SGLang tables measure DeepSeek's fused-MoE layer and MLA cores; GB200 (the same
     # die, faster by its specs) is timed by them, carried by the roofline ratio: a little
