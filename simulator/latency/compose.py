@@ -23,9 +23,12 @@ makes it (layers × groups). Any kernel source then prices the same plan. Per la
 Per step: the embedding gather (plus its vocab-parallel all-reduce), the final norm, and the LM
 head only for ``logit_tokens`` rows (plus gathering the vocab-split logits).
 
-**Routed experts.** ``T`` tokens pick ``k`` of ``E`` experts each; with uniform routing the
-expected number of distinct experts touched is ``D = E·(1 - (1 - 1/E)^(T·k))``. Only their weights
-are read: each GPU runs ``D / ep`` experts with ``T·k / D`` tokens each (rounded to at least 1).
+**Routed experts.** ``T`` tokens pick ``k`` of ``E`` experts each; routers are skewed, so the
+``T·k`` picks are drawn from a power-law popularity over the experts
+(``moe_table.ROUTING_POWER_LAW``) and touch ``D = Σ_i 1 - (1 - p_i)^(T·k)`` distinct experts
+(``moe_table.distinct_experts``; uniform routing would touch ``E·(1 - (1 - 1/E)^(T·k))``, more at
+decode batch sizes). Only their weights are read: each GPU runs ``D / ep`` experts with
+``T·k / D`` tokens each (rounded to at least 1).
 The engines run them as one grouped GEMM (a fused MoE kernel), priced as a single GEMM of those
 ``T·k / D`` rows against all ``D / ep`` experts' weights side by side (gate+up ``n`` and down ``k``
 = experts × per-expert width): the same FLOPs and weight bytes, one launch, and the tile

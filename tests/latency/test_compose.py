@@ -101,8 +101,13 @@ def test_tp_all_reduces_twice_per_layer() -> None:
 
 def test_moe_touches_expected_distinct_experts() -> None:
     planner = OperatorPlanner(Deployment(QWEN3_MOE, H100, tp=2))  # ep = tp = 2
+    # Expert i (by popularity) takes a share of the picks proportional to i^-1.01.
+    share = [i**-1.01 for i in range(1, 129)]
+    popularity = [s / sum(share) for s in share]
     for tokens in (1, 16, 4096):
-        expected = 128 * (1 - (1 - 1 / 128) ** (tokens * 8))
+        expected = sum(1 - (1 - p) ** (tokens * 8) for p in popularity)
+        uniform = 128 * (1 - (1 - 1 / 128) ** (tokens * 8))
+        assert expected < uniform or tokens == 4096  # every expert touched either way
         calls = [c for c in planner.token_calls(tokens) if c.op == "moe_experts"]
         gate_up, down = calls
         # One grouped GEMM per layer over this GPU's expected/2 experts, side by side.
@@ -111,8 +116,13 @@ def test_moe_touches_expected_distinct_experts() -> None:
         assert gate_up.count == down.count == 48
         assert gate_up.args == (rows, 2 * width, 2048, "bf16")
         assert down.args == (rows, 2048, width, "bf16")
-    # One token reads about 8 experts' weights, 4096 tokens all 128 (256 tokens each).
+    # One token reads under 8 experts' weights (skew: 6.8), 4096 tokens nearly all 128.
     assert next(c for c in planner.token_calls(4096) if c.op == "moe_experts").args[0] == 256
+    # 16 tokens: 51 experts instead of uniform routing's 81, so fewer weights read per GPU.
+    assert (
+        next(c for c in planner.token_calls(16) if c.op == "moe_experts").args[1]
+        == round(sum(1 - (1 - p) ** 128 for p in popularity) / 2 * 768) * 2
+    )
 
 
 def test_moe_expert_parallel_vs_tensor_parallel_experts() -> None:
