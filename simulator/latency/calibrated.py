@@ -379,14 +379,20 @@ def calibrated_kernels(
 
     With ``path``: that file, which must have been fitted on ``gpu`` (else ``InputError``).
     Without: the shipped calibration of ``gpu`` under ``engine``'s kernels (one ships for every
-    GPU and engine with shipped profiles); for a GPU without one, the H100 calibration of the
-    same engine carried over to ``gpu``'s peaks, with a ``UserWarning`` saying so (an
-    approximation: fit one from that GPU's profiles with ``kvplan calibrate`` to do better).
+    GPU and engine with shipped profiles); for a GPU without one, that of its catalog stand-in
+    (``GpuSpec.kernel_profiles_from``: the same silicon, so its efficiencies) carried over to
+    ``gpu``'s peaks; else the H100 calibration of the same engine carried over, with a
+    ``UserWarning`` saying so (an approximation: fit one from that GPU's profiles with
+    ``kvplan calibrate`` to do better).
     """
     if path is not None:
         return ScaledKernels(gpu, load_calibration(path, gpu=gpu.name))
     if default_calibration_path(gpu.name, engine).is_file():
         return ScaledKernels(gpu, load_calibration(gpu=gpu.name, engine=engine))
+    stand_in = gpu.kernel_profiles_from
+    if stand_in is not None and default_calibration_path(stand_in, engine).is_file():
+        calibration = load_calibration(gpu=stand_in, engine=engine)
+        return ScaledKernels(gpu, calibration, allow_other_gpu=True)
     warnings.warn(
         f"no calibration for '{gpu.name}' / {engine}; using the {DEFAULT_CALIBRATION_GPU} one "
         f"with {gpu.name}'s peaks (efficiencies assumed to carry over)",

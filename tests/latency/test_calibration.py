@@ -322,9 +322,15 @@ def test_calibrated_model_is_registered_and_carries_to_other_gpus() -> None:
     for batch in ([(0, 2048)], [(1024, 1)] * 32):
         assert 0.5 < h100.step_seconds(batch) / roofline.step_seconds(batch) < 2.0
     # every GPU with shipped profiles has its own calibration per engine; others carry H100's
-    for gpu in ("a100_sxm", "h200_sxm", "b200_sxm", "l40s"):
+    for gpu in ("a100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "l40s"):
         for engine in ("vllm", "sglang", "trtllm"):
             assert calibrated_kernels(CATALOG.gpu(gpu), engine=engine).calibration.gpu == gpu
+    # a catalog stand-in's calibration (the same silicon), without a warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert calibrated_kernels(CATALOG.gpu("gb200"), engine="trtllm").calibration.gpu == (
+            "b200_sxm"
+        )
     with pytest.warns(UserWarning, match="no calibration for 'h100_pcie'"):
         pcie = calibrated_kernels(CATALOG.gpu("h100_pcie"))
     # H100 PCIe: less bandwidth than SXM; a memory-bound decode kernel gets slower
