@@ -322,6 +322,40 @@ def _print_steps(all_results: list[dict[str, Any]]) -> None:
     Console().print(table)
 
 
+def carry_evaluate(target: str, source: str, engine: str) -> dict[str, Any]:
+    """How well ``source``'s measured tables, carried by the roofline ratio (the catalog's
+    stand-in mechanism, ``GpuSpec.kernel_profiles_from``), time the steps of ``target``, a GPU
+    whose own tables exist: signed step errors against ``target``'s full measured tables, next
+    to ``target``'s roofline. ``target`` is renamed so that its own files are not found."""
+    catalog = shipped_catalog()
+    gpu = catalog.gpu(target)
+    alias = gpu.model_copy(update={"name": f"{gpu.name}~{source}", "kernel_profiles_from": source})
+    roofline = RooflineKernels(gpu)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TableFallbackWarning)
+        reference = ProfileKernels(
+            ProfileTable(shipped_profiles(target, engine), roofline, monotone=False), roofline
+        )
+        sources: dict[str, KernelTimer] = {
+            "roofline": roofline,
+            f"{source} carried": table_kernels(alias, engine=engine, warn_range=False),
+        }
+        errors = step_errors(target, sources, reference)
+    return {
+        "gpu": target,
+        "stand_in": source,
+        "engine": engine,
+        "step_mape_pct": {
+            name: {phase: round(float(np.mean(np.abs(e))), 2) for phase, e in by_phase.items()}
+            for name, by_phase in errors.items()
+        },
+        "step_bias_pct": {
+            name: {phase: round(float(np.median(e)), 2) for phase, e in by_phase.items()}
+            for name, by_phase in errors.items()
+        },
+    }
+
+
 def main() -> None:
     """Parse the arguments, evaluate, print."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -332,7 +366,28 @@ def main() -> None:
     parser.add_argument("--engine", choices=ENGINES, default="vllm")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
     parser.add_argument("--moe", action="store_true", help="score fused-MoE layers instead")
+    parser.add_argument(
+        "--carry",
+        action="append",
+        metavar="TARGET=SOURCE",
+        help="score SOURCE's tables carried to TARGET by the roofline ratio (repeatable)",
+    )
     args = parser.parse_args()
+    if args.carry:
+        pairs = [pair.split("=", 1) for pair in args.carry]
+        carried = [carry_evaluate(t, s, args.engine) for t, s in pairs]
+        if args.json:
+            print(json.dumps(carried, indent=2))
+            return
+        for one in carried:
+            print(one["gpu"], "<-", one["stand_in"], one["engine"])
+            for name, by_phase in one["step_mape_pct"].items():
+                bias = one["step_bias_pct"][name]
+                print(
+                    f"  {name:22s}",
+                    "  ".join(f"{p} {m:.1f}% ({bias[p]:+.1f})" for p, m in by_phase.items()),
+                )
+        return
     shipped = [g for g in shipped_catalog().gpus if resolve_profile_files(g, args.engine)]
     if args.moe:
         with warnings.catch_warnings():
