@@ -13,8 +13,11 @@ the row, recognised by its ``silicon_data_source`` (``harness``):
   the InferenceMAX / InferenceX harness. Its launch scripts (``benchmarks/*_docker.sh``, read
   for Llama-3.1-70B FP8 on H100) run ``vllm serve … --quantization=modelopt
   --gpu-memory-utilization=0.9 --max-num-seqs=$CONC --max-num-batched-tokens=8192
-  --async-scheduling``. Recognising the harness from the source's format is an inference from
-  the data, not a field of it.
+  --async-scheduling``; where its script for the row's model family, GPU and engine was read
+  (``inferencex.LAUNCHES``: gpt-oss, DeepSeek-R1, Llama-70B and MiniMax on vLLM, SGLang and
+  TensorRT-LLM, Hopper and Blackwell), that script's settings and KV-cache precision instead.
+  Recognising the harness from the source's format is an inference from the data, not a field
+  of it.
 - ``unknown``: anything else: the engine's own defaults (its preset).
 
 ``RULES`` maps (harness, backend) to the ``ServingConfig`` overrides of the benchmark
@@ -48,6 +51,7 @@ from hardware.checkpoints import RECIPES, Recipe, resolve_checkpoint
 from hardware.checkpoints import kv_precision as auto_kv_precision
 from hardware.schema import Catalog
 from simulator.presets import load_preset
+from simulator.validation.inferencex import launch_for
 from simulator.validation.silicon.rows import MeasuredRow, SiliconRow
 from simulator.validation.silicon.versions import version_key
 from slo.inputfile import InputError
@@ -122,6 +126,9 @@ def _aic_sglang(row: MeasuredRow) -> dict[str, Any]:
 
 
 def _ix_vllm(row: MeasuredRow) -> dict[str, Any]:
+    launch = launch_for(row)
+    if launch is not None:
+        return launch.settings(row)
     return {
         "max_running_requests": row.concurrency,
         "max_batched_tokens": 8192,
@@ -129,6 +136,11 @@ def _ix_vllm(row: MeasuredRow) -> dict[str, Any]:
         "hbm_utilization": 0.90,
         "overlap_scheduling": True,  # --async-scheduling
     }
+
+
+def _ix_script(row: MeasuredRow) -> dict[str, Any]:
+    launch = launch_for(row)
+    return {} if launch is None else launch.settings(row)
 
 
 _AIC = "aiconfigurator generator/rule_plugin/benchmark/{backend}.rule"
@@ -161,8 +173,21 @@ RULES: dict[tuple[str, str], DeploymentRule] = {
         DeploymentRule(
             "inferencex", "vllm",
             "InferenceMAX benchmarks/*_docker.sh: --max-num-seqs $CONC, "
-            "--max-num-batched-tokens 8192, --gpu-memory-utilization 0.9, --async-scheduling",
+            "--max-num-batched-tokens 8192, --gpu-memory-utilization 0.9, --async-scheduling; "
+            "per model family and GPU the script's own settings (inferencex.LAUNCHES)",
             _ix_vllm,
+        ),
+        DeploymentRule(
+            "inferencex", "sglang",
+            "InferenceX benchmarks/<family>_<precision>_<gpu>.sh per model family and GPU "
+            "(inferencex.LAUNCHES); others the preset",
+            _ix_script,
+        ),
+        DeploymentRule(
+            "inferencex", "trtllm",
+            "InferenceX benchmarks/<family>_<precision>_<gpu>_trt.sh per model family and GPU "
+            "(inferencex.LAUNCHES); others the preset",
+            _ix_script,
         ),
     )
 }  # fmt: skip
@@ -322,11 +347,16 @@ FP8_KV_DEPLOYMENTS: frozenset[tuple[str, str]] = frozenset({("inferencex", "trtl
 
 def kv_precision(row: MeasuredRow, catalog: Catalog) -> str:
     """KV-cache precision of ``row``'s deployment: its checkpoint's, under the engine's
-    ``auto`` rule for the row's release (module doc), unless its harness sets FP8 for FP8
-    weights (``FP8_KV_DEPLOYMENTS``)."""
+    ``auto`` rule for the row's release (module doc), unless its harness sets FP8: for FP8
+    weights (``FP8_KV_DEPLOYMENTS``), or in the launch script of its model family and GPU
+    (InferenceX: ``inferencex.LAUNCHES``, e.g. every Blackwell script)."""
     recipe = recipe_for(row, catalog) or RECIPES["none"]
     if (harness(row), row.backend) in FP8_KV_DEPLOYMENTS and recipe.weights == "fp8":
         return "fp8"
+    if harness(row) == "inferencex":
+        launch = launch_for(row)
+        if launch is not None and launch.kv_cache == "fp8":
+            return "fp8"
     version = version_key(row.release)
     honours = not (row.backend == "vllm" and version is not None and version < (0, 13))
     return auto_kv_precision(recipe, honours_checkpoint=honours)

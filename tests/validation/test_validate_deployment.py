@@ -168,3 +168,51 @@ def test_an_inferencex_attention_dp_row_is_the_gpus_its_id_names() -> None:
     # An id whose GPUs the ranks do not divide keeps the columns (the layout check reports).
     odd = _row(id="x_tp6_ep6_1", tp=4, attention_dp=4, moe_ep=16, source=source)
     assert recorded_layout(odd) == (4, 4, 1, 16)
+
+
+def test_inferencex_rows_get_their_scripts_settings_per_gpu() -> None:
+    # gpt-oss-120b on vLLM: the Hopper scripts leave the KV cache at auto and cap the running
+    # requests at $CONC; the B200 script sets kv-cache-dtype fp8 and --max-num-seqs 512
+    # (simulator/validation/inferencex.py). B300 and GB200 (aiconfigurator's gb200_sxm) take it.
+    catalog = shipped_catalog()
+    source = "source_file=2026-04-06.csv; model=GPT-OSS-120B; image=vllm/vllm-openai:v0.18.0"
+    settings = {}
+    for system in ("h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "gb200_sxm"):
+        row = _row(model="openai/gpt-oss-120b", system=system, tp=2, moe_tp=2, precision="fp4",
+                   concurrency=64, source=source)  # fmt: skip
+        config = row_config(row, catalog, latency_model="roofline")
+        assert not isinstance(config, str), config
+        settings[system] = (config.kv_precision, config.max_running_requests)
+    assert settings == {
+        "h100_sxm": ("bf16", 64),
+        "h200_sxm": ("bf16", 64),
+        "b200_sxm": ("fp8", 512),
+        "b300_sxm": ("fp8", 512),
+        "gb200_sxm": ("fp8", 512),
+    }
+    # DeepSeek-R1 on SGLang: per GPU, precision and TP (dsr1_fp8_h200.sh, dsr1_fp{8,4}_b200.sh).
+    sgl = "source_file=2026-04-06.csv; model=DeepSeek-R1; image=lmsysorg/sglang:v0.5.9-cu130"
+
+    def sglang(system: str, precision: str, tp: int, isl: int = 1024) -> tuple[object, ...]:
+        row = _row(model="deepseek-ai/DeepSeek-R1", backend="sglang", system=system, tp=tp,
+                   moe_tp=1, moe_ep=tp, precision=precision, isl=isl, concurrency=32,
+                   source=sgl)  # fmt: skip
+        c = row_config(row, catalog, latency_model="roofline")
+        assert not isinstance(c, str), c
+        return (c.kv_precision, c.max_running_requests, c.hbm_utilization, c.chunk_tokens)
+
+    assert sglang("h200_sxm", "fp8", 8) == ("bf16", 256, 0.82, 32768)  # 1024/4: not 1k1k
+    assert sglang("b200_sxm", "fp8", 8) == ("fp8", 128, 0.82, 32768)
+    assert sglang("b200_sxm", "fp8", 4, isl=8192) == ("fp8", 32, 0.95, 8192)
+    assert sglang("b200_sxm", "fp4", 8) == ("fp8", 256, 0.85, 16384)
+    # TensorRT-LLM's DeepSeek budget: concurrency + prompt + 64, rounded up to 64, >= 8192.
+    trt_source = sgl.replace("lmsysorg/sglang:v0.5.9-cu130", "tensorrt-llm/release:1.2.0")
+    trt = _row(model="deepseek-ai/DeepSeek-R1", backend="trtllm", system="b200_sxm", tp=8,
+               moe_tp=1, moe_ep=8, precision="fp8", isl=8192, concurrency=100,
+               source=trt_source)  # fmt: skip
+    assert benchmark_engine_settings(trt) == {"max_batched_tokens": 8384, "hbm_utilization": 0.8}
+    # Other harnesses, and rows the table does not cover, keep their rules.
+    assert benchmark_engine_settings(_row(system="b200_sxm", backend="sglang")) == {
+        "max_running_requests": 8
+    }
+    assert benchmark_engine_settings(_row(system="b200_sxm", backend="sglang", source=sgl)) == {}
