@@ -88,22 +88,30 @@ def test_disagg_rows_parse_into_rows_with_both_pools(tmp_path: Path) -> None:
     assert (adp.prefill.attention_dp, adp.decode.workers, adp.decode.moe_ep) == (16, 3, 16)
 
 
-def test_concurrency_falls_back_to_batch_size_and_workers_default_to_one(
-    tmp_path: Path,
-) -> None:
+def test_concurrency_falls_back_to_batch_size(tmp_path: Path) -> None:
     # No silicon_concurrency: the batch_size column, as for an aggregated row.
     from_batch = PD.replace("src=a; silicon_concurrency=4; measured=x", "src=b").replace(
         ",fp8_block,,,,,,,", ",fp8_block,6,,,,,,"
     )
-    # Empty worker counts (as in the DeepSeek-R1 rows) mean one worker per role.
-    one_each = PD.replace(",1,1,2,1,1,1,1,4,1,2,", ",,,2,1,1,1,1,,,2,")
-    rows, skipped = read_silicon(_csv(tmp_path, [from_batch, one_each]))
+    rows, skipped = read_silicon(_csv(tmp_path, [from_batch]))
     assert skipped == []
-    first, second = rows
+    (first,) = rows
     assert isinstance(first, DisaggRow)
-    assert isinstance(second, DisaggRow)
     assert (first.concurrency, first.concurrency_from) == (6, "batch_size")
-    assert (second.prefill.workers, second.decode.workers, second.decode.batch_size) == (1, 1, None)
+
+
+def test_a_disagg_row_without_worker_counts_is_skipped_not_given_one_worker(
+    tmp_path: Path,
+) -> None:
+    # Empty worker counts (as in the shipped DeepSeek-R1 rows, whose identical columns carry
+    # different measurements) leave the deployment's size unknown: skipped with the reason.
+    no_decode_count = PD.replace(",1,1,2,1,1,1,1,4,1,2,", ",1,1,2,1,1,1,1,4,,2,")
+    neither = PD.replace(",1,1,2,1,1,1,1,4,1,2,", ",,,2,1,1,1,1,,,2,")
+    rows, skipped = read_silicon(_csv(tmp_path, [AGG, no_decode_count, neither]))
+    assert [r.id for r in rows] == ["qwen_agg"]
+    assert [s.line for s in skipped] == [3, 4]
+    assert skipped[0].reason.startswith("worker count not recorded (decode_num_workers empty)")
+    assert "(prefill_num_workers, decode_num_workers empty)" in skipped[1].reason
 
 
 def test_a_disagg_row_without_a_concurrency_is_skipped_with_the_reason(tmp_path: Path) -> None:

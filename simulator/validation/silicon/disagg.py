@@ -12,10 +12,19 @@ read more KV per decode step than TP4 HBM delivers in the measured 8.7 ms TPOT).
 
 Reading (``parse_disagg_row``): a value that is not the number its column needs raises
 ``InputError`` naming the file, the line and the column; a row whose file has no per-role
-columns, or that records no concurrency, becomes a skip reason (a string), never dropped.
-Empty cells take the defaults of the aggregated rows (``pp`` and attention DP 1, MoE split 0 =
-"not recorded"), and an empty ``*_num_workers`` means one worker: the DeepSeek-R1 rows leave it
-empty and name only TP and EP in their ids, i.e. one worker per role (a documented assumption).
+columns, that records no concurrency, or that leaves a role's ``*_num_workers`` empty becomes a
+skip reason (a string), never dropped. Other empty cells take the defaults of the aggregated
+rows (``pp`` and attention DP 1, MoE split 0 = "not recorded").
+
+Why an empty worker count is a skip and not "one worker": the worker count is the deployment's
+size (GPUs, decode slots), and the rows that leave it empty show it varied. In the shipped H100
+file the 92 DeepSeek-R1 disaggregated rows leave it empty; 17 groups of them record identical
+columns (engine, lengths, users, every per-role cell) with different measurements (SGLang,
+1,024 / 8,192 tokens, one user: TPOT 17.0 ms on line 714, 7.7 ms on line 887), and 13 of the
+TensorRT-LLM ones are, to every digit, the measurements of lines 2-9, which record 1 prefill
+worker of TP1 × attention DP16 and 3 decode workers of TP16 (64 GPUs, not the 32 of "one
+worker per role"). Simulating a guessed deployment would score the simulator against another
+deployment's numbers.
 
 Deploying (``disagg_problem``, ``disagg_config``): ``pd_mode: disaggregated`` with
 ``prefill_instances`` / ``decode_instances`` workers of ``prefill_tp`` / ``decode_tp`` GPUs of
@@ -149,12 +158,20 @@ def parse_disagg_row(
 
     Raises ``InputError`` (file, line, column) for a value that is not the number its column
     needs, including a malformed ``silicon_concurrency``. Returns a reason string when the file
-    has no per-role columns or the row records no concurrency.
+    has no per-role columns, a role's worker count is empty, or the row records no concurrency.
     """
     missing = [f"{role}_{c}" for role in _ROLES for c in ("num_workers", "tp_size")]
     missing = [c for c in missing if c not in header]
     if missing:
         return f"mode 'disagg' but the file has no per-role columns ({', '.join(missing)})"
+    unsized = [
+        f"{role}_num_workers" for role in _ROLES if _empty(record.get(f"{role}_num_workers"))
+    ]
+    if unsized:
+        return (
+            f"worker count not recorded ({', '.join(unsized)} empty): the deployment's size is "
+            "not determined"
+        )
     users = _concurrency(path, line, record)
     if users is None:
         return (
@@ -222,7 +239,7 @@ def _pool(path: Path, line: int, record: Mapping[str, str | None], role: Role) -
         return number(suffix)
 
     return PoolLayout(
-        workers=count("num_workers", 1),
+        workers=number("num_workers"),  # required (parse_disagg_row skips a row without it)
         tp=number("tp_size"),  # required, as tp_size is for an aggregated row
         pp=count("pp_size", 1),
         attention_dp=count("attention_dp_size", 1),
