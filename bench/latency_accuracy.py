@@ -375,6 +375,8 @@ def main() -> None:
     args = parser.parse_args()
     if args.carry:
         pairs = [pair.split("=", 1) for pair in args.carry]
+        if any(len(pair) != 2 or not all(pair) for pair in pairs):
+            parser.error("--carry expects TARGET=SOURCE, e.g. h200_sxm=h100_sxm")
         carried = [carry_evaluate(t, s, args.engine) for t, s in pairs]
         if args.json:
             print(json.dumps(carried, indent=2))

@@ -35,7 +35,12 @@ from simulator.latency.model import ComposedLatencyModel, RooflineModel
 from simulator.latency.pipeline import PipelineModel
 from simulator.latency.profile_files import DEFAULT_ENGINE, engine_of, resolve_profile_files
 from simulator.latency.table import DEFAULT_PROFILE_GPU
-from simulator.latency.table_source import has_profile_table, profile_source, table_kernels
+from simulator.latency.table_source import (
+    has_profile_table,
+    profile_source,
+    table_kernels,
+    with_gemm_table,
+)
 from slo.inputfile import InputError
 
 __all__ = [
@@ -206,12 +211,11 @@ def latency_note(
     engine = engine_of(backend)
     known = _shipped_gpu(gpu) if isinstance(gpu, str) else gpu
     key = known.name.lower() if known is not None else str(gpu).lower()
-    if known is not None:
-        located = profile_source(known, engine, profile_roots)
-    else:
-        located = resolve_profile_files(key, engine, profile_roots)
-    if located is not None and "gemm" not in located.files:
-        located = None  # no table: what ``has_profile_table`` says
+    located = with_gemm_table(
+        profile_source(known, engine, profile_roots)
+        if known is not None
+        else resolve_profile_files(key, engine, profile_roots)
+    )
     if located is not None and located.gpu == key:
         return None
     missing = f"no measured kernel table for {key} / {engine}"

@@ -32,7 +32,7 @@ from simulator.latency.table import (
 from simulator.latency.table_cache import cached_build, table_key
 from slo.inputfile import InputError
 
-__all__ = ["has_profile_table", "profile_source", "table_kernels"]
+__all__ = ["has_profile_table", "profile_source", "table_kernels", "with_gemm_table"]
 
 
 def profile_source(
@@ -49,11 +49,15 @@ def profile_source(
     return None
 
 
+def with_gemm_table(located: ProfileFiles | None) -> ProfileFiles | None:
+    """``located`` where it holds a GEMM profile (what makes a kernel table), else None."""
+    return located if located is not None and "gemm" in located.files else None
+
+
 def has_profile_table(gpu: GpuSpec, engine: str, roots: Sequence[str | Path] = ()) -> bool:
     """Whether measured GEMM profiles time ``gpu`` under ``engine`` (``profile_source``): the
     condition for the ``auto`` latency model to use the table."""
-    located = profile_source(gpu, engine, roots)
-    return located is not None and "gemm" in located.files
+    return with_gemm_table(profile_source(gpu, engine, roots)) is not None
 
 
 def table_kernels(

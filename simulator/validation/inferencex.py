@@ -12,10 +12,11 @@ held over the versions stored of each script, where the versions disagree the on
 around 2026-02 to 2026-05).
 
 Families are matched on the row's model name (``gpt-oss-120b``, ``deepseek-r1`` /
-``deepseek-v3``, ``llama-3.x-70b``, ``minimax-m2.5``), GPUs on its ``system`` (the catalog key or
-aiconfigurator's alias). B300 and GB200 take the B200 recipes: the B300 scripts say they reuse
-them as-is, and the single-node GB200 TensorRT-LLM script has the B200 settings. A row no entry
-covers keeps the harness's generic rule (``rules.py``) and the checkpoint's KV precision.
+``deepseek-v3``, ``llama-3.x-70b``, ``minimax-m2.5``), GPUs on its ``system`` resolved to the
+catalog key (through the catalog's aliases, e.g. aiconfigurator's ``gb200_sxm``). B300 and GB200
+take the B200 recipes: the B300 scripts say they reuse them as-is, and the single-node GB200
+TensorRT-LLM script has the B200 settings. A row no entry covers keeps the harness's generic
+rule (``rules.py``) and the checkpoint's KV precision.
 Not modelled: stream intervals, scheduler receive intervals, CUDA-graph sizes, MoE backends.
 """
 
@@ -26,12 +27,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from hardware.catalog import shipped_catalog
 from simulator.validation.silicon.rows import MeasuredRow
+from slo.inputfile import InputError
 
 __all__ = ["LAUNCHES", "Launch", "launch_for"]
 
 _HOPPER = frozenset({"h100_sxm", "h200_sxm"})
-_BLACKWELL = frozenset({"b200_sxm", "b300_sxm", "gb200", "gb200_sxm"})
+_BLACKWELL = frozenset({"b200_sxm", "b300_sxm", "gb200"})
 
 #: Model families by a part of the row's model name, first match wins.
 _FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
@@ -74,40 +77,28 @@ def _vllm(running: int | None, budget: int = 8192, memory: float = 0.90) -> Call
     return settings
 
 
-def _sglang_dsr1_h200(row: MeasuredRow) -> dict[str, Any]:
-    running = 512 if (row.isl, row.osl) == (1024, 1024) else 256
+def _sglang(running: int, chunk: int, memory: float) -> dict[str, Any]:
+    """``--max-running-requests R --chunked-prefill-size C --max-prefill-tokens C
+    --mem-fraction-static M``."""
     return {
         "max_running_requests": running,
-        "chunk_tokens": 32768,
-        "max_batched_tokens": 32768,
-        "hbm_utilization": 0.82,
+        "chunk_tokens": chunk,
+        "max_batched_tokens": chunk,
+        "hbm_utilization": memory,
     }
+
+
+def _sglang_dsr1_h200(row: MeasuredRow) -> dict[str, Any]:
+    return _sglang(512 if (row.isl, row.osl) == (1024, 1024) else 256, 32768, 0.82)
 
 
 def _sglang_dsr1_b200_fp8(row: MeasuredRow) -> dict[str, Any]:
-    if _tp(row) >= 8:
-        return {
-            "max_running_requests": 128,
-            "chunk_tokens": 32768,
-            "max_batched_tokens": 32768,
-            "hbm_utilization": 0.82,
-        }
-    return {
-        "max_running_requests": 32,
-        "chunk_tokens": 8192,
-        "max_batched_tokens": 8192,
-        "hbm_utilization": 0.95,
-    }
+    return _sglang(128, 32768, 0.82) if _tp(row) >= 8 else _sglang(32, 8192, 0.95)
 
 
 def _sglang_dsr1_b200_fp4(row: MeasuredRow) -> dict[str, Any]:
     del row  # one setting for every TP and length
-    return {
-        "max_running_requests": 256,
-        "chunk_tokens": 16384,
-        "max_batched_tokens": 16384,  # --max-prefill-tokens not set: SGLang's 16384
-        "hbm_utilization": 0.85,
-    }
+    return _sglang(256, 16384, 0.85)  # --max-prefill-tokens not set: SGLang's 16384
 
 
 def _trt_gptoss(running: int | None) -> Callable[..., Any]:
@@ -222,12 +213,21 @@ def _weights(row: MeasuredRow) -> str:
     return "fp4" if "fp4" in precision else "fp8" if "fp8" in precision else "other"
 
 
+def _gpu_key(system: str) -> str:
+    """The shipped catalog's key for a row's ``system`` (through its aliases: aiconfigurator's
+    ``gb200_sxm`` is ``gb200``); the name itself where the catalog lacks it."""
+    try:
+        return shipped_catalog().gpu(system).name.lower()
+    except InputError:
+        return system.lower()
+
+
 def launch_for(row: MeasuredRow) -> Launch | None:
     """The InferenceX script entry that launched ``row``'s engine (module doc), or None. Only
     aggregated rows: the disaggregated ones ran other (Dynamo) scripts, not read here."""
     if getattr(row, "mode", "agg") != "agg":
         return None
-    family, gpu = _family(row.model), row.system.lower()
+    family, gpu = _family(row.model), _gpu_key(row.system)
     for launch in LAUNCHES:
         if (launch.backend, launch.family) != (row.backend, family) or gpu not in launch.gpus:
             continue
