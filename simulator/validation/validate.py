@@ -231,7 +231,26 @@ def _unsupported(row: Row, catalog: Catalog) -> str | None:
         return f"pipeline parallelism (pp_size={row.pp}): {PP_ROW_REASON}"
     if weight_precision(row, catalog) is None:
         return f"unknown precision '{row.precision}'"
-    return None
+    return _overlong(row, catalog)
+
+
+def _overlong(row: Row, catalog: Catalog) -> str | None:
+    """Why ``row``'s requests cannot be served: prompt + output longer than the model's
+    context. The simulator drops such requests before they arrive (``cluster/overlong.py``),
+    so without this check the row would end as "no request finished" after a simulation, or
+    abort the whole run when its lengths exceed what a workload may draw. An unknown model is
+    left to ``row_config``, which names it."""
+    try:
+        limit = catalog.model(row.model).max_context_tokens
+    except InputError:
+        return None
+    tokens = row.isl + row.osl
+    if tokens <= limit:
+        return None
+    return (
+        f"isl + osl = {tokens:,} tokens is longer than the {limit:,}-token context of "
+        f"{row.model} (max_context_tokens): no request of it could be served"
+    )
 
 
 def row_config(

@@ -169,6 +169,12 @@ def test_row_config_resolves_precision_and_names() -> None:
             {"model": "Qwen/Qwen3-235B-A22B-FP8", "tp": 4, "moe_tp": 2, "moe_ep": 4},
             "moe_tp_size=2 × moe_ep_size=4 != tp_size=4",
         ),
+        # Qwen3-32B's context is 40,960 tokens: the simulator would drop every request.
+        (
+            {"model": "Qwen/Qwen3-32B", "isl": 40_000, "osl": 961},
+            "isl + osl = 40,961 tokens is longer than the 40,960-token context",
+        ),
+        ({"isl": 100_000_000}, "isl + osl = 100,000,"),
     ],
 )
 def test_rows_the_simulator_cannot_express_give_a_reason(
@@ -177,6 +183,11 @@ def test_rows_the_simulator_cannot_express_give_a_reason(
     result = row_config(_row(**fields), shipped_catalog(), latency_model="roofline")
     assert isinstance(result, str)
     assert reason in result
+
+
+def test_a_row_filling_the_context_exactly_is_expressible() -> None:
+    row = _row(model="Qwen/Qwen3-32B", backend="vllm", tp=2, isl=40_000, osl=960)
+    assert not isinstance(row_config(row, shipped_catalog(), latency_model="roofline"), str)
 
 
 def test_infeasible_row_is_skipped_with_the_fit_reason() -> None:
