@@ -9,6 +9,7 @@ import pytest
 
 from hardware import Catalog, shipped_catalog
 
+NO_TF32 = {"mi355x"}  # CDNA 4: no TF32 matrix instructions
 REQUIRED_GPUS = {"a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm", "l40s", "mi300x"}
 REQUIRED_STORAGE = {"dram", "nvme_4tib", "nvme_16tib", "pool_16tib", "pool_64tib"}
 REQUIRED_MODELS = {
@@ -90,9 +91,11 @@ def test_gpu_figures_are_consistent(catalog: Catalog) -> None:
     for gpu in catalog.gpus.values():
         tflops = gpu.dense_tflops
         assert tflops["bf16"] == tflops["fp16"], gpu.name
-        # fp32 is dense TF32 tensor throughput: half of bf16 on every chip we ship (L40S: 183 vs
-        # 362.05 / 2 = 181, within 2%).
-        assert tflops["fp32"] == pytest.approx(tflops["bf16"] / 2, rel=0.02), gpu.name
+        # fp32 is dense TF32 tensor throughput: half of bf16 on every chip with a TF32 matrix
+        # type (L40S: 183 vs 362.05 / 2 = 181, within 2%); CDNA 4 has none, and its FP32
+        # matrix rate is 1/16 of FP16.
+        share = 16 if gpu.name in NO_TF32 else 2
+        assert tflops["fp32"] == pytest.approx(tflops["bf16"] / share, rel=0.02), gpu.name
         ladder = [tflops[p] for p in ("bf16", "fp8", "fp4") if p in tflops]
         assert ladder == sorted(ladder), gpu.name
         assert gpu.usd_per_gpu_hour > 0
@@ -116,6 +119,18 @@ def test_published_headline_figures(catalog: Catalog) -> None:
     assert catalog.gpu("mi300x").dense_tflops["bf16"] == 1307.4
     assert catalog.gpu("b200_sxm").dense_tflops["fp4"] == 9000.0
     assert catalog.gpu("a100_sxm").hbm_tb_per_s == 2.039
+    assert catalog.gpu("gb300").dense_tflops["fp4"] == 15000.0  # NVL72 1,080 PFLOPS dense / 72
+    assert catalog.gpu("mi325x").dense_tflops["fp8"] == catalog.gpu("mi300x").dense_tflops["fp8"]
+    assert catalog.gpu("mi355x").dense_tflops["fp8"] == 5033.2
+
+
+def test_blackwell_ultra_has_no_int8_fast_path_and_gb300_borrows_b300s_tables(
+    catalog: Catalog,
+) -> None:
+    for name in ("b300_sxm", "gb300"):
+        assert not catalog.gpu(name).supports("int8")
+    assert catalog.gpu("gb300").kernel_profiles_from == "b300_sxm"
+    assert catalog.gpu("gb300").gpus_per_node == 72
 
 
 def test_storage_tiers(catalog: Catalog) -> None:
