@@ -15,7 +15,8 @@ cut down to what the catalog's models need, in the same CSV format (columns unch
 - NCCL all-reduce rows in 16-bit dtypes;
 - fused-MoE rows (``*_moe.csv.gz``) of the catalog's MoE shapes (hidden, expert width, top-k,
   expert count) with balanced routing, every dtype, split and token count, of the one kernel
-  per shape the loader keeps (``moe_table.read_moe_profile``);
+  per shape the loader keeps (``moe_table.read_moe_profile``), and the Marlin MXFP4 layers of
+  any shape (the references ``moe_table.MoeTable.marlin_layer`` carries to a model's shape);
 - MLA attention-core rows (``*_context_mla`` / ``*_generation_mla``) at the per-GPU head counts
   of the catalog's MLA models of the measured latent shape (``mla_table.measured_mla_shape``)
   at TP 1 to 64, context rows without a cached prefix;
@@ -40,7 +41,7 @@ from hardware.catalog import shipped_catalog
 from hardware.schema import ModelSpec
 from simulator.latency.fit import ShapeFilter, catalog_shape_filter
 from simulator.latency.mla_table import measured_mla_shape
-from simulator.latency.moe_table import MOE_SOURCE_PREFERENCE
+from simulator.latency.moe_table import MARLIN_DTYPES, MOE_SOURCE_PREFERENCE
 from simulator.latency.profile_files import ENGINES, MLA_KINDS, MOE_KIND, directory_files
 from simulator.latency.profiles import load_profiles, normalise_dtype, source_rank
 
@@ -89,14 +90,20 @@ def _preferred(raw: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 
 
 def _moe_rows(raw: pd.DataFrame, models: list[ModelSpec]) -> pd.DataFrame:
-    """The balanced-routing rows of the catalog's MoE shapes, of each shape's preferred kernel."""
+    """The balanced-routing rows of the catalog's MoE shapes, of each shape's preferred kernel,
+    and of every shape the Marlin MoE kernel timed in a format it runs for a catalog precision
+    (``moe_table.MARLIN_DTYPES``: the references ``MoeTable.marlin_layer`` carries)."""
     shapes = {
         (m.hidden_size, m.expert_ffn_size, m.experts_per_token, m.num_experts)
         for m in models
         if m.is_moe
     }
     key = zip(raw["hidden_size"], raw["inter_size"], raw["topk"], raw["num_experts"], strict=True)
-    raw = raw[[tuple(int(v) for v in k) in shapes for k in key]]
+    marlin = raw["kernel_source"].astype(str).str.lower().str.contains("marlin") & raw[
+        "moe_dtype"
+    ].astype(str).str.lower().str.endswith(tuple(MARLIN_DTYPES.values()))
+    catalog = pd.Series([tuple(int(v) for v in k) in shapes for k in key], index=raw.index)
+    raw = raw[catalog | marlin]
     raw = raw[raw["distribution"].astype(str) == "balanced"]
     source = raw["kernel_source"].astype(str).str.lower()
     rank = source.map(

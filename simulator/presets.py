@@ -154,6 +154,11 @@ class BackendPreset(BaseModel):
         description="The API server's serial CPU time per generated token streamed back "
         "(detokenising, one server-sent event), µs; shares the CPU with the intake.",
     )
+    marlin_moe: bool = Field(
+        default=False,
+        description="Whether a weight-only MoE (MXFP4 on a GPU without fp4 tensor cores) runs "
+        "in vLLM's Marlin kernel (ComposeParams.marlin_moe).",
+    )
     step_overhead_us: float = Field(
         ge=0, description="CPU time per engine step not hidden behind GPU work, µs."
     )
@@ -231,6 +236,7 @@ class BackendPreset(BaseModel):
         return ComposeParams(
             step_overhead_s=self.step_overhead_us / 1e6,
             request_overhead_s=self.request_overhead_us / 1e6,
+            marlin_moe=self.marlin_moe,
         )
 
     def memory_params(self, tp: int = 1, *, min_kv_tokens: int = 0) -> MemoryParams:

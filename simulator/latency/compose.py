@@ -126,6 +126,12 @@ class ComposeParams:
     #: 13.2 µs per MiB more on 2, 4 and 8 GPUs, i.e. 2(n-1)/n·bytes at 112-133 GB/s of the H100's
     #: 450 GB/s per direction (0.28).
     custom_all_reduce_link_efficiency: float = 0.28
+    #: Whether the engine runs a weight-only MoE of a precision the GPU has no tensor cores for
+    #: (MXFP4 on Hopper) through vLLM's Marlin kernel (``moe_table.MARLIN_DTYPES``): the routed
+    #: experts then cost at least the kernel source's Marlin layer carried to the model's shape
+    #: (``MarlinMoeTimer``; ``moe_table.py``, "Marlin layers carried to another shape"). vLLM
+    #: does (its preset, with the sources); the SGLang and TensorRT-LLM presets turn it off.
+    marlin_moe: bool = True
 
     def __post_init__(self) -> None:
         if min(self.step_overhead_s, self.request_overhead_s, self.elementwise_launch_s) < 0:

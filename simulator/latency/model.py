@@ -11,7 +11,9 @@ depend on few integers and caches each part by them:
   source's measured fused-MoE layer where it has one (``moe_table.FusedMoeTimer``: the table
   model, exact shape; on a stand-in GPU carried there by the roofline ratio of the layer's
   gate-up GEMM), outside the measured token range scaled by the composition
-  (``measured(edge) × composed(T) / composed(edge)``), else composed from GEMMs;
+  (``measured(edge) × composed(T) / composed(edge)``), else composed from GEMMs — where the
+  engine runs vLLM's Marlin MoE (``ComposeParams.marlin_moe``: MXFP4 on Hopper) never below the
+  measured Marlin layer carried to the model's shape (``moe_table.MarlinMoeTimer``);
 - the LM head, per distinct ``logit_tokens``; MLA's absorption GEMMs, per decode count;
 - MLA attention cores from the kernel source's measured MLA tables where it has them
   (``mla_measured.MeasuredMla``: the table model, carried to a stand-in GPU; DeepSeek's
@@ -48,7 +50,7 @@ from simulator.latency.deployment import Deployment
 from simulator.latency.kernels import KernelTimer
 from simulator.latency.mla_measured import MeasuredMla
 from simulator.latency.mla_table import MlaTimer, measured_mla_shape
-from simulator.latency.moe_table import FusedMoeTimer
+from simulator.latency.moe_table import MARLIN_DTYPES, FusedMoeTimer, MarlinMoeTimer
 from simulator.latency.roofline import RooflineKernels, RooflineParams
 from simulator.latency.transfer import Link, transfer_seconds
 
@@ -86,6 +88,18 @@ class ComposedLatencyModel:
         self._planner = OperatorPlanner(deployment)
         self._moe_shape = self._planner.moe_shape()
         self._fused_moe = timer if isinstance(timer, FusedMoeTimer) else None
+        # vLLM's Marlin MoE where the engine runs it (``ComposeParams.marlin_moe``): a weight
+        # precision with no tensor cores on this GPU (MXFP4 on Hopper), priced at least at the
+        # measured Marlin layer carried to this shape (``moe_table.py``).
+        shape = self._moe_shape
+        marlin = (
+            self._params.marlin_moe
+            and shape is not None
+            and shape.dtype in MARLIN_DTYPES
+            and not deployment.gpu.supports(shape.dtype)
+            and isinstance(timer, MarlinMoeTimer)
+        )
+        self._marlin_moe = timer if marlin and isinstance(timer, MarlinMoeTimer) else None
         self._elementwise_bw = (
             deployment.gpu.hbm_tb_per_s * 1e12 * self._params.elementwise_memory_efficiency
         )
@@ -301,11 +315,12 @@ class ComposedLatencyModel:
     def _measured_routed(self, tokens: int) -> float | None:
         """Seconds of every MoE layer's routed experts for ``tokens`` from the kernel source's
         measured fused-MoE layer (module doc), or None where it has none."""
-        if self._fused_moe is None or self._moe_shape is None or tokens <= 0:
+        if self._moe_shape is None or tokens <= 0:
             return None
-        hit = self._fused_moe.fused_moe(tokens, self._moe_shape)
+        fused = self._fused_moe
+        hit = None if fused is None else fused.fused_moe(tokens, self._moe_shape)
         if hit is None:
-            return None
+            return self._marlin_routed(tokens)
         seconds, anchor = hit
         planner = self._planner
         if anchor != tokens:  # beyond the measured tokens: the composition's growth from there
@@ -313,6 +328,21 @@ class ComposedLatencyModel:
             if edge > 0:
                 seconds *= self._sum(planner.routed_expert_calls(tokens)) / edge
         return seconds * planner.moe_layers
+
+    def _marlin_routed(self, tokens: int) -> float | None:
+        """Every MoE layer's routed experts in vLLM's Marlin kernel (module doc), or None where
+        the engine does not run it or nothing measured it: the composition, but never below the
+        measured Marlin layer carried to this shape. That carried time scales the reference's
+        fixed launch costs with the weights, so it is a floor, not the price: it decides at
+        prefill sizes (Marlin's ``mma.sync`` tiles reach 150-270 of Hopper's ~990 bf16
+        TFLOPS), the composition at decode sizes (a few hundred tokens and below)."""
+        if self._marlin_moe is None or self._moe_shape is None:
+            return None
+        floor = self._marlin_moe.marlin_moe(tokens, self._moe_shape)
+        if floor is None:
+            return None
+        composed = self._sum(self._planner.routed_expert_calls(tokens))
+        return max(composed, floor * self._planner.moe_layers)
 
     def _logit_seconds(self, logit_tokens: int) -> float:
         hit = self._logit_cache.get(logit_tokens)

@@ -31,16 +31,41 @@ the caller scales the edge's time by its own composition (``model.py``). A shape
 not hold returns ``None`` and the caller composes the layer from GEMMs (``compose.py``, "Routed
 experts").
 
+**Marlin layers carried to another shape** (``MoeTable.marlin_layer``). vLLM runs an MXFP4 MoE on a
+GPU without fp4 tensor cores (Hopper, Ampere, Ada) as weight-only W4A16 in one of two kernels:
+OpenAI's Triton ``matmul_ogs`` (``OAITritonExperts``) when the ``triton_kernels`` package is
+installed, else Marlin (``fused_marlin_moe``), and always Marlin with ``VLLM_MXFP4_USE_MARLIN=1``
+(``vllm/model_executor/layers/quantization/mxfp4.py``, ``get_mxfp4_backend``) — which InferenceX's
+H100 gpt-oss script sets (``benchmarks/gptoss_fp4_h100.sh``). Marlin dequantises in the kernel and
+multiplies with Ampere-style ``mma.sync`` tiles of at most 64 rows: on H100 its measured MXFP4 and
+int4 MoE layers reach 150-270 TFLOPS at 8-16k tokens, where the grouped-GEMM composition
+(``compose.py``) prices gpt-oss's experts at 340-550 (TP 8-2, bf16 tensor-core rates), as fast as
+OpenAI's Triton kernel measures; at decode sizes Marlin reads the weights at 2.4-2.5 TB/s. The
+profiles time Marlin at another MoE shape than a model's (H100 vLLM: ``w4a16_mxfp4`` at hidden
+3,584, expert width 3,072, 896 experts, top-16, not gpt-oss's 2,880 / 2,880 / 128 / 4), so the layer
+is carried there *at the same tokens per touched expert* (the per-expert GEMM the kernel runs,
+``m``, is then the same) and scaled by the weights of the touched experts (``experts × hidden ×
+width``): FLOPs and weight bytes both scale by that ratio, so one factor carries the compute- and
+the memory-bound regime alike. The target's touched experts follow the skewed routing the
+composition uses (``ROUTING_POWER_LAW``), the reference's the balanced routing it was measured
+under. The reference of the same weight format and split (``moe_tp``, ``moe_ep``) nearest in hidden
+and expert width is used (the exact shape where Marlin measured it). The two H100 Marlin references
+(MXFP4 at the shape above, int4 at 7,168 / 2,048 / 384 / top-8) carried to gpt-oss's shape agree
+within 0-30% (8,192 tokens, TP 2-8). The carried time scales the reference's fixed launch costs with
+the weights too, so it is a floor under the composition (which prices them), not a replacement
+(``model.py``).
+
 Times are seconds per layer per GPU. Not a profiler.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 import numpy as np
 import pandas as pd
@@ -56,9 +81,11 @@ from simulator.latency.profiles import (
 from slo.inputfile import InputError
 
 __all__ = [
+    "MARLIN_DTYPES",
     "MOE_SOURCE_PREFERENCE",
     "ROUTING_POWER_LAW",
     "FusedMoeTimer",
+    "MarlinMoeTimer",
     "MoeShape",
     "MoeTable",
     "distinct_experts",
@@ -77,6 +104,13 @@ _MOE_ONLY_DTYPES: dict[str, str] = {
     "w4a8_mxfp4_mxfp8": "mxfp4",
     "mxfp4": "mxfp4",
 }
+
+#: Catalog weight precisions vLLM runs through its Marlin MoE kernel on a GPU without tensor
+#: cores of that precision, and the table dtype of the Marlin rows that time it (module doc).
+MARLIN_DTYPES: dict[str, str] = {"fp4": "mxfp4"}
+#: What a Marlin row's ``kernel_source`` contains (vLLM ``...marlin_marlinexperts``, SGLang
+#: ``sglang_marlin_moe``).
+_MARLIN_SOURCE = "marlin"
 
 _COLUMNS: dict[str, str] = {  # canonical -> CSV column
     "dtype": "moe_dtype",
@@ -108,6 +142,28 @@ ROUTING_POWER_LAW = 1.01
 def _popularity(experts: int) -> NDArray[np.float64]:
     share: NDArray[np.float64] = np.arange(1, experts + 1, dtype=np.float64) ** -ROUTING_POWER_LAW
     return share / float(share.sum())
+
+
+def _balanced_distinct(experts: float, assignments: float) -> float:
+    """Distinct experts ``assignments`` uniform picks touch: ``E · (1 − (1 − 1/E)^a)``."""
+    return float(experts * (1.0 - (1.0 - 1.0 / experts) ** assignments))
+
+
+def _balanced_assignments(experts: float, per_expert: float) -> float:
+    """The assignments whose uniform picks put ``per_expert`` of them on each touched expert
+    (``a / _balanced_distinct(E, a)``, which grows from 1 with ``a``), by bisection in log."""
+    if per_expert <= 1.0:
+        return 1.0
+    low, high = 1.0, 2.0
+    while high / _balanced_distinct(experts, high) < per_expert:
+        low, high = high, high * 2.0
+    for _ in range(60):
+        mid = math.sqrt(low * high)
+        if mid / _balanced_distinct(experts, mid) < per_expert:
+            low = mid
+        else:
+            high = mid
+    return math.sqrt(low * high)
 
 
 def distinct_experts(experts: int, assignments: float) -> float:
@@ -172,6 +228,18 @@ class FusedMoeTimer(Protocol):
         ...
 
 
+@runtime_checkable
+class MarlinMoeTimer(Protocol):
+    """A kernel source that can time routed-expert layers in vLLM's Marlin MoE kernel
+    (``table.ProfileKernels``; module doc, "Marlin layers carried to another shape")."""
+
+    def marlin_moe(self, tokens: int, shape: MoeShape) -> float | None:
+        """Seconds of one layer of ``shape`` at ``tokens`` in the Marlin kernel
+        (``MoeTable.marlin_layer``), or None where no Marlin layer of its weight format and
+        split was measured."""
+        ...
+
+
 def _moe_dtype(name: str) -> str:
     key = str(name).strip().lower()
     return _MOE_ONLY_DTYPES.get(key, normalise_dtype(key))
@@ -188,8 +256,10 @@ def _source_rank(name: str) -> tuple[int, str]:
 
 def read_moe_profile(path: Path) -> pd.DataFrame:
     """The balanced-routing rows of a fused-MoE profile, one per shape and token count, with
-    canonical columns (``_SHAPE``, ``tokens``, ``seconds``). ``InputError`` naming the file,
-    line and column for a missing column, a non-positive number or an unknown dtype."""
+    canonical columns (``_SHAPE``, ``tokens``, ``seconds``) and the kernel kept for the shape
+    (``kernel``, its ``kernel_source`` lower-cased; empty without that column). ``InputError``
+    naming the file, line and column for a missing column, a non-positive number or an unknown
+    dtype."""
     raw = profile_csv(path)
     missing = [col for col in _COLUMNS.values() if col not in raw.columns]
     if missing:
@@ -221,7 +291,9 @@ def read_moe_profile(path: Path) -> pd.DataFrame:
     out = out.sort_values(["_rank", "_name"], kind="stable")
     best = out.groupby(list(_SHAPE), sort=False)["_name"].transform("first")
     chosen = out[out["_name"] == best]
-    result = chosen.groupby([*_SHAPE, "tokens"], as_index=False).agg(seconds=("seconds", "median"))
+    result = chosen.groupby([*_SHAPE, "tokens"], as_index=False).agg(
+        seconds=("seconds", "median"), kernel=("_name", "first")
+    )
     return result.sort_values([*_SHAPE, "tokens"], ignore_index=True)
 
 
@@ -238,9 +310,14 @@ class MoeTable:
     def __init__(self, frame: pd.DataFrame, source: str = "", *, monotone: bool = True) -> None:
         self.source = source
         self._grids: dict[tuple[Hashable, ...], Grid] = {}
+        #: The shapes whose kept kernel is Marlin (module doc), by table dtype.
+        self._marlin: dict[str, list[tuple[Hashable, ...]]] = {}
+        kernels = frame["kernel"] if "kernel" in frame.columns else pd.Series("", frame.index)
         for key, rows in frame.groupby(list(_SHAPE), sort=True):
             grid = Grid.measure(rows, ("tokens",), lambda _: 1.0, monotone=(0,) if monotone else ())
             self._grids[tuple(key)] = grid
+            if _MARLIN_SOURCE in str(kernels.loc[rows.index[0]]):
+                self._marlin.setdefault(str(key[0]), []).append(tuple(key))
 
     def __len__(self) -> int:
         return len(self._grids)
@@ -266,6 +343,44 @@ class MoeTable:
         rows of ``shape``."""
         grid = self._grid(shape)
         return None if grid is None else self.read(grid, tokens)
+
+    def marlin_layer(self, tokens: int, shape: MoeShape) -> float | None:
+        """Seconds of one routed-expert layer of ``shape`` at ``tokens`` in the Marlin kernel,
+        carried from the nearest measured Marlin layer of the same weight format and split
+        (module doc, "Marlin layers carried to another shape"), or None: a precision vLLM does
+        not run through Marlin (``MARLIN_DTYPES``), or no such measurement. Beyond the measured
+        tokens the edge's time grows in proportion (the kernel is compute-bound there)."""
+        dtype = MARLIN_DTYPES.get(shape.dtype)
+        if dtype is None or tokens <= 0:
+            return None
+        split = (float(shape.moe_tp), float(shape.moe_ep))
+        keys = [k for k in self._marlin.get(dtype, ()) if tuple(k[5:7]) == split]
+        if not keys:
+            return None
+
+        def distance(key: tuple[Hashable, ...]) -> tuple[float, float]:
+            hidden, inter, top_k, experts = (float(cast(float, v)) for v in key[1:5])
+            size = abs(math.log(hidden / shape.hidden)) + abs(math.log(inter / shape.inter))
+            routing = abs(math.log(top_k / shape.top_k)) + abs(
+                math.log(experts / shape.num_experts)
+            )
+            return size, routing
+
+        key = min(keys, key=distance)
+        hidden, inter, top_k, experts = (float(cast(float, v)) for v in key[1:5])
+        assignments = tokens * shape.top_k
+        touched = distinct_experts(shape.num_experts, assignments)
+        ref_assignments = _balanced_assignments(experts, assignments / touched)
+        ref_touched = _balanced_distinct(experts, ref_assignments)
+        ref_tokens = max(1, round(ref_assignments / top_k))
+        hit = self.read(self._grids[key], ref_tokens)
+        if hit is None:
+            return None
+        seconds, anchor = hit
+        if ref_tokens > anchor:
+            seconds *= ref_tokens / anchor
+        weights = touched * shape.hidden * shape.inter
+        return seconds * weights / (ref_touched * hidden * inter)
 
     @staticmethod
     def read(grid: Grid, tokens: int) -> tuple[float, int] | None:

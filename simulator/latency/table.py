@@ -36,6 +36,8 @@ routed-expert layers from it (``moe_table.py``: exact shape, interpolated in tok
 model composes the layer from GEMMs. They are carried to another GPU only where it is the same
 silicon (a catalog stand-in, ``same_silicon``), by the rooflines' ratio of a representative
 kernel call (``carry``); elsewhere the layer is composed from the carried primitives.
+``marlin_moe`` answers a layer in vLLM's Marlin MoE kernel, carried from the file's Marlin
+layers of another shape (``MoeTable.marlin_layer``), on the profiled GPU only.
 
 Not a profiler and not a fitted model (``calibrated.py``); sizes are per GPU, times in seconds.
 """
@@ -480,6 +482,16 @@ class ProfileKernels(CachedKernels):
             hit = (grid.carried(ratio), ())
             self._memo.carried[("moe", shape)] = hit
         return MoeTable.read(hit[0], tokens)
+
+    def marlin_moe(self, tokens: int, shape: MoeShape) -> float | None:
+        """Seconds of one routed-expert layer in vLLM's Marlin MoE kernel, carried from the
+        table's nearest Marlin layer of the same weight format and split
+        (``MoeTable.marlin_layer``), or None: no table, no such layer, or another GPU than the
+        profiled one (a kernel's efficiency is its chip's own; stand-ins compose the layer)."""
+        moe = self.table.moe
+        if moe is None or not self._same_gpu:
+            return None
+        return moe.marlin_layer(tokens, shape)
 
     def carry(self, kind: str, *args: Any) -> float:
         """The ``kind`` kernel call ``args`` (``gemm``, ``context_attention``,

@@ -11,9 +11,11 @@ import pytest
 
 from hardware.catalog import shipped_catalog
 from simulator.latency.deployment import Deployment
+from simulator.latency.model import ComposedLatencyModel
 from simulator.latency.moe_table import MoeShape, MoeTable, read_moe_profile
 from simulator.latency.profile_files import MOE_KIND, resolve_profile_files
 from simulator.latency.registry import LatencyContext, make_latency_model
+from simulator.presets import load_preset
 from slo.inputfile import InputError
 
 from .specs import H100
@@ -182,3 +184,75 @@ def test_missing_column_is_named(tmp_path: Path) -> None:
     path = _write(tmp_path / "sglang_moe.csv.gz", [row])
     with pytest.raises(InputError, match="line 1: missing column 'topk'"):
         read_moe_profile(path)
+
+
+def _marlin_reference() -> MoeTable:
+    """A Marlin MXFP4 layer measured at one small shape (8 experts, top-2, 256 × 256)."""
+    frame = pd.DataFrame(
+        {
+            "dtype": "mxfp4",
+            "hidden": 256.0,
+            "inter": 256.0,
+            "top_k": 2.0,
+            "experts": 8.0,
+            "moe_tp": 1.0,
+            "moe_ep": 1.0,
+            "tokens": [1.0, 64.0, 4096.0],
+            "seconds": [1e-5, 1e-4, 1e-3],
+            "kernel": "vllm_gptossmxfp4moe_marlin_marlinexperts",
+        }
+    )
+    return MoeTable(frame)
+
+
+def test_a_marlin_layer_is_carried_at_equal_tokens_per_expert_by_the_expert_weights() -> None:
+    """4,096 tokens × top-4 over 16 experts touch all of them, 1,024 assignments each; the
+    reference's 8 experts get 1,024 each at 4,096 tokens × top-2 (a measured point, 1 ms). The
+    layer then costs 1 ms × (16 · 512 · 128) / (8 · 256 · 256) = 2 ms by hand."""
+    table = _marlin_reference()
+    shape = MoeShape(16, 4, 512, 128, moe_tp=1, moe_ep=1, dtype="fp4")
+    seconds = table.marlin_layer(4096, shape)
+    assert seconds == pytest.approx(2e-3, rel=1e-3)
+    # Beyond the measured tokens the edge grows in proportion (compute-bound there).
+    assert table.marlin_layer(8192, shape) == pytest.approx(4e-3, rel=1e-3)
+
+
+def test_no_marlin_layer_for_another_precision_split_or_kernel() -> None:
+    table = _marlin_reference()
+    assert table.marlin_layer(64, MoeShape(16, 4, 512, 128, 1, 1, dtype="bf16")) is None
+    assert table.marlin_layer(64, MoeShape(16, 4, 512, 128, 2, 1, dtype="fp4")) is None
+    # The shipped H100 vLLM file times gpt-oss's own shape in OpenAI's Triton kernel only; its
+    # Marlin reference is another shape. Without the Marlin rows there is nothing to carry.
+    gpt_oss = MoeShape(128, 4, 2880, 2880, moe_tp=2, moe_ep=1, dtype="fp4")
+    frame = read_moe_profile(_shipped_moe("vllm"))
+    assert MoeTable(frame).marlin_layer(1024, gpt_oss) is not None
+    own = frame[(frame["hidden"] == 2880) & (frame["dtype"] == "mxfp4")]
+    assert not own["kernel"].str.contains("marlin").any()
+    without = frame[~frame["kernel"].str.contains("marlin")]
+    assert MoeTable(without).marlin_layer(1024, gpt_oss) is None
+
+
+def _gpt_oss_routed(preset: str, tp: int = 2) -> tuple[float, float]:
+    """gpt-oss-120b MXFP4 on H100 at TP ``tp`` (experts split by TP, vLLM's default): routed
+    experts of 8,192 and of 16 tokens on the vLLM kernel tables with ``preset``'s params."""
+    model_spec = shipped_catalog().model("openai/gpt-oss-120b")
+    d = Deployment(model_spec, H100, tp=tp, ep=1, weight_precision="fp4")
+    params = load_preset(preset).compose_params()
+    model = make_latency_model("table", d, params=params, context=LatencyContext.of("vllm"))
+    assert isinstance(model, ComposedLatencyModel)
+    return model.routed_expert_seconds(8192), model.routed_expert_seconds(16)
+
+
+def test_gpt_oss_prefill_runs_at_the_marlin_kernel_rate_under_vllm() -> None:
+    """vLLM runs gpt-oss's MXFP4 experts on Hopper in Marlin (``marlin_moe`` in its preset):
+    at 8,192 tokens the carried Marlin layer (≈ 3.7 ms a layer at TP2 from the H100 profile's
+    MXFP4 Marlin reference, ~220 TFLOPS) sets the price, over twice the grouped-GEMM
+    composition that a preset without Marlin keeps; at 16 decode tokens the composition
+    (launches, skewed expert reads) stays the price under both."""
+    assert load_preset("vllm").compose_params().marlin_moe
+    assert not load_preset("trtllm").compose_params().marlin_moe
+    prefill, decode = _gpt_oss_routed("vllm")
+    composed_prefill, composed_decode = _gpt_oss_routed("sglang")
+    assert prefill > 2.0 * composed_prefill
+    assert prefill / 36 == pytest.approx(3.7e-3, rel=0.1)
+    assert decode == pytest.approx(composed_decode, rel=1e-12)
