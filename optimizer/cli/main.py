@@ -178,6 +178,8 @@ def _usage_error(exc: Exception, show: Any) -> None:
     if not callable(message):
         show()
         return
+    if not message():  # a group called without a command: its help is already printed
+        return
     ctx = getattr(exc, "ctx", None)
     command = getattr(ctx, "command_path", None) or "kvplan"
     err_console.print(

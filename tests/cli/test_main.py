@@ -56,6 +56,19 @@ def test_help_promises_only_what_slo_does() -> None:
     assert "--metrics" in check.stdout
 
 
+def test_a_group_without_a_command_shows_its_help_and_no_empty_error_line() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "optimizer.cli", "hardware"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2  # click's status for a group called without a command
+    assert "list" in proc.stderr + proc.stdout
+    assert "error:" not in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
 def test_usage_error_is_one_line_exit_2() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "optimizer.cli", "simulate", "--tp", "0"],
