@@ -41,7 +41,9 @@ from simulator.workload.request import TraceRequest
 
 #: (policy, parameters) pairs with a compiled path; CLOCK with a 1-bit and a 2-bit counter,
 #: S3-FIFO(-D) with its default small queue and a large one (so both queues give victims),
-#: SLRU and 2Q with their default and with unusual splits, LIRS with a large HIR share.
+#: SLRU and 2Q with their default and with unusual splits, LIRS with a large HIR share,
+#: W-TinyLFU without its doorkeeper and with a large window, a shallow sketch and halving
+#: after every ``capacity`` accesses.
 SPECS: list[tuple[str, dict[str, Any]]] = [
     ("lru", {}),
     ("fifo", {}),
@@ -63,6 +65,12 @@ SPECS: list[tuple[str, dict[str, Any]]] = [
     ("belady", {}),
     ("lirs", {}),
     ("lirs", {"hir_ratio": 0.3}),
+    ("wtinylfu", {}),
+    ("wtinylfu", {"doorkeeper": False}),
+    (
+        "wtinylfu",
+        {"window_ratio": 0.3, "protected_ratio": 0.5, "sketch_depth": 2, "sample_factor": 1},
+    ),
 ]
 COST_MODELS = ["uniform", "linear:1,2", "position"]
 

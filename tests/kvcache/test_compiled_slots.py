@@ -106,6 +106,8 @@ def _ghosts(name: str, capacity: int) -> int:
         return 2 * int(policy.ghost_capacity)
     if name == "twoq":
         return int(policy.kout)
+    if name == "wtinylfu":  # the doorkeeper's ids: at most a halving period of them
+        return int(policy.sketch.period)
     # ARC: |T1| + |T2| + |B1| + |B2| ≤ 2c; LIRS: at most c non-resident HIR ids
     return capacity if name in {"arc", "lirs"} else 0
 

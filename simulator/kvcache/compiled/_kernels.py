@@ -1,6 +1,7 @@
 """The compiled serve loop (numba): phases 0-3 of ``simulator.kvcache.replay`` over arrays,
 for every policy of ``engine.COMPILED``; LRU, FIFO, CLOCK and SIEVE live here, the other
-policies' structures in ``_lfu``, ``_queues``, ``_segmented``, ``_heaps`` and ``_lirs``.
+policies' structures in ``_lfu``, ``_queues``, ``_segmented``, ``_heaps``, ``_lirs`` and
+``_tinylfu``.
 
 Everything is indexed by *slot* (``_slots``: a hash table maps each block id to a slot while
 the policy remembers the block, and ``serve`` recycles slots between requests, so the arrays
@@ -63,6 +64,7 @@ from simulator.kvcache.compiled._layout import (
     K_SIEVE,
     K_SLRU,
     K_TWOQ,
+    K_WTINYLFU,
     S_BLOCKS,
     S_CUR,
     S_ERR_A,
@@ -96,11 +98,15 @@ from simulator.kvcache.compiled._segmented import (
     twoq_replay,
 )
 from simulator.kvcache.compiled._slots import FIBONACCI, make_room
+from simulator.kvcache.compiled._tinylfu import wtinylfu_evict, wtinylfu_replay
 
 #: The kernel modules whose source ``serve`` is compiled from (see the module docstring).
 KERNEL_MODULES = (
     "_layout", "_kernels", "_lfu", "_queues", "_segmented", "_heaps", "_slots", "_lirs",
+    "_tinylfu",
 )  # fmt: skip
+#: Python policy modules whose constants a kernel module imports (frozen into ``serve`` too).
+CONSTANT_MODULES = ("wtinylfu",)
 
 # The linked-list steps (unlink, push to the back or front) are written out where they are used
 # instead of being small kernels: numba does not inline a call between kernels, and passing
@@ -253,7 +259,7 @@ def _probe(
 def _evict(  # noqa: PLR0911  (one return per policy)
     kind: int, want: int, pin: bool, cur: int, size: int, capacity: int, nxt: I64, prv: I64,
     res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64,
-    ids: I64, links: I64, st: I64, fs: F64,
+    ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """One ``evict_n(want, pinned)`` call of policy ``kind``: (freed, of which in α); freed is
     -1 where the Python policy raises because every resident block is pinned, -2 where it
@@ -277,6 +283,9 @@ def _evict(  # noqa: PLR0911  (one return per policy)
     if kind == K_LIRS:
         return lirs_evict(want, pin, cur, size, capacity, res, aux, links, nxt, prv, cls,
             nodes, stamp, ids, st)  # fmt: skip
+    if kind == K_WTINYLFU:
+        return wtinylfu_evict(want, pin, cur, res, nxt, prv, cls, nodes, stamp, sketch, links,
+            ids, st)  # fmt: skip
     if kind in (K_GDSF, K_GDSF_COMPUTE, K_BELADY):
         return heap_evict(want, kind == K_BELADY, pin, cur, res, nxt, prv, cls, keys, heap,
             scratch, stamp, ids, st, fs)  # fmt: skip
@@ -287,7 +296,7 @@ def _evict(  # noqa: PLR0911  (one return per policy)
 def _allocate(
     kind: int, needed: int, pin: bool, cur: int, size: int, capacity: int, nxt: I64,
     prv: I64, res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64,
-    heap: I64, ids: I64, links: I64, st: I64, fs: F64,
+    heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
 ) -> tuple[int, int, int]:  # fmt: skip
     """Phase 2 (``replay._ServeLoop._allocate``): evict until ``needed`` victims outside α are
     gone. Returns (error code, resident blocks after, self-evictions). Every compiled policy
@@ -296,7 +305,7 @@ def _allocate(
     while progress < needed:
         want = needed - progress
         freed, inside = _evict(kind, want, pin, cur, size, capacity, nxt, prv, res, aux, stamp,
-            scratch, cls, nodes, keys, heap, ids, links, st, fs)  # fmt: skip
+            scratch, cls, nodes, keys, heap, ids, links, sketch, st, fs)  # fmt: skip
         if freed == -2:
             return E_KEY, size, self_evicted
         if freed < 0:
@@ -327,10 +336,10 @@ def _cost_sums(
 
 
 @njit()
-def _replay_other(
+def _replay_other(  # noqa: PLR0911  (one return per policy)
     kind: int, capacity: int, xs: I64, lo: int, hi: int, deepest_first: bool, size: int,
     uniform: bool, costs: F64, future: I64, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64,
-    nodes: I64, keys: F64, heap: I64, ids: I64, links: I64, st: I64, fs: F64,
+    nodes: I64, keys: F64, heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """Phase 3 of the policies with a per-request replay kernel (one call per request, the
     per-block loop inside it, over the slots ``xs``); returns (error code, the resident count
@@ -349,6 +358,9 @@ def _replay_other(
     if kind == K_LIRS:
         return lirs_replay(xs, lo, hi, deepest_first, size, res, aux, links, nxt, prv, cls,
             nodes, ids, st)  # fmt: skip
+    if kind == K_WTINYLFU:
+        return E_OK, wtinylfu_replay(xs, lo, hi, deepest_first, size, res, nxt, prv, cls,
+            nodes, sketch, links, ids, st)  # fmt: skip
     use_cost = kind == K_GDSF_COMPUTE and not uniform  # uniform: every weight is 1
     return E_OK, gdsf_replay(xs, lo, hi, deepest_first, size, use_cost, costs, res, nxt, prv,
         cls, keys, heap, ids, st, fs)  # fmt: skip
@@ -359,7 +371,7 @@ def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline:
     kind: int, top: int, capacity: int, blocks: I64, xs: I64, lo: int, hi: int,
     deepest_first: bool, verify: bool, size: int, inserts: int, uniform: bool, costs: F64,
     future: I64, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64, nodes: I64, keys: F64,
-    heap: I64, ids: I64, links: I64, st: I64, fs: F64,
+    heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """Phase 3 (``replay._ServeLoop._access``, each policy's ``_replay`` body per block):
     replay α (``xs[j - lo]``: the slot of ``blocks[j]``); ``inserts`` = its distinct blocks not
@@ -367,7 +379,7 @@ def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline:
     before = size
     if kind >= K_SLRU:
         code, size = _replay_other(kind, capacity, xs, lo, hi, deepest_first, size, uniform,
-            costs, future, nxt, prv, res, aux, cls, nodes, keys, heap, ids, links, st,
+            costs, future, nxt, prv, res, aux, cls, nodes, keys, heap, ids, links, sketch, st,
             fs)  # fmt: skip
         if code != E_OK:
             return code, size
@@ -420,11 +432,14 @@ def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline:
 
 
 def source_key() -> int:
-    """A 62-bit hash of every kernel module's source (the cache key of ``serve``)."""
+    """A 62-bit hash of every kernel module's source, and of the policy modules they take
+    constants from (the cache key of ``serve``)."""
     digest = hashlib.sha256()
     here = Path(__file__).parent
     for name in KERNEL_MODULES:
         digest.update((here / f"{name}.py").read_bytes())
+    for name in CONSTANT_MODULES:
+        digest.update((here.parent / "policies" / f"{name}.py").read_bytes())
     return int.from_bytes(digest.digest()[:8], "big") >> 2
 
 
@@ -438,7 +453,7 @@ def _build_serve(key: int) -> Callable[..., Any]:
         uniform: bool, costs: F64, cumulative: F64, future: I64, stop_at_miss: bool,
         deepest_first: bool, pin: bool, verify: bool, xs: I64, nxt: I64, prv: I64, res: U8,
         aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64,
-        ids: I64, table: I64, free: I64, links: I64, st: I64, fs: F64,
+        ids: I64, table: I64, free: I64, links: I64, sketch: I64, st: I64, fs: F64,
     ) -> int:  # fmt: skip
         """Serve requests ``offsets[r]:offsets[r+1]`` of ``blocks`` (ids in prefix order, any
         int64).
@@ -449,7 +464,8 @@ def _build_serve(key: int) -> Callable[..., Any]:
         request). ``future[j]`` is the next access of ``blocks[j]`` (oracles; else empty).
         ``xs`` (as long as the longest request) receives the slots of the request being
         served; ``ids``, ``table`` and ``free`` are the slot structures of ``_slots``;
-        ``links`` (rows of per-slot links) are LIRS's (``_lirs``; else empty). Returns
+        ``links`` (rows of per-slot links or marks) and ``sketch`` are LIRS's and W-TinyLFU's
+        (``_lirs``, ``_tinylfu``; else empty). Returns
         ``E_OK``, ``E_GROW`` (the state is consistent: grow the slots and call again with the
         requests from ``st[S_RESUME]`` on) or another ``E_*`` code (the state is then not to
         be used again).
@@ -459,7 +475,7 @@ def _build_serve(key: int) -> Callable[..., Any]:
         size = st[S_SIZE]
         cur = st[S_CUR]
         plain = uniform or stop_at_miss
-        queues = kind in (K_S3FIFO, K_S3FIFOD, K_SLRU, K_TWOQ, K_ARC, K_LIRS)
+        queues = kind in (K_S3FIFO, K_S3FIFOD, K_SLRU, K_TWOQ, K_ARC, K_LIRS, K_WTINYLFU)
         for r in range(offsets.shape[0] - 1):
             lo = offsets[r]
             hi = offsets[r + 1]
@@ -496,13 +512,13 @@ def _build_serve(key: int) -> Callable[..., Any]:
             if needed > 0:  # a call passing arrays costs reference counts: only with work
                 code, size, self_evicted = _allocate(kind, needed, pin, cur, size, capacity,
                     nxt, prv, res, aux, stamp, scratch, cls, nodes, keys, heap, ids, links,
-                    st, fs)  # fmt: skip
+                    sketch, st, fs)  # fmt: skip
                 if code != E_OK:
                     return code
                 st[S_SELF] += self_evicted
             code, size = _replay_request(kind, top, capacity, blocks, xs, lo, hi,
                 deepest_first, verify, size, missing + self_evicted, uniform, costs, future, nxt,
-                prv, res, aux, cls, nodes, keys, heap, ids, links, st, fs)  # fmt: skip
+                prv, res, aux, cls, nodes, keys, heap, ids, links, sketch, st, fs)  # fmt: skip
             if code != E_OK:
                 return code
         st[S_SIZE] = size
