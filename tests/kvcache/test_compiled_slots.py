@@ -106,7 +106,10 @@ def _ghosts(name: str, capacity: int) -> int:
         return 2 * int(policy.ghost_capacity)
     if name == "twoq":
         return int(policy.kout)
-    return capacity if name == "arc" else 0  # ARC: |T1| + |T2| + |B1| + |B2| ≤ 2c
+    if name == "wtinylfu":  # the doorkeeper's ids: at most a halving period of them
+        return int(policy.sketch.period)
+    # ARC: |T1| + |T2| + |B1| + |B2| ≤ 2c; LIRS: at most c non-resident HIR ids
+    return capacity if name in {"arc", "lirs"} else 0
 
 
 def test_slot_space_follows_the_cache_not_the_ids() -> None:

@@ -1,6 +1,7 @@
 """The compiled serve loop (numba): phases 0-3 of ``simulator.kvcache.replay`` over arrays,
 for every policy of ``engine.COMPILED``; LRU, FIFO, CLOCK and SIEVE live here, the other
-policies' structures in ``_lfu``, ``_queues``, ``_segmented`` and ``_heaps``.
+policies' structures in ``_lfu``, ``_queues``, ``_segmented``, ``_heaps``, ``_lirs`` and
+``_tinylfu``.
 
 Everything is indexed by *slot* (``_slots``: a hash table maps each block id to a slot while
 the policy remembers the block, and ``serve`` recycles slots between requests, so the arrays
@@ -40,6 +41,7 @@ from simulator.kvcache.compiled._heaps import belady_replay, gdsf_replay, heap_e
 from simulator.kvcache.compiled._layout import (
     E_ALL_PINNED,
     E_GROW,
+    E_KEY,
     E_LOST,
     E_NOTHING_FREED,
     E_OK,
@@ -55,12 +57,14 @@ from simulator.kvcache.compiled._layout import (
     K_GDSF,
     K_GDSF_COMPUTE,
     K_LFU,
+    K_LIRS,
     K_LRU,
     K_S3FIFO,
     K_S3FIFOD,
     K_SIEVE,
     K_SLRU,
     K_TWOQ,
+    K_WTINYLFU,
     S_BLOCKS,
     S_CUR,
     S_ERR_A,
@@ -83,6 +87,7 @@ from simulator.kvcache.compiled._layout import (
     U8,
 )
 from simulator.kvcache.compiled._lfu import lfu_access, lfu_evict
+from simulator.kvcache.compiled._lirs import lirs_evict, lirs_replay
 from simulator.kvcache.compiled._queues import S3_FREQ_CAP, s3fifo_evict, s3fifo_insert
 from simulator.kvcache.compiled._segmented import (
     arc_evict,
@@ -93,9 +98,15 @@ from simulator.kvcache.compiled._segmented import (
     twoq_replay,
 )
 from simulator.kvcache.compiled._slots import FIBONACCI, make_room
+from simulator.kvcache.compiled._tinylfu import wtinylfu_evict, wtinylfu_replay
 
 #: The kernel modules whose source ``serve`` is compiled from (see the module docstring).
-KERNEL_MODULES = ("_layout", "_kernels", "_lfu", "_queues", "_segmented", "_heaps", "_slots")
+KERNEL_MODULES = (
+    "_layout", "_kernels", "_lfu", "_queues", "_segmented", "_heaps", "_slots", "_lirs",
+    "_tinylfu",
+)  # fmt: skip
+#: Python policy modules whose constants a kernel module imports (frozen into ``serve`` too).
+CONSTANT_MODULES = ("wtinylfu",)
 
 # The linked-list steps (unlink, push to the back or front) are written out where they are used
 # instead of being small kernels: numba does not inline a call between kernels, and passing
@@ -246,12 +257,13 @@ def _probe(
 
 @njit()
 def _evict(  # noqa: PLR0911  (one return per policy)
-    kind: int, want: int, pin: bool, cur: int, size: int, nxt: I64, prv: I64, res: U8,
-    aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64, ids: I64,
-    st: I64, fs: F64,
+    kind: int, want: int, pin: bool, cur: int, size: int, capacity: int, nxt: I64, prv: I64,
+    res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64,
+    ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """One ``evict_n(want, pinned)`` call of policy ``kind``: (freed, of which in α); freed is
-    -1 where the Python policy raises because every resident block is pinned."""
+    -1 where the Python policy raises because every resident block is pinned, -2 where it
+    raises ``KeyError`` (``E_KEY``)."""
     if kind == K_CLOCK:
         return _evict_clock(want, pin, cur, nxt, prv, res, aux, stamp, scratch)
     if kind == K_SIEVE:
@@ -268,6 +280,12 @@ def _evict(  # noqa: PLR0911  (one return per policy)
             cls, nodes, stamp)  # fmt: skip
     if kind == K_ARC:
         return arc_evict(want, pin, cur, size, res, nxt, prv, cls, nodes, stamp, fs, F_POLICY)
+    if kind == K_LIRS:
+        return lirs_evict(want, pin, cur, size, capacity, res, aux, links, nxt, prv, cls,
+            nodes, stamp, ids, st)  # fmt: skip
+    if kind == K_WTINYLFU:
+        return wtinylfu_evict(want, pin, cur, res, nxt, prv, cls, nodes, stamp, sketch, links,
+            ids, st)  # fmt: skip
     if kind in (K_GDSF, K_GDSF_COMPUTE, K_BELADY):
         return heap_evict(want, kind == K_BELADY, pin, cur, res, nxt, prv, cls, keys, heap,
             scratch, stamp, ids, st, fs)  # fmt: skip
@@ -276,9 +294,9 @@ def _evict(  # noqa: PLR0911  (one return per policy)
 
 @njit()
 def _allocate(
-    kind: int, needed: int, pin: bool, cur: int, size: int, nxt: I64, prv: I64, res: U8,
-    aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64, ids: I64,
-    st: I64, fs: F64,
+    kind: int, needed: int, pin: bool, cur: int, size: int, capacity: int, nxt: I64,
+    prv: I64, res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64,
+    heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
 ) -> tuple[int, int, int]:  # fmt: skip
     """Phase 2 (``replay._ServeLoop._allocate``): evict until ``needed`` victims outside α are
     gone. Returns (error code, resident blocks after, self-evictions). Every compiled policy
@@ -286,8 +304,10 @@ def _allocate(
     self_evicted = progress = 0
     while progress < needed:
         want = needed - progress
-        freed, inside = _evict(kind, want, pin, cur, size, nxt, prv, res, aux, stamp, scratch,
-            cls, nodes, keys, heap, ids, st, fs)  # fmt: skip
+        freed, inside = _evict(kind, want, pin, cur, size, capacity, nxt, prv, res, aux, stamp,
+            scratch, cls, nodes, keys, heap, ids, links, sketch, st, fs)  # fmt: skip
+        if freed == -2:
+            return E_KEY, size, self_evicted
         if freed < 0:
             return E_ALL_PINNED, size, self_evicted
         if freed == 0:
@@ -316,26 +336,33 @@ def _cost_sums(
 
 
 @njit()
-def _replay_other(
+def _replay_other(  # noqa: PLR0911  (one return per policy)
     kind: int, capacity: int, xs: I64, lo: int, hi: int, deepest_first: bool, size: int,
-    uniform: bool, costs: F64, future: I64, nxt: I64, prv: I64, res: U8, cls: I64, nodes: I64,
-    keys: F64, heap: I64, ids: I64, st: I64, fs: F64,
-) -> int:  # fmt: skip
+    uniform: bool, costs: F64, future: I64, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64,
+    nodes: I64, keys: F64, heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
+) -> tuple[int, int]:  # fmt: skip
     """Phase 3 of the policies with a per-request replay kernel (one call per request, the
-    per-block loop inside it, over the slots ``xs``); returns the resident count after."""
+    per-block loop inside it, over the slots ``xs``); returns (error code, the resident count
+    after)."""
     if kind == K_BELADY:
-        return belady_replay(xs, future, lo, hi, deepest_first, size, res, nxt, prv, keys,
-            heap, ids, st)  # fmt: skip
+        return E_OK, belady_replay(xs, future, lo, hi, deepest_first, size, res, nxt, prv,
+            keys, heap, ids, st)  # fmt: skip
     if kind == K_SLRU:
-        return slru_replay(xs, lo, hi, deepest_first, size, st[S_LIMIT], res, nxt, prv,
+        return E_OK, slru_replay(xs, lo, hi, deepest_first, size, st[S_LIMIT], res, nxt, prv,
             cls, nodes)  # fmt: skip
     if kind == K_TWOQ:
-        return twoq_replay(xs, lo, hi, deepest_first, size, res, nxt, prv, cls, nodes)
+        return E_OK, twoq_replay(xs, lo, hi, deepest_first, size, res, nxt, prv, cls, nodes)
     if kind == K_ARC:
-        return arc_replay(xs, lo, hi, deepest_first, size, capacity, res, nxt, prv, cls,
+        return E_OK, arc_replay(xs, lo, hi, deepest_first, size, capacity, res, nxt, prv, cls,
             nodes, fs, F_POLICY)  # fmt: skip
+    if kind == K_LIRS:
+        return lirs_replay(xs, lo, hi, deepest_first, size, res, aux, links, nxt, prv, cls,
+            nodes, ids, st)  # fmt: skip
+    if kind == K_WTINYLFU:
+        return E_OK, wtinylfu_replay(xs, lo, hi, deepest_first, size, res, nxt, prv, cls,
+            nodes, sketch, links, ids, st)  # fmt: skip
     use_cost = kind == K_GDSF_COMPUTE and not uniform  # uniform: every weight is 1
-    return gdsf_replay(xs, lo, hi, deepest_first, size, use_cost, costs, res, nxt, prv,
+    return E_OK, gdsf_replay(xs, lo, hi, deepest_first, size, use_cost, costs, res, nxt, prv,
         cls, keys, heap, ids, st, fs)  # fmt: skip
 
 
@@ -344,15 +371,18 @@ def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline:
     kind: int, top: int, capacity: int, blocks: I64, xs: I64, lo: int, hi: int,
     deepest_first: bool, verify: bool, size: int, inserts: int, uniform: bool, costs: F64,
     future: I64, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64, nodes: I64, keys: F64,
-    heap: I64, ids: I64, st: I64, fs: F64,
+    heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """Phase 3 (``replay._ServeLoop._access``, each policy's ``_replay`` body per block):
     replay α (``xs[j - lo]``: the slot of ``blocks[j]``); ``inserts`` = its distinct blocks not
     resident before. Returns (error code, resident blocks after)."""
     before = size
     if kind >= K_SLRU:
-        size = _replay_other(kind, capacity, xs, lo, hi, deepest_first, size, uniform, costs,
-            future, nxt, prv, res, cls, nodes, keys, heap, ids, st, fs)  # fmt: skip
+        code, size = _replay_other(kind, capacity, xs, lo, hi, deepest_first, size, uniform,
+            costs, future, nxt, prv, res, aux, cls, nodes, keys, heap, ids, links, sketch, st,
+            fs)  # fmt: skip
+        if code != E_OK:
+            return code, size
     for step in range(0 if kind >= K_SLRU else hi - lo):
         x = xs[hi - lo - 1 - step if deepest_first else step]
         if kind == K_LFU:
@@ -402,11 +432,14 @@ def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline:
 
 
 def source_key() -> int:
-    """A 62-bit hash of every kernel module's source (the cache key of ``serve``)."""
+    """A 62-bit hash of every kernel module's source, and of the policy modules they take
+    constants from (the cache key of ``serve``)."""
     digest = hashlib.sha256()
     here = Path(__file__).parent
     for name in KERNEL_MODULES:
         digest.update((here / f"{name}.py").read_bytes())
+    for name in CONSTANT_MODULES:
+        digest.update((here.parent / "policies" / f"{name}.py").read_bytes())
     return int.from_bytes(digest.digest()[:8], "big") >> 2
 
 
@@ -420,7 +453,7 @@ def _build_serve(key: int) -> Callable[..., Any]:
         uniform: bool, costs: F64, cumulative: F64, future: I64, stop_at_miss: bool,
         deepest_first: bool, pin: bool, verify: bool, xs: I64, nxt: I64, prv: I64, res: U8,
         aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64,
-        ids: I64, table: I64, free: I64, st: I64, fs: F64,
+        ids: I64, table: I64, free: I64, links: I64, sketch: I64, st: I64, fs: F64,
     ) -> int:  # fmt: skip
         """Serve requests ``offsets[r]:offsets[r+1]`` of ``blocks`` (ids in prefix order, any
         int64).
@@ -430,7 +463,9 @@ def _build_serve(key: int) -> Callable[..., Any]:
         ``cumulative[n]`` the cost of an n-block request (both at least as long as the longest
         request). ``future[j]`` is the next access of ``blocks[j]`` (oracles; else empty).
         ``xs`` (as long as the longest request) receives the slots of the request being
-        served; ``ids``, ``table`` and ``free`` are the slot structures of ``_slots``. Returns
+        served; ``ids``, ``table`` and ``free`` are the slot structures of ``_slots``;
+        ``links`` (rows of per-slot links or marks) and ``sketch`` are LIRS's and W-TinyLFU's
+        (``_lirs``, ``_tinylfu``; else empty). Returns
         ``E_OK``, ``E_GROW`` (the state is consistent: grow the slots and call again with the
         requests from ``st[S_RESUME]`` on) or another ``E_*`` code (the state is then not to
         be used again).
@@ -440,14 +475,14 @@ def _build_serve(key: int) -> Callable[..., Any]:
         size = st[S_SIZE]
         cur = st[S_CUR]
         plain = uniform or stop_at_miss
-        queues = kind in (K_S3FIFO, K_S3FIFOD, K_SLRU, K_TWOQ, K_ARC)  # cls names a queue
+        queues = kind in (K_S3FIFO, K_S3FIFOD, K_SLRU, K_TWOQ, K_ARC, K_LIRS, K_WTINYLFU)
         for r in range(offsets.shape[0] - 1):
             lo = offsets[r]
             hi = offsets[r + 1]
             n = hi - lo
             # Each access may take a slot: make room (a sweep) only when they may run out.
             if st[S_FREE_N] < n and not make_room(n, queues, res, cls, aux, stamp, ids, table,
-                                                  free, st):  # fmt: skip
+                                                  free, links, st):  # fmt: skip
                 st[S_RESUME] = r
                 st[S_SIZE] = size
                 st[S_CUR] = cur
@@ -475,14 +510,15 @@ def _build_serve(key: int) -> Callable[..., Any]:
             needed = missing - (capacity - size)
             self_evicted = 0
             if needed > 0:  # a call passing arrays costs reference counts: only with work
-                code, size, self_evicted = _allocate(kind, needed, pin, cur, size, nxt, prv,
-                    res, aux, stamp, scratch, cls, nodes, keys, heap, ids, st, fs)  # fmt: skip
+                code, size, self_evicted = _allocate(kind, needed, pin, cur, size, capacity,
+                    nxt, prv, res, aux, stamp, scratch, cls, nodes, keys, heap, ids, links,
+                    sketch, st, fs)  # fmt: skip
                 if code != E_OK:
                     return code
                 st[S_SELF] += self_evicted
             code, size = _replay_request(kind, top, capacity, blocks, xs, lo, hi,
                 deepest_first, verify, size, missing + self_evicted, uniform, costs, future, nxt,
-                prv, res, aux, cls, nodes, keys, heap, ids, st, fs)  # fmt: skip
+                prv, res, aux, cls, nodes, keys, heap, ids, links, sketch, st, fs)  # fmt: skip
             if code != E_OK:
                 return code
         st[S_SIZE] = size

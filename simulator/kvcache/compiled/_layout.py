@@ -18,6 +18,7 @@ F64 = NDArray[np.float64]
 # request through one kernel call (``_kernels._replay_other``); the ones below it per block.
 K_LRU, K_FIFO, K_CLOCK, K_SIEVE, K_LFU, K_S3FIFO, K_S3FIFOD = 0, 1, 2, 3, 4, 5, 6
 K_SLRU, K_TWOQ, K_ARC, K_GDSF, K_GDSF_COMPUTE, K_BELADY = 7, 8, 9, 10, 11, 12
+K_LIRS, K_WTINYLFU = 13, 14
 
 # Indices into the int64 state vector ``st``.
 S_SIZE = 0  # resident blocks
@@ -44,7 +45,17 @@ S_HEAP_N = 20  # GDSF's and Belady's heap size
 S_FREE_N = 21  # free slots on the stack (``_slots``; 0 after growth: the next request sweeps)
 S_SHIFT = 22  # 64 - log2(hash table size) (``_slots``)
 S_RESUME = 23  # after ``E_GROW``: the request (index into the chunk's offsets) to resume at
-N_STATE = 24
+S_LIR_COUNT = 24  # LIRS: blocks with LIR status (the Python ``_n_lir``)
+S_LIR_TARGET = 25  # LIRS: ``lir_target``
+S_WINDOW_TARGET = 26  # W-TinyLFU: window, main and protected targets (the policy's rounding)
+S_MAIN_TARGET = 27
+S_PROTECTED_TARGET = 28
+S_ADDITIONS = 29  # W-TinyLFU's sketch: accesses recorded since the last halving (halved then)
+S_PERIOD = 30  # ... the halving period
+S_SKETCH_SHIFT = 31  # ... 64 - log2(sketch width)
+S_DOOR_GEN = 32  # ... the doorkeeper's generation (a slot is in it iff its mark equals this)
+S_DOORKEEPER = 33  # ... 1 if the doorkeeper is on
+N_STATE = 34
 
 # Indices into the float64 vector ``fs``.
 F_TOTAL, F_SAVED = 0, 1  # cost sums of the serve loop
@@ -56,6 +67,9 @@ E_OK, E_NOTHING_FREED, E_OVER_CAPACITY, E_LOST, E_ALL_PINNED = 0, 1, 2, 3, 4
 # Not an error: the slots are too few for the next request even after a sweep (``st[S_ERR_A]``
 # slots are needed); the driver grows them and calls again from request ``st[S_RESUME]``.
 E_GROW = 5
+# The Python policy raises ``KeyError(st[S_ERR_A])`` (LIRS, in states only reachable when a
+# run ends in a capacity error anyway; the compiled path raises the same).
+E_KEY = 6
 
 # Rows of the node table ``nodes`` (LFU's count nodes; the queues' heads, tails and lengths).
 COUNT, HEAD, TAIL, UP, DOWN, FREE = 0, 1, 2, 3, 4, 5
@@ -66,4 +80,6 @@ Q_SMALL, Q_MAIN, Q_GHOST, Q_MAIN_GHOST = 1, 2, 3, 4  # S3-FIFO (-D adds the main
 Q_PROBATION, Q_PROTECTED = 1, 2  # SLRU
 Q_A1IN, Q_A1OUT, Q_AM = 1, 2, 3  # 2Q
 Q_T1, Q_T2, Q_B1, Q_B2 = 1, 2, 3, 4  # ARC
+Q_NONRESIDENT = 1  # LIRS: the non-resident HIR ids (its Q and S are lists of ``links``)
+Q_WINDOW = 3  # W-TinyLFU: its window, then SLRU's two queues (its main cache)
 N_QUEUES = 5  # columns of a queue policy's node table

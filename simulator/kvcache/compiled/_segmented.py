@@ -35,6 +35,18 @@ from simulator.kvcache.compiled._layout import (
 from simulator.kvcache.compiled._queues import q_first_unpinned, q_pop, q_push, q_take
 
 
+@njit(inline="always")
+def slru_promote(x: int, limit: int, nodes: I64, nxt: I64, prv: I64, cls: I64) -> None:
+    """A probationary hit (SLRU's, and W-TinyLFU's main cache): slot ``x`` moves to the
+    protected MRU end, demoting the protected LRU block to the probationary MRU end when the
+    protected segment then holds more than ``limit``."""
+    q_take(nodes, x, nxt, prv, cls)
+    q_push(nodes, Q_PROTECTED, x, nxt, prv, cls)
+    if nodes[COUNT, Q_PROTECTED] > limit:
+        demoted = q_pop(nodes, Q_PROTECTED, nxt, prv, cls)
+        q_push(nodes, Q_PROBATION, demoted, nxt, prv, cls)
+
+
 @njit()
 def slru_replay(
     slots: I64, lo: int, hi: int, deepest_first: bool, size: int, limit: int, res: U8,
@@ -51,11 +63,7 @@ def slru_replay(
             q_take(nodes, x, nxt, prv, cls)
             q_push(nodes, Q_PROTECTED, x, nxt, prv, cls)
         elif q == Q_PROBATION:
-            q_take(nodes, x, nxt, prv, cls)
-            q_push(nodes, Q_PROTECTED, x, nxt, prv, cls)
-            if nodes[COUNT, Q_PROTECTED] > limit:
-                demoted = q_pop(nodes, Q_PROTECTED, nxt, prv, cls)
-                q_push(nodes, Q_PROBATION, demoted, nxt, prv, cls)
+            slru_promote(x, limit, nodes, nxt, prv, cls)
         else:
             q_push(nodes, Q_PROBATION, x, nxt, prv, cls)
             res[x] = 1

@@ -13,12 +13,14 @@ compiled, and why the rest is not, is ``COMPILED`` and ``PYTHON_ONLY`` below (al
 
 Block ids may be any int64 (dense prefix-interned or lcp ids, or sparse raw hashes): a hash
 table (``_slots``) maps each id to a *slot* while the policy remembers the block (resident, or a
-ghost of ARC, 2Q, S3-FIFO(-D)), and the policy state is arrays indexed by slot. Slots are
+ghost of ARC, 2Q, S3-FIFO(-D), LIRS; W-TinyLFU's doorkeeper ids count as ghosts, at most
+``sample_factor`` × capacity), and the policy state is arrays indexed by slot. Slots are
 recycled between requests and the arrays double only when the remembered blocks fill over 3/4
 of them, so the state is O(cache size + ghost capacity + longest request), not O(largest id):
 ``slot_space`` slots of about 58 bytes (66 with a queue or count per slot, 74 for GDSF's
-priorities; hash table and free stack included), from the default start at most 8/3 ×
-(capacity + ghosts + longest request) + 1 of them (32,767 for LRU at 16k blocks: 1.8 MiB).
+priorities and for W-TinyLFU's doorkeeper marks, 98 for LIRS's two more lists; hash table and
+free stack included), from the default start at most 8/3 × (capacity + ghosts + longest
+request) + 1 of them (32,767 for LRU at 16k blocks: 1.8 MiB).
 The serve kernel is
 compiled on first use and cached on disk by numba (``cache=True``, keyed on every kernel
 module's source), so only the first run on a machine, or after an upgrade, pays for compilation
@@ -64,36 +66,48 @@ COMPILED: dict[str, int] = {
     "gdsf": k.K_GDSF,
     "gdsf_compute": k.K_GDSF_COMPUTE,
     "belady": k.K_BELADY,
+    "lirs": k.K_LIRS,
+    "wtinylfu": k.K_WTINYLFU,
 }
 
 _NOT_YET = "not ported yet; its Python path is the reference and stays the only path"
 #: Every other registered policy, with why it stays on the Python path.
 PYTHON_ONLY: dict[str, str] = {
-    "lirs": f"LIR/HIR stacks with pruning; {_NOT_YET}",
-    "wtinylfu": f"count-min sketch and windows; {_NOT_YET}",
     "lhd": f"hit-density statistics and sampling; {_NOT_YET}",
     "lhd_compute": f"hit-density statistics and sampling; {_NOT_YET}",
     "belady_compute": (
         "worth = cost / distance moves with the request clock, so its cost buckets are compared"
         f" per eviction and the clock is re-synchronised per request; {_NOT_YET}"
     ),
-    "random_compute": "draws from numpy's Generator, whose exact stream a kernel cannot share",
-    "random_compute_small_queue": "draws from numpy's Generator (as random_compute)",
-    "partial_node_random_compute": "draws from numpy's Generator (as random_compute)",
-    "partial_node_random_freq": "draws from numpy's Generator (as random_compute)",
-    "asym_cache": f"reads request timestamps (wall seconds); {_NOT_YET}",
+    "random_compute": (
+        "draws from numpy's Generator; numba's Generator.random continues the same stream"
+        " (checked: numba 0.68, NumPy 2.4: equal draws, one shared state), so a kernel could"
+        f" draw what Python draws; {_NOT_YET}"
+    ),
+    "random_compute_small_queue": f"draws from numpy's Generator (as random_compute); {_NOT_YET}",
+    "partial_node_random_compute": f"draws from numpy's Generator (as random_compute); {_NOT_YET}",
+    "partial_node_random_freq": f"draws from numpy's Generator (as random_compute); {_NOT_YET}",
+    "asym_cache": (
+        "reads request timestamps (wall seconds), which BlockChunk does not carry (the chunk"
+        f" readers would have to pass them per request, like offsets); {_NOT_YET}"
+    ),
     "session_lru": f"reads the request context (sessions); {_NOT_YET}",
     "session_belady": f"oracle with the request context; {_NOT_YET}",
     "session_random_compute": "request context and numpy's Generator (as random_compute)",
     "session_s3fifo": f"reads the request context (sessions); {_NOT_YET}",
     "session_arc": f"reads the request context (sessions); {_NOT_YET}",
-    "workload_aware": f"reads the request context (categories); {_NOT_YET}",
+    "workload_aware": (
+        "reads request categories, which BlockChunk does not carry (as asym_cache's"
+        f" timestamps); {_NOT_YET}"
+    ),
 }
 
 #: Kinds that keep no per-slot ``cls`` (one list and ``aux`` are all their state).
 _LIST_ONLY = frozenset({k.K_LRU, k.K_FIFO, k.K_CLOCK, k.K_SIEVE})
 #: Kinds whose blocks sit in a heap (``_heaps``): per-slot ``keys`` and a heap array.
 _HEAPS = frozenset({k.K_GDSF, k.K_GDSF_COMPUTE, k.K_BELADY})
+#: Rows of per-slot ``links`` (``_lirs``: its S and Q lists; ``_tinylfu``: doorkeeper marks).
+_LINK_ROWS = {k.K_LIRS: 4, k.K_WTINYLFU: 1}
 _NO_FUTURE = np.zeros(0, dtype=np.int64)
 
 _INITIAL_SLOTS = 1024  # doubled while the blocks a policy remembers fill over 3/4 of them
@@ -158,7 +172,6 @@ class CompiledReplay:
         self._verify = verify
         self._state = np.zeros(k.N_STATE, dtype=np.int64)
         self._state[k.S_SKIP_INDEX] = -1
-        self._limits(policy)
         self._sums = np.zeros(k.N_FLOAT, dtype=np.float64)  # cost sums, ARC's p / GDSF's L
         self._scratch = np.zeros(capacity, dtype=np.int64)  # CLOCK's passed-over pinned blocks
         self._costs = np.ones(0, dtype=np.float64)
@@ -171,6 +184,9 @@ class CompiledReplay:
         self._free = self._table = self._ids  # the free stack, the id -> slot table (``_slots``)
         self._heap = np.zeros(capacity + 1 if self._kind in _HEAPS else 1, dtype=np.int64)
         self._nodes = np.zeros((6, k.N_QUEUES), np.int64)  # the queue policies' queues
+        self._links = np.zeros((_LINK_ROWS.get(self._kind, 0), 0), np.int64)
+        self._sketch = np.zeros((1, 1), np.int64)  # W-TinyLFU's count-min sketch
+        self._limits(policy)
         if self._kind == k.K_LFU:
             self._nodes = new_nodes(capacity)
         self._grow(1 << max(2, (slots - 1).bit_length()))
@@ -193,6 +209,18 @@ class CompiledReplay:
         elif self._kind == k.K_TWOQ:
             st[k.S_LIMIT] = policy.kin
             st[k.S_GHOST_LIMIT] = policy.kout
+        elif self._kind == k.K_LIRS:
+            st[k.S_LIR_TARGET] = policy.lir_target
+        elif self._kind == k.K_WTINYLFU:
+            st[k.S_WINDOW_TARGET] = policy.window_target
+            st[k.S_MAIN_TARGET] = policy.main_target
+            st[k.S_PROTECTED_TARGET] = policy.protected_target
+            sketch = policy.sketch
+            self._sketch = np.array(sketch._rows, dtype=np.int64)  # zeros, depth × width
+            st[k.S_SKETCH_SHIFT] = sketch._shift
+            st[k.S_PERIOD] = sketch.period
+            st[k.S_DOORKEEPER] = sketch.use_doorkeeper
+            st[k.S_DOOR_GEN] = 1  # a slot's mark 0 is never the generation: not in it
 
     def feed(self, chunk: BlockChunk, future: NDArray[np.int64] | None = None) -> None:
         """Serve the chunk's requests, in order, after everything fed before.
@@ -255,6 +283,8 @@ class CompiledReplay:
                 self._ids,
                 self._table,
                 self._free,
+                self._links,
+                self._sketch,
                 self._state,
                 self._sums,
             )
@@ -307,8 +337,10 @@ class CompiledReplay:
             )
         return tuple(out)
 
-    def _failure(self, code: int) -> RuntimeError:
+    def _failure(self, code: int) -> Exception:
         a, b = int(self._state[k.S_ERR_A]), int(self._state[k.S_ERR_B])
+        if code == k.E_KEY:  # the Python policy's KeyError (``_lirs``)
+            return KeyError(a)
         if code == k.E_NOTHING_FREED:
             return RuntimeError(
                 f"{self.name}: eviction freed nothing with {a} resident blocks and {b} more needed"
@@ -337,6 +369,10 @@ class CompiledReplay:
             self._cls = _extended(self._cls, size)
         if self._kind in {k.K_GDSF, k.K_GDSF_COMPUTE}:  # Belady's priority is its next access
             self._keys = _extended(self._keys, size)
+        if len(self._links):
+            links = np.zeros((len(self._links), size), dtype=np.int64)
+            links[:, : self._links.shape[1]] = self._links
+            self._links = links
 
     def _cost_tables(self, longest: int) -> None:
         """Cost per position and per request length, from the model's own memoised tables
