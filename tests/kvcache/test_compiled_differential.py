@@ -94,9 +94,9 @@ Outcome = ReplayResult | tuple[type[Exception], str]
 
 
 def _outcome(run: Callable[[], ReplayResult]) -> Outcome:
-    """``run()``, or the type and message of the error it raised: where the Python policy
-    breaks the serve loop's contract (LIRS can, in rare pinned states: ``compiled._lirs``), the
-    compiled path must raise the same error."""
+    """``run()``, or the type and message of the error it raised: where a Python policy breaks
+    the serve loop's contract, the compiled path must raise the same error (none is known to:
+    LIRS did, in rare pinned states, until S was pruned after every push; see below)."""
     try:
         return run()
     except (RuntimeError, KeyError) as error:
@@ -233,6 +233,24 @@ def test_compiled_equals_python_on_a_real_trace_slice(
     assert run.result() == expected
     assert expected.n_req == n_requests
     assert expected.n_eviction > 0
+
+
+def test_lirs_keeps_its_capacity_when_pinned_evictions_take_its_lir_blocks() -> None:
+    # Capacity 2 (LIR target 1): request [6, 7] evicts LIR 9 (Q holds only the pinned 7), S is
+    # pruned empty, and 7, 6 are pushed onto it; S's bottom was then the HIR 7, which a later
+    # demotion made resident again: "lirs: 3 resident blocks exceed 2".
+    requests = as_requests([[9, 9, 7], [6, 7], [9, 9], [2]])
+    python, compiled = _both(requests, ("lirs", {}), 2, chunk_blocks=3)
+    assert isinstance(python, ReplayResult)
+    assert compiled == python
+    rng = np.random.default_rng(0)
+    for _ in range(2000):  # 200,000 such traces gave 31 errors before the fix, none after
+        capacity = int(rng.integers(2, 7))
+        lists = [
+            [int(b) for b in rng.integers(1, 10, size=int(rng.integers(1, capacity + 2)))]
+            for _ in range(int(rng.integers(2, 12)))
+        ]
+        replay(as_requests(lists), make_policy("lirs", capacity))  # verify=True checks capacity
 
 
 def test_every_policy_is_compiled_or_says_why_not() -> None:

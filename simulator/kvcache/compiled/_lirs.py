@@ -6,11 +6,11 @@ LIR), ``IN_S`` and ``IN_Q``; S and Q are circular doubly linked lists through th
 ``links`` (S: rows 0/1, Q: rows 2/3; slot 0 is both sentinels, its next = the bottom / oldest,
 its previous = the top / newest), N is queue ``Q_NONRESIDENT`` of ``_queues`` (``cls``, so a
 non-resident HIR id keeps its slot through ``_slots.sweep``). The three are separate, as the
-Python ``OrderedDict``s are: the Python policy can reach states its invariants do not describe
-(a block both in N and resident, after ``_demote_bottom`` takes a non-LIR bottom, which only
-happens on runs that then end in a capacity error), and each step below mirrors the Python
-statement it names, so even those states, and the ``KeyError`` that some of them raise, are
-reproduced (``E_KEY``; ``_kernels`` returns it with the block id in ``st[S_ERR_A]``).
+Python ``OrderedDict``s are, and each step below mirrors the Python statement it names,
+including the prune after every push onto S that keeps S's bottom LIR after a pinned eviction
+took LIR blocks (``policies/lirs.py``). The Python ``KeyError``s of states outside the
+invariants are still mirrored as a guard (``E_KEY``; ``_kernels`` returns it with the block id
+in ``st[S_ERR_A]``).
 
 ``lirs_replay`` serves one request (``Lirs.access`` per block; ``slots[j - lo]`` is block j's
 slot, from ``_kernels._probe``), ``lirs_evict`` is ``Lirs.evict_n``. Not cached on their own:
@@ -147,10 +147,12 @@ def lirs_replay(  # noqa: PLR0912  (one branch per case of ``Lirs.access``)
                 aux[x] |= IN_S
                 _unlink(q_next, q_prev, x)
                 _push_top(q_next, q_prev, x)
+                _prune(aux, links, nxt, prv, cls, nodes)
         elif st[S_LIR_COUNT] < st[S_LIR_TARGET]:  # cold start: a miss becomes LIR
             if cls[x] == Q_NONRESIDENT:
                 q_take(nodes, x, nxt, prv, cls)
             _make_lir(x, res, aux, links, st)
+            _prune(aux, links, nxt, prv, cls, nodes)
             size += 1
         elif aux[x] & IN_S:  # a non-resident HIR entry of S: its reuse distance is short
             if cls[x] != Q_NONRESIDENT:
@@ -166,6 +168,7 @@ def lirs_replay(  # noqa: PLR0912  (one branch per case of ``Lirs.access``)
             if not aux[x] & IN_Q:  # (always: Q holds resident blocks only)
                 _push_top(q_next, q_prev, x)
                 aux[x] |= IN_Q
+            _prune(aux, links, nxt, prv, cls, nodes)
             size += 1
     return E_OK, size
 

@@ -18,7 +18,13 @@ entries are bounded by ``capacity`` (the oldest is dropped from S).
 Serve-loop adaptation (PrefixSim's "in-flight pinning fix"): eviction happens in phase 2,
 before the request's blocks are accessed, and never takes a pinned block: pinned Q entries are
 passed over in place; if Q holds only pinned blocks the least recent unpinned LIR block is
-evicted instead (and leaves S), so a request never loses its own blocks.
+evicted instead (and leaves S), so a request never loses its own blocks. Such an eviction can
+leave fewer LIR blocks than the target, or none, which the original algorithm never sees: S is
+therefore pruned after *every* access that pushes an entry onto it, so its bottom is LIR (or S
+is empty) whenever ``_demote_bottom`` runs. Without that, an HIR block pushed onto an S with
+no LIR block, or a cold-start LIR block above non-LIR entries, left a non-LIR bottom, and a
+later demotion made that entry resident again: a capacity error ("N resident blocks exceed
+C") on small caches whose requests hold most of the cache.
 """
 
 from __future__ import annotations
@@ -108,9 +114,11 @@ class Lirs(EvictionPolicy):
             else:
                 stack[block] = None
                 self._queue.move_to_end(block)
+                self._prune()  # S held no LIR block (see the module docstring)
         elif self._n_lir < self.lir_target:
             self._nonresident.pop(block, None)
             self._make_lir(block)
+            self._prune()  # non-LIR entries below the first LIR block leave S
         elif block in stack:  # a non-resident HIR entry: its reuse distance is short
             del self._nonresident[block]
             self._make_lir(block)
@@ -119,6 +127,7 @@ class Lirs(EvictionPolicy):
             status[block] = _HIR
             stack[block] = None
             self._queue[block] = None
+            self._prune()  # S held no LIR block (see the module docstring)
 
     def evict(self, pinned: Collection[int]) -> list[int]:
         return self.evict_n(1, pinned)
