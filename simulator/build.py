@@ -192,6 +192,8 @@ def _engine(
             if config.overlap_scheduling is None
             else config.overlap_scheduling
         ),
+        # A PD prefill pool hands its first tokens off (``remote.py``): not lagged here.
+        overlap_prefill_lag=preset.overlap_prefill_lag and role is None,
         kv_admission=config.kv_admission or preset.kv_admission,
         kv_conservativeness=preset.rank_conservativeness(ranks, config.schedule_conservativeness),
         # The serial front end; none for a PD pool (its proxy to the clients is not modelled).

@@ -116,6 +116,13 @@ class BackendPreset(BaseModel):
         description="Whether the engine schedules the next step while the current one runs "
         "(new requests then join a busy engine one step later).",
     )
+    overlap_prefill_lag: bool = Field(
+        default=False,
+        description="With overlap scheduling: a step's first tokens reach their clients only "
+        "when the next step ends if that step runs a prefill (TensorRT-LLM's overlap loop "
+        "hands out step k's responses after launching step k+1, and a context step's launch "
+        "returns with its GPU work).",
+    )
     kv_admission: KvAdmission = Field(
         default="on_demand",
         description="Future KV growth set aside before admitting a request: on_demand (vLLM), "

@@ -37,7 +37,11 @@ Overlap scheduling (``EngineParams.overlap_scheduling``; TensorRT-LLM's overlap 
 SGLang's overlap schedule, on by default there): the engine loop schedules step k+1 while step
 k runs on the GPU, so a request queued after step k started is first admitted in step k+2 — at
 the boundary after k it is not seen yet, unless nothing else could run (an idle loop admits at
-once). A preempted request re-queued during scheduling waits the same extra step.
+once). A preempted request re-queued during scheduling waits the same extra step. With
+``EngineParams.overlap_prefill_lag`` (TensorRT-LLM) the outputs of step k are handed out only
+once step k+1 has been launched, and a step that runs a prefill returns from its launch with
+its GPU work: the first tokens of step k are then recorded at the end of step k+1 when that
+step runs a prefill (``_lag_first_tokens``), at the end of step k otherwise.
 
 Decode runs (``inflight.py``): a quiescent pure-decode step is planned as ``K`` steps handled
 in one event. The decode cohort (``cohort.py``): while prefills queue, the steady decoders at
@@ -86,6 +90,11 @@ class EngineInstance:
     """PD prefill side: whether ``on_first_token`` is told of the first token of a request
     handed off to a decode instance (False where the decode side emits it: the PD coordinator
     sets it). A one-token request's first token is always announced here."""
+    _lagging: tuple[EngineRequest, ...] = ()
+    """Requests whose first token came out of the last step, to be handed out when the next
+    one has been launched (``overlap_prefill_lag``; set per instance)."""
+    _lagged: tuple[EngineRequest, ...] = ()
+    """Requests whose first token waits for the prefill step in progress to end."""
 
     def __init__(
         self,
@@ -366,6 +375,8 @@ class EngineInstance:
         k = 1 if unseen else self._run_length(plan)
         self._run = InFlight(self.kernel, self._pricer, batch, k, self._end_run, split=plan.split)
         self._streamed = 0
+        if self._lagging:
+            self._lag_first_tokens(self._run)
 
     def _sleep(self) -> None:
         """Idle: wake when the first pending L2→L1 load completes (arrivals poke anyway)."""
@@ -433,12 +444,17 @@ class EngineInstance:
         self.kv_use.mark(end_s)
         frontend = self.frontend
         delivered = end_s if frontend is None else frontend.deliver(batch, end_s, progress.members)
-        hook = self.on_first_token
-        if hook is not None:
-            announce_all = self.announces_handed_off_first_tokens
-            for req in progress.first:
-                if announce_all or req.output_len == 1:
-                    hook(req.trace, req.first_token_s)
+        lagged, self._lagged = self._lagged, ()
+        for req in lagged:  # streamed with this step's tokens (a cohort member's too)
+            req.first_token_s = max(req.first_token_s, delivered)
+        self._announce_first_tokens(list(lagged))
+        first = progress.first
+        if self.params.overlap_prefill_lag and self.params.overlap_scheduling:
+            # Handed out once the next step is launched (``_lag_first_tokens``); one that
+            # also finished here is recorded already (one-token outputs) and is not lagged.
+            self._lagging = tuple(req for req in first if req not in progress.done)
+            first = [req for req in first if req in progress.done]
+        self._announce_first_tokens(first)
         for req in progress.done:
             self._finish(req, end_s, delivered)
         # Join only while prefills queue: the next steps are then mixed, not decode runs
@@ -460,6 +476,34 @@ class EngineInstance:
                 delivered = self.frontend.stream(float(step_end), len(batch))
         for req in progress.done:
             self._finish(req, end_s, delivered)
+
+    def _announce_first_tokens(self, reqs: list[EngineRequest]) -> None:
+        """Tell ``on_first_token`` of the first tokens of ``reqs`` as recorded."""
+        hook = self.on_first_token
+        if hook is not None:
+            announce_all = self.announces_handed_off_first_tokens
+            for req in reqs:
+                if announce_all or req.output_len == 1:
+                    hook(req.trace, req.first_token_s)
+
+    def _lag_first_tokens(self, run: InFlight) -> None:
+        """``overlap_prefill_lag``: ``run`` has just been launched, and only now are the first
+        tokens of the step before it handed out. If it runs a prefill (a request in it has no
+        token yet) its launch lasted until its GPU work was done, so they reach their clients
+        when its first step ends; a decode step replays a CUDA graph and returns at once.
+        TensorRT-LLM's PyExecutor ``_executor_loop_overlap`` calls ``_forward_step`` and
+        ``_sample_async`` for step k+1 before ``_process_previous_batch`` hands out step k's
+        responses; its overlap-scheduler documentation says responses can reach clients up to
+        one iteration late (the opt-in ``enable_client_io_during_gpu_wait`` and PR #14061's
+        early first-token emission exist to shorten it)."""
+        lagging, self._lagging = self._lagging, ()
+        if any(req.first_token_s < 0 for req in run.batch):  # a prefill: k is 1
+            for req in lagging:
+                req.first_token_s = max(req.first_token_s, run.end_s)
+            # Announced when that step is committed, after the front end has delivered it.
+            self._lagged = lagging
+        else:
+            self._announce_first_tokens(list(lagging))
 
     def _finish(self, req: EngineRequest, now: float, delivered: float) -> None:
         """``req`` produced its last token in the step that ended ``now``; its client has it

@@ -44,6 +44,12 @@ class EngineParams:
     """The engine schedules step k+1 while step k runs (TensorRT-LLM's overlap scheduler,
     SGLang's overlap schedule): a request that reaches a busy instance after step k started is
     first admitted in step k+2 (``instance.py``)."""
+    overlap_prefill_lag: bool = False
+    """With ``overlap_scheduling``: the first tokens of step k reach their clients when step
+    k+1 ends if step k+1 runs a prefill, when step k ends otherwise. TensorRT-LLM's overlap
+    loop hands out step k's responses only after it has launched step k+1 (``_forward_step``,
+    ``_sample_async``, then ``_process_previous_batch``), and a context step, run without a
+    CUDA graph, returns from its launch when its GPU work is done (``instance.py``)."""
     kv_admission: KvAdmission = "on_demand"
     """Future KV growth set aside before admitting a request (``admission.py``)."""
     kv_conservativeness: float = 1.0

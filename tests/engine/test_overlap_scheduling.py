@@ -61,3 +61,42 @@ def test_overlap_comes_from_the_preset_and_a_config_overrides_it() -> None:
     assert overlap(backend="vllm") is False
     assert overlap(backend="trtllm", overlap_scheduling=False) is False
     assert overlap(backend="vllm", overlap_scheduling=True) is True
+
+
+def _lag_run(lag: bool, *requests_: TraceRequest) -> dict[int, RequestRecord]:
+    rig = make_rig(
+        LinearLatency(STEP_S, 0.0),
+        l1=256,
+        scheduler="decode_first",
+        max_batched_tokens=40,  # one 32-token prompt per step
+        overlap_scheduling=True,
+        overlap_prefill_lag=lag,
+    )
+    rig.arrive(*requests_)
+    return rig.run()
+
+
+def test_a_first_token_waits_for_the_next_step_when_that_step_runs_a_prefill() -> None:
+    # Two prompts arrive together; one fits a step. Request 0 is prefilled in [0, 10) ms and
+    # request 1 in [10, 20) ms (with request 0's first decode). With the lag, request 0's
+    # first token is handed out when step [10, 20) ms has been launched, i.e. at 20 ms;
+    # request 1's follows a decode step, which returns from its launch at once: 20 ms.
+    reqs = (request(0, 0.0, 32, 5), request(1, 0.0, 32, 5))
+    plain = _lag_run(False, *reqs)
+    lagged = _lag_run(True, *reqs)
+    assert plain[0].ttft_s == pytest.approx(STEP_S)
+    assert lagged[0].ttft_s == pytest.approx(2 * STEP_S)
+    assert plain[1].ttft_s == lagged[1].ttft_s == pytest.approx(2 * STEP_S)
+    # The last token is not lagged: the request ends when it did.
+    assert lagged[0].finish_s == plain[0].finish_s
+
+
+def test_a_first_token_followed_by_decode_steps_is_not_lagged() -> None:
+    reqs = (request(0, 0.0, 32, 5),)
+    assert _lag_run(True, *reqs)[0].ttft_s == pytest.approx(STEP_S)
+
+
+def test_the_lag_comes_from_the_trtllm_preset_only() -> None:
+    assert built_params(backend="trtllm").overlap_prefill_lag is True
+    assert built_params(backend="sglang").overlap_prefill_lag is False
+    assert built_params(backend="vllm").overlap_prefill_lag is False

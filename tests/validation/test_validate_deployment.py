@@ -103,10 +103,12 @@ def test_smaller_step_budget_spreads_the_first_prefills() -> None:
 @pytest.mark.usefixtures("no_frontend")  # hand-derived step times only
 def test_trtllm_contexts_run_whole() -> None:
     # Budget 3 + 2000 + 1500 = 3503: one 2,000-token context per step (plus the decodes), the
-    # second prompt is not split to fill the step. TTFTs 10, 20, 30 ms; chunking would give
-    # 10, 20, 20 ms.
+    # second prompt is not split to fill the step. First tokens at 10, 20, 30 ms, each handed
+    # out when the next step has been launched, i.e. at its end when it runs a prefill
+    # (overlap_prefill_lag): TTFTs 20, 30, 30 ms. Chunking would give 10, 20, 20 ms, and with
+    # the lag 20, 20, 20 ms (the third step is a decode).
     row = _row(backend="trtllm", concurrency=3, isl=2000)
-    assert _ttft(row, "benchmark") == pytest.approx(20.0)
+    assert _ttft(row, "benchmark") == pytest.approx(80.0 / 3)
 
 
 @pytest.mark.usefixtures("no_frontend")  # hand-derived step times only
