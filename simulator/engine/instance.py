@@ -448,7 +448,7 @@ class EngineInstance:
 
     def _commit_run(self, batch: Batch, start_s: float, ends: NDArray[np.float64]) -> None:
         """Apply ``len(ends)`` identical decode steps (a decode run)."""
-        end_s = float(ends[-1])
+        end_s: float = ends.item(-1)
         progress = apply_run(batch, ends, self.kv, self.recorder)
         if self.cohort is not None and self.cohort.members:
             self.cohort.after_run(end_s, len(ends), progress.done)
