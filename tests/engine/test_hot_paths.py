@@ -292,17 +292,19 @@ def _sorted_picks(values: np.ndarray, weights: np.ndarray, qs: tuple[float, ...]
     ]
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(16))
 def test_weighted_quantiles_by_selection_equal_a_full_sort(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n = int(rng.integers(4096, 60_000))  # past _SELECT_MIN: the selection path
-    kind = seed % 3
-    if kind == 0:
-        values = rng.exponential(size=n)
-    elif kind == 1:  # many ties across the segment cuts
+    kind = seed % 4
+    if kind == 0:  # over many octaves: many selection buckets
+        values = rng.exponential(size=n) * 10.0 ** rng.integers(-6, 6, size=n)
+    elif kind == 1:  # many ties, zeros among them
         values = np.round(rng.random(n) * 40) / 7
-    else:  # runs of equal gaps, as a decode step's pooled gaps come
+    elif kind == 2:  # runs of equal gaps, as a decode step's pooled gaps come
         values = np.repeat(rng.random(n // 25 + 1), 25)[:n]
+    else:  # negative values: no bucketing by bit pattern, the sorting path
+        values = rng.normal(size=n)
     weights = rng.integers(1, 9, size=n).astype(float)
     qs = (0.0, 0.5, 0.9, 0.99, 1.0, float(rng.random()))
     assert _weighted_picks(values, weights, qs) == _sorted_picks(values, weights, qs)
