@@ -83,6 +83,8 @@ class InFlight:
 
     def step_ends(self) -> NDArray[np.float64]:
         """End times (s) of the steps that run, in order (a run's; see ``end_s``)."""
-        if not len(self.ends):
+        ends = self.ends
+        if not len(ends):
             return np.array([self.end_s])
-        return self.ends[: self.k]
+        # A run that was not cut: all its ends (a slice costs a numpy call per run).
+        return ends if len(ends) == self.k else ends[: self.k]

@@ -126,9 +126,10 @@ def _commit_members(
 
 
 def apply_run(
-    batch: Batch, ends: NDArray[np.float64], kv: KVManager, recorder: Recorder
+    batch: Batch, ends: NDArray[np.float64], end_s: float, kv: KVManager, recorder: Recorder
 ) -> Progress:
-    """Apply ``len(ends)`` identical decode steps ending at ``ends`` (absolute times).
+    """Apply ``len(ends)`` identical decode steps ending at ``ends`` (absolute times; the
+    last, ``end_s``, as a float: the run has it, and each numpy read costs a call).
 
     Every request gains one token per step; its first gap is from its previous token to
     ``ends[0]``, the others are the step durations (recorded once, weighted by the batch
@@ -136,13 +137,12 @@ def apply_run(
     that they fit).
     """
     m = len(ends)
-    end_s: float = ends.item(-1)  # ``item``: a Python float in one call
     durations = ends[1:] - ends[:-1]  # np.diff, without its dispatch
     # The largest duration through ``argmax`` (the first maximum, or the first NaN, as the
     # ufunc's reduce would give): a fraction of the dispatch of ``ndarray.max`` or of the
     # reduce, which dominated on runs of a few hundred steps.
     repeated_max: float = durations.item(durations.argmax()) if m > 1 else 0.0
-    first_end: float = ends.item(0)
+    first_end: float = ends.item(0)  # ``item``: a Python float in one call
     first_gaps = [first_end - req.last_token_s for req in batch]
     recorder.gaps(first_gaps, durations, len(batch))
     progress = Progress([], decode_tokens=m * len(batch), steps=m)
