@@ -40,7 +40,7 @@ from simulator.kvcache.policies import POLICIES, RequestContext
 from simulator.kvcache.policies.lru import LRU
 from simulator.latency import ComposedLatencyModel, Deployment, make_latency_model
 from simulator.latency import batch as batch_module
-from simulator.latency.batch import Batch, DecodeRun
+from simulator.latency.batch import Batch, DecodeRun, split_groups
 from simulator.metrics import _weighted_picks, stable_argsort
 from simulator.records import Recorder
 from simulator.workload.request import TraceRequest
@@ -221,6 +221,17 @@ def test_split_batches_equal_batches_of_pairs() -> None:
         chunks = [(c, n) for c, n in pairs if n > 1]
         split = Batch.of_split(kv_lens, chunks, sum(new))
         assert _fields(split) == _fields(Batch.of(pairs))
+
+
+def test_prefill_groups_count_repeated_chunks() -> None:
+    # A step's prefill chunks are grouped by sorting and counting equal neighbours (no
+    # ``Counter``); repeated shapes must be one group with their count, as ``Batch.of`` has.
+    rng = np.random.default_rng(9)
+    for _ in range(500):
+        size = int(rng.integers(2, 9))
+        chunks = [(int(rng.integers(0, 3)) * 64, int(rng.integers(2, 5))) for _ in range(size)]
+        groups, _ = split_groups([], chunks)
+        assert groups == Batch.of(chunks).prefill_groups
 
 
 def test_step_pricer_prices_as_the_pairs() -> None:
