@@ -172,7 +172,11 @@ _BUCKET_SHIFT = 44
 
 
 def _weighted_picks(
-    values: NDArray[np.float64], weights: NDArray[np.float64], qs: Sequence[float]
+    values: NDArray[np.float64],
+    weights: NDArray[np.float64],
+    qs: Sequence[float],
+    *,
+    whole: bool = False,
 ) -> list[float]:
     """Nearest-rank weighted quantiles of ``values`` for each ``q`` in [0, 1]: the value at
     the first position whose cumulative weight, in ascending order of value, reaches
@@ -181,7 +185,9 @@ def _weighted_picks(
     Exact without a full sort when the weights are whole numbers (every pooled gap stands for
     1 or ``n`` requests) and no value is NaN or negative (``_bucketed_picks``: one pass buckets
     the values, their weight sums say which bucket holds each quantile, and only that bucket
-    is sorted). Otherwise every value is sorted (``stable_argsort``).
+    is sorted). Otherwise every value is sorted (``stable_argsort``). ``whole``: the caller
+    knows the weights are whole numbers (the recorder's pooled gaps), so they are not checked
+    (a pass and a temporary as large as the weights: millions of gaps at 3× load).
     """
     n = len(values)
     if not n or weights.sum() <= 0:
@@ -189,7 +195,7 @@ def _weighted_picks(
     if (
         n >= _SELECT_MIN
         and not np.isnan(values).any()
-        and np.array_equal(weights, np.floor(weights))
+        and (whole or np.array_equal(weights, np.floor(weights)))
     ):
         picks = _bucketed_picks(values, weights, qs)
         if picks is not None:
@@ -242,10 +248,13 @@ def _weighted_quantile(
     return _weighted_picks(values, weights, (q,))[0]
 
 
-def _weighted_stats(values: NDArray[np.float64], weights: NDArray[np.float64]) -> Stats:
+def _weighted_stats(
+    values: NDArray[np.float64], weights: NDArray[np.float64], *, whole: bool = False
+) -> Stats:
+    """Mean and p50/p90/p99 of weighted ``values`` (``whole``: see ``_weighted_picks``)."""
     if not len(values) or weights.sum() <= 0:
         return Stats(math.nan, math.nan, math.nan, math.nan)
-    p50, p90, p99 = _weighted_picks(values, weights, (0.5, 0.9, 0.99))
+    p50, p90, p99 = _weighted_picks(values, weights, (0.5, 0.9, 0.99), whole=whole)
     # Not ``np.dot``: OpenBLAS splits a long dot product over its threads (so the sum can
     # depend on the machine's core count) and leaves them spinning after it, seconds of CPU
     # per optimize run taken from the other workers.
@@ -315,7 +324,8 @@ def summarize(
         duration_s=duration,
         ttft_ms=Stats.of(arrays["ttft_ms"]),
         tpot_ms=Stats.of(arrays["tpot_ms"]),
-        itl_ms=_weighted_stats(itl_values * 1e3, itl_weights),
+        # The recorder's weights are whole numbers (``Recorder.itl_values``).
+        itl_ms=_weighted_stats(itl_values * 1e3, itl_weights, whole=True),
         e2e_ms=Stats.of(arrays["e2e_ms"]),
         queue_ms=Stats.of(arrays["queue_ms"]),
         requests_per_s=rate(len(records)),

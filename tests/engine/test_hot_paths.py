@@ -319,6 +319,7 @@ def test_weighted_quantiles_by_selection_equal_a_full_sort(seed: int) -> None:
     weights = rng.integers(1, 9, size=n).astype(float)
     qs = (0.0, 0.5, 0.9, 0.99, 1.0, float(rng.random()))
     assert _weighted_picks(values, weights, qs) == _sorted_picks(values, weights, qs)
+    assert _weighted_picks(values, weights, qs, whole=True) == _sorted_picks(values, weights, qs)
     fractional = weights / 3  # not whole numbers: the sorting path, same definition
     assert _weighted_picks(values, fractional, qs) == _sorted_picks(values, fractional, qs)
 
