@@ -242,7 +242,8 @@ def memory_bound(batch: Iterable[EngineRequest], k: int, block_tokens: int, budg
     offsets: list[int] = []
     for req in batch:
         first = (-req.processed) % bt or bt
-        offsets.extend(range(first, k, bt))
+        if first < k:  # most requests meet no block boundary in a run: no range to add
+            offsets.extend(range(first, k, bt))
     if len(offsets) <= budget:
         return k
     offsets.sort()
