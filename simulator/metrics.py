@@ -166,54 +166,78 @@ def stable_argsort(values: NDArray[np.float64]) -> NDArray[np.intp]:
 
 #: Pooled gaps past which the weighted quantiles select instead of sorting everything.
 _SELECT_MIN = 4096
-#: Ordered value segments the selection splits the gaps into (one is sorted per quantile).
-_SEGMENTS = 64
+#: Low bits of a value's IEEE-754 pattern dropped to name its selection bucket: 8 mantissa bits
+#: are kept, so a bucket spans 1/256 of an octave (and a bucket index fits 20 bits).
+_BUCKET_SHIFT = 44
 
 
 def _weighted_picks(
-    values: NDArray[np.float64], weights: NDArray[np.float64], qs: Sequence[float]
+    values: NDArray[np.float64],
+    weights: NDArray[np.float64],
+    qs: Sequence[float],
+    *,
+    whole: bool = False,
 ) -> list[float]:
     """Nearest-rank weighted quantiles of ``values`` for each ``q`` in [0, 1]: the value at
     the first position whose cumulative weight, in ascending order of value, reaches
     ``q`` × the total weight (NaN when there is none).
 
     Exact without a full sort when the weights are whole numbers (every pooled gap stands for
-    1 or ``n`` requests) and no value is NaN: one ``argpartition`` cuts the values into
-    ``_SEGMENTS`` ordered segments, their weight sums (exact integers) say which segment
-    holds each quantile, and only that segment is sorted. Ties cannot change the answer: any
-    ascending order has the same cumulative weight at the ends of each run of equal values.
-    Otherwise every value is sorted (``stable_argsort``).
+    1 or ``n`` requests) and no value is NaN or negative (``_bucketed_picks``: one pass buckets
+    the values, their weight sums say which bucket holds each quantile, and only that bucket
+    is sorted). Otherwise every value is sorted (``stable_argsort``). ``whole``: the caller
+    knows the weights are whole numbers (the recorder's pooled gaps), so they are not checked
+    (a pass and a temporary as large as the weights: millions of gaps at 3× load).
     """
     n = len(values)
     if not n or weights.sum() <= 0:
         return [math.nan] * len(qs)
-    segments = min(_SEGMENTS, n // 64)
     if (
-        n < _SELECT_MIN
-        or segments < 2
-        or np.isnan(values).any()
-        or not np.array_equal(weights, np.floor(weights))
+        n >= _SELECT_MIN
+        and not np.isnan(values).any()
+        and (whole or np.array_equal(weights, np.floor(weights)))
     ):
-        order = stable_argsort(values)
-        cum = np.cumsum(weights[order])
-        picked = values[order]
-        return [float(picked[min(n - 1, int(np.searchsorted(cum, q * cum[-1])))]) for q in qs]
-    cuts = np.linspace(0, n, segments + 1).astype(np.intp)[1:-1]
-    index = np.argpartition(values, cuts)
-    ordered_values, ordered_weights = values[index], weights[index]
-    bounds = np.concatenate(([0], cuts, [n]))
-    cum_segments = np.cumsum(np.add.reduceat(ordered_weights, bounds[:-1]))
-    total = float(cum_segments[-1])
+        picks = _bucketed_picks(values, weights, qs)
+        if picks is not None:
+            return picks
+    order = stable_argsort(values)
+    cum = np.cumsum(weights[order])
+    picked = values[order]
+    return [float(picked[min(n - 1, int(np.searchsorted(cum, q * cum[-1])))]) for q in qs]
+
+
+def _bucketed_picks(
+    values: NDArray[np.float64], weights: NDArray[np.float64], qs: Sequence[float]
+) -> list[float] | None:
+    """``_weighted_picks`` of non-NaN ``values`` with whole-number ``weights`` by selection;
+    None when a value's sign bit is set (a negative value or -0.0).
+
+    The bit pattern of a non-negative double, read as an integer, increases with the value,
+    so its top bits (``_BUCKET_SHIFT``) cut the values into buckets of ascending value ranges
+    in one pass, with no sort and no index array. The weight sums of the buckets are exact
+    (integers below 2**53), so the bucket where the cumulative weight reaches a quantile's
+    target is found exactly and holds the answer: only its values are sorted. Ties cannot
+    change the answer: any ascending order has the same cumulative weight at the ends of each
+    run of equal values.
+    """
+    keys = values.view(np.int64)
+    if int(keys.min()) < 0:
+        return None
+    buckets = keys >> _BUCKET_SHIFT
+    buckets -= buckets.min()
+    cum = np.cumsum(np.bincount(buckets, weights=weights))
+    total = float(cum[-1])
     picks = []
     for q in qs:
         target = q * total
-        j = min(len(cum_segments) - 1, int(np.searchsorted(cum_segments, target)))
-        lo, hi = int(bounds[j]), int(bounds[j + 1])
-        before = float(cum_segments[j - 1]) if j else 0.0
-        order = np.argsort(ordered_values[lo:hi], kind="stable")
-        cum = before + np.cumsum(ordered_weights[lo:hi][order])
-        k = min(hi - lo - 1, int(np.searchsorted(cum, target)))
-        picks.append(float(ordered_values[lo:hi][order][k]))
+        j = min(len(cum) - 1, int(np.searchsorted(cum, target)))
+        before = float(cum[j - 1]) if j else 0.0
+        chosen = buckets == j
+        bucket_values = values[chosen]
+        order = np.argsort(bucket_values, kind="stable")
+        inside = before + np.cumsum(weights[chosen][order])
+        k = min(len(bucket_values) - 1, int(np.searchsorted(inside, target)))
+        picks.append(float(bucket_values[order[k]]))
     return picks
 
 
@@ -224,10 +248,13 @@ def _weighted_quantile(
     return _weighted_picks(values, weights, (q,))[0]
 
 
-def _weighted_stats(values: NDArray[np.float64], weights: NDArray[np.float64]) -> Stats:
+def _weighted_stats(
+    values: NDArray[np.float64], weights: NDArray[np.float64], *, whole: bool = False
+) -> Stats:
+    """Mean and p50/p90/p99 of weighted ``values`` (``whole``: see ``_weighted_picks``)."""
     if not len(values) or weights.sum() <= 0:
         return Stats(math.nan, math.nan, math.nan, math.nan)
-    p50, p90, p99 = _weighted_picks(values, weights, (0.5, 0.9, 0.99))
+    p50, p90, p99 = _weighted_picks(values, weights, (0.5, 0.9, 0.99), whole=whole)
     # Not ``np.dot``: OpenBLAS splits a long dot product over its threads (so the sum can
     # depend on the machine's core count) and leaves them spinning after it, seconds of CPU
     # per optimize run taken from the other workers.
@@ -297,7 +324,8 @@ def summarize(
         duration_s=duration,
         ttft_ms=Stats.of(arrays["ttft_ms"]),
         tpot_ms=Stats.of(arrays["tpot_ms"]),
-        itl_ms=_weighted_stats(itl_values * 1e3, itl_weights),
+        # The recorder's weights are whole numbers (``Recorder.itl_values``).
+        itl_ms=_weighted_stats(itl_values * 1e3, itl_weights, whole=True),
         e2e_ms=Stats.of(arrays["e2e_ms"]),
         queue_ms=Stats.of(arrays["queue_ms"]),
         requests_per_s=rate(len(records)),

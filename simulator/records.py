@@ -121,7 +121,7 @@ class Recorder:
     def same_gaps(self, gap_s: float, n: int) -> None:
         """``n`` individual gaps of ``gap_s`` each (a decode cohort's step: one array copy,
         not a float object per gap)."""
-        self._gaps.extend(array("d", (gap_s,)) * n)
+        self._gaps += array("d", (gap_s,)) * n  # ``+=``: half of ``extend``'s call cost
         self._itl = None
 
     def gaps(self, gaps_s: Sequence[float], repeated: NDArray[np.float64], weight: int) -> None:
@@ -151,7 +151,8 @@ class Recorder:
         return self._loads.imbalance(until_s)
 
     def itl_values(self) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """All inter-token gaps (seconds) and their weights (read once the run is over).
+        """All inter-token gaps (seconds) and their weights (read once the run is over): whole
+        numbers, 1 for an individual gap and the request count of a repeated one.
 
         Built once and then shared: both arrays are read-only (a caller that needs to change
         them copies)."""

@@ -20,7 +20,6 @@ from simulator.engine.params import EngineParams
 from simulator.engine.progress import Q_SWAPPED, Q_WAITING, hit_tokens
 from simulator.engine.request import RUNNING, WAITING, EngineRequest
 from simulator.engine.transfer import LoadLink
-from simulator.kvcache.policies.base import RequestContext
 
 if TYPE_CHECKING:
     from simulator.engine.host import Host
@@ -104,15 +103,7 @@ class Admitter:
         host.waiting.popleft()
         now = host.now
         req.queue_s[Q_WAITING] += now - req.enqueue_s
-        trace = req.trace
-        ctx = RequestContext(
-            index=req.index,
-            timestamp_s=req.arrival_s,
-            n_blocks=len(req.blocks),
-            category=trace.type_id,
-            session=trace.session_id,
-        )
-        n_loaded = kv.admit(req, match, ctx)
+        n_loaded = kv.admit(req, match)
         kv.release_l2(req)
         if req.cached_tokens is None:
             req.cached_tokens = hit_tokens(req, match, cached, self.block_tokens)

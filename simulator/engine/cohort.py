@@ -79,8 +79,10 @@ class DecodeCohort:
     def __init__(self, min_members: int = MIN_MEMBERS) -> None:
         self.min_members = min_members
         """Fewest decoders a new cohort forms with (``MIN_MEMBERS``; tests take 1)."""
-        self.members: list[EngineRequest] = []
-        """The members, in ``running`` order (its first ``len(members)`` entries)."""
+        self.members: dict[EngineRequest, int] = {}
+        """The members, in ``running`` order (its first ``len(members)`` entries), each with
+        its one token of a step: ``take`` copies it as the head of the step's batch (a copy
+        of a dict costs a fraction of building one), and a member leaves in O(1)."""
         self.tick = 0
         """The cohort's clock: its steps and the steps of decode runs it lived through (it
         never goes back); a member advances one token per tick."""
@@ -125,7 +127,7 @@ class DecodeCohort:
                     self.dissolve()
                     return None
                 self._due_grow(seq, req, self.tick + 1)
-        return dict.fromkeys(members, 1)
+        return members.copy()
 
     def buckets(self) -> list[tuple[int, int, int]]:
         """The members' decode buckets in the step being scheduled (``latency.Batch``'s
@@ -207,7 +209,7 @@ class DecodeCohort:
     def leave(self, req: EngineRequest) -> None:
         """``req`` (a member) leaves with its counters written back."""
         self._write(req)
-        self.members.remove(req)
+        del self.members[req]
         offsets = self._offsets
         del offsets[bisect_left(offsets, req.processed - req.cohort_base)]
         req.cohort_base = -1
@@ -253,7 +255,7 @@ class DecodeCohort:
         """Raise ``AssertionError`` unless the members are ``running``'s prefix, decoding, with
         their offsets and due entries consistent (call after ``sync``)."""
         members, n = self.members, len(self.members)
-        if list(running[:n]) != members:
+        if list(running[:n]) != list(members):
             raise AssertionError("the decode cohort is not a prefix of the running queue")
         if any(r.cohort_base >= 0 for r in running[n:]):
             raise AssertionError("a request after the decode cohort is marked as a member")
@@ -287,7 +289,7 @@ class DecodeCohort:
         seq = self._seq
         self._seq = seq + 1
         req.cohort_base, req.cohort_seq = tick, seq
-        self.members.append(req)
+        self.members[req] = 1
         insort(self._offsets, req.processed - tick)
         done_at = tick + req.stop_at - req.generated
         self._done_due.setdefault(done_at, []).append((seq, req))

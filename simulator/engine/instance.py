@@ -417,7 +417,7 @@ class EngineInstance:
             ends = run.step_ends()
             if self.params.overlap_scheduling:
                 self.admit_cutoff_s = float(ends[k - 2])
-            self._commit_run(run.batch, run.start_s, ends)
+            self._commit_run(run.batch, run.start_s, ends, run.end_s)
         if self.check_invariants_each_step:
             self.check_invariants()
         self._step()
@@ -462,10 +462,12 @@ class EngineInstance:
         if cohort is not None and progress.prefill_tokens and self.waiting:
             cohort.extend(self.running, end_s)
 
-    def _commit_run(self, batch: Batch, start_s: float, ends: NDArray[np.float64]) -> None:
-        """Apply ``len(ends)`` identical decode steps (a decode run)."""
-        end_s = float(ends[-1])
-        progress = apply_run(batch, ends, self.kv, self.recorder)
+    def _commit_run(
+        self, batch: Batch, start_s: float, ends: NDArray[np.float64], end_s: float
+    ) -> None:
+        """Apply ``len(ends)`` identical decode steps (a decode run) that ended at ``end_s``
+        (``ends[-1]``, as a float)."""
+        progress = apply_run(batch, ends, end_s, self.kv, self.recorder)
         if self.cohort is not None and self.cohort.members:
             self.cohort.after_run(end_s, len(ends), progress.done)
         self._account(progress, start_s, end_s)

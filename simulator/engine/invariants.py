@@ -78,7 +78,7 @@ def check_split(plan: StepPlan, cohort: DecodeCohort | None = None) -> None:
         raise AssertionError(f"the scheduler's step split disagrees with its batch: {plan}")
     if not n:
         return
-    if cohort is None or [req for req, _ in items[:n]] != cohort.members:
+    if cohort is None or [req for req, _ in items[:n]] != list(cohort.members):
         raise AssertionError("the bucketed head of the batch is not the decode cohort")
     if any(tokens != 1 for _, tokens in items[:n]):
         raise AssertionError("a decode cohort member is given more than one token")

@@ -33,9 +33,13 @@ from dataclasses import dataclass
 
 from simulator.engine.request import RUNNING, SENDING, SWAPPED, EngineRequest
 from simulator.engine.tiers import CacheTier, EvictSink
-from simulator.kvcache.policies.base import RequestContext
+from simulator.kvcache.policies.base import EvictionPolicy, RequestContext
 
 __all__ = ["KVManager", "PrefixMatch"]
+
+#: The base policy's per-admission hooks, which ignore what they are told (``announce``).
+_NO_CTX_HOOK = EvictionPolicy.set_request_ctx
+_NO_RECORD_HOOK = EvictionPolicy.record_request
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,15 +138,34 @@ class KVManager:
         pinned = sum(1 for block in blocks[: match.n_blocks] if block not in pins)
         return pinned + self.state_blocks
 
-    def admit(self, req: EngineRequest, match: PrefixMatch, ctx: RequestContext) -> int:
-        """Pin the matched prefix in L1, copying its L2 blocks up; return how many were copied.
+    def announce(self, req: EngineRequest) -> None:
+        """Tell the L1 policy that ``req`` is being admitted: ``set_request_ctx``, then
+        ``record_request`` (module doc). Skipped where the policy keeps the base class's
+        hooks, which ignore both (LRU and most others: no context object per admission)."""
+        policy = self.l1.policy
+        kind = type(policy)
+        if kind.set_request_ctx is _NO_CTX_HOOK and kind.record_request is _NO_RECORD_HOOK:
+            return
+        trace = req.trace
+        policy.set_request_ctx(
+            RequestContext(
+                index=req.index,
+                timestamp_s=req.arrival_s,
+                n_blocks=len(req.blocks),
+                category=trace.type_id,
+                session=trace.session_id,
+            )
+        )
+        policy.record_request(req.blocks)
+
+    def admit(self, req: EngineRequest, match: PrefixMatch) -> int:
+        """Announce ``req`` to the L1 policy (``announce``) and pin the matched prefix in L1,
+        copying its L2 blocks up; return how many were copied.
 
         The caller checked ``admission_need`` against ``l1.available()``.
         """
         l1, l2 = self.l1, self.l2
-        policy = l1.policy
-        policy.set_request_ctx(ctx)
-        policy.record_request(req.blocks)
+        self.announce(req)
         from_l2 = match.from_l2
         matched = req.blocks[: len(from_l2)]
         # Pin the L1 hits first so that making room for the L2 copies cannot evict them, and pin

@@ -24,8 +24,6 @@ __all__ = ["Progress", "apply_run", "apply_step", "hit_tokens", "record_of"]
 #: No repeated gaps (``Recorder.gaps`` with individual gaps only).
 _NO_GAPS: NDArray[np.float64] = np.empty(0)
 
-_maximum = np.maximum.reduce
-
 #: Indices of ``EngineRequest.queue_s``.
 Q_PREFETCH, Q_WAITING, Q_SWAPPED = 0, 1, 2
 
@@ -128,9 +126,10 @@ def _commit_members(
 
 
 def apply_run(
-    batch: Batch, ends: NDArray[np.float64], kv: KVManager, recorder: Recorder
+    batch: Batch, ends: NDArray[np.float64], end_s: float, kv: KVManager, recorder: Recorder
 ) -> Progress:
-    """Apply ``len(ends)`` identical decode steps ending at ``ends`` (absolute times).
+    """Apply ``len(ends)`` identical decode steps ending at ``ends`` (absolute times; the
+    last, ``end_s``, as a float: the run has it, and each numpy read costs a call).
 
     Every request gains one token per step; its first gap is from its previous token to
     ``ends[0]``, the others are the step durations (recorded once, weighted by the batch
@@ -138,11 +137,12 @@ def apply_run(
     that they fit).
     """
     m = len(ends)
-    end_s = float(ends[-1])
     durations = ends[1:] - ends[:-1]  # np.diff, without its dispatch
-    # The ufunc's reduce: ``ndarray.max`` goes through a Python-level wrapper first.
-    repeated_max = float(_maximum(durations)) if m > 1 else 0.0
-    first_end = float(ends[0])
+    # The largest duration through ``argmax`` (the first maximum, or the first NaN, as the
+    # ufunc's reduce would give): a fraction of the dispatch of ``ndarray.max`` or of the
+    # reduce, which dominated on runs of a few hundred steps.
+    repeated_max: float = durations.item(durations.argmax()) if m > 1 else 0.0
+    first_end: float = ends.item(0)  # ``item``: a Python float in one call
     first_gaps = [first_end - req.last_token_s for req in batch]
     recorder.gaps(first_gaps, durations, len(batch))
     progress = Progress([], decode_tokens=m * len(batch), steps=m)
@@ -188,21 +188,22 @@ def record_of(req: EngineRequest, instance: int) -> RequestRecord:
     """The per-request record of a finished request."""
     l1, l2, l3 = req.cached_tokens or (0, 0, 0)
     queue = req.queue_s
+    # Positional, in the field order (one per finished request: keywords cost a quarter more).
     return RequestRecord(
-        index=req.index,
-        instance=instance,
-        arrival_s=req.arrival_s,
-        first_token_s=req.first_token_s,
-        finish_s=req.finish_s,
-        input_tokens=req.prompt_len,
-        output_tokens=req.output_len,
-        cached_l1_tokens=l1,
-        cached_l2_tokens=l2,
-        cached_l3_tokens=l3,
-        prefetch_queue_s=queue[Q_PREFETCH],
-        waiting_queue_s=queue[Q_WAITING],
-        swapped_queue_s=queue[Q_SWAPPED],
-        preemptions=req.preemptions,
-        computed_tokens=req.computed_total,
-        max_itl_s=req.max_gap_s,
+        req.index,  # index
+        instance,  # instance
+        req.arrival_s,  # arrival_s
+        req.first_token_s,  # first_token_s
+        req.finish_s,  # finish_s
+        req.prompt_len,  # input_tokens
+        req.output_len,  # output_tokens
+        l1,  # cached_l1_tokens
+        l2,  # cached_l2_tokens
+        l3,  # cached_l3_tokens
+        queue[Q_PREFETCH],  # prefetch_queue_s
+        queue[Q_WAITING],  # waiting_queue_s
+        queue[Q_SWAPPED],  # swapped_queue_s
+        req.preemptions,  # preemptions
+        req.computed_total,  # computed_tokens
+        req.max_gap_s,  # max_itl_s
     )

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from simulator.engine.host import Host
 from simulator.engine.progress import Q_WAITING
 from simulator.engine.request import RUNNING, EngineRequest
-from simulator.kvcache.policies.base import RequestContext
 
 if TYPE_CHECKING:
     from simulator.engine.instance import EngineInstance
@@ -123,18 +122,7 @@ def admit_remote(inst: Host, req: EngineRequest) -> int:
     now = inst.now
     inst.waiting.popleft()
     req.queue_s[Q_WAITING] += now - req.enqueue_s
-    trace = req.trace
-    policy = kv.l1.policy
-    policy.set_request_ctx(
-        RequestContext(
-            index=req.index,
-            timestamp_s=req.arrival_s,
-            n_blocks=len(req.blocks),
-            category=trace.type_id,
-            session=trace.session_id,
-        )
-    )
-    policy.record_request(req.blocks)
+    kv.announce(req)
     n_move = blocks_to_move(inst, req)
     kv.grow(req, prompt)
     req.remote = None  # from now on it is a local request (a preemption recomputes here)

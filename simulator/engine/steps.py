@@ -189,12 +189,23 @@ def _run_durations(
         def at(k: int) -> float:
             return step([(c + k, 1) for c in cache_lens])
 
-    out = np.empty(n_steps, dtype=np.float64)
     if n_steps <= _EXACT_STEPS:
+        out = np.empty(n_steps, dtype=np.float64)
         for k in range(n_steps):
             out[k] = at(k)
         return out
-    _fill(out, at, lo=0, hi=n_steps - 1, f_lo=at(0), f_hi=at(n_steps - 1), rel_tol=rel_tol)
+    # ``_fill`` over the whole run, its first bisection unrolled: most runs are one straight
+    # piece, built as one array (no copy into a buffer, no work stack).
+    hi = n_steps - 1
+    f_lo, f_hi = at(0), at(hi)
+    mid = hi // 2
+    f_mid = at(mid)
+    if _on_line(0, hi, mid, f_lo, f_hi, f_mid, rel_tol):
+        out = _linspace(n_steps, f_lo, f_hi)
+        out[mid] = f_mid
+        return out
+    out = np.empty(n_steps, dtype=np.float64)
+    _fill(out, at, [(0, mid, f_lo, f_mid), (mid, hi, f_mid, f_hi)], rel_tol=rel_tol)
     return out
 
 
@@ -231,7 +242,8 @@ def memory_bound(batch: Iterable[EngineRequest], k: int, block_tokens: int, budg
     offsets: list[int] = []
     for req in batch:
         first = (-req.processed) % bt or bt
-        offsets.extend(range(first, k, bt))
+        if first < k:  # most requests meet no block boundary in a run: no range to add
+            offsets.extend(range(first, k, bt))
     if len(offsets) <= budget:
         return k
     offsets.sort()
@@ -241,15 +253,13 @@ def memory_bound(batch: Iterable[EngineRequest], k: int, block_tokens: int, budg
 def _fill(
     out: NDArray[np.float64],
     at: Callable[[int], float],
+    stack: list[tuple[int, int, float, float]],
     *,
-    lo: int,
-    hi: int,
-    f_lo: float,
-    f_hi: float,
     rel_tol: float,
 ) -> None:
-    """Fill ``out[lo..hi]`` by adaptive linear interpolation (iterative bisection)."""
-    stack = [(lo, hi, f_lo, f_hi)]
+    """Fill ``out[lo..hi]`` of every segment ``(lo, hi, at(lo), at(hi))`` of ``stack`` by
+    adaptive linear interpolation (iterative bisection; a segment's values depend on it
+    alone, so the order segments are taken in does not matter)."""
     while stack:
         lo, hi, f_lo, f_hi = stack.pop()
         out[lo], out[hi] = f_lo, f_hi
@@ -257,8 +267,7 @@ def _fill(
             continue
         mid = (lo + hi) // 2
         f_mid = at(mid)
-        line = f_lo + (f_hi - f_lo) * (mid - lo) / (hi - lo)
-        if abs(f_mid - line) <= rel_tol * abs(f_mid):
+        if _on_line(lo, hi, mid, f_lo, f_hi, f_mid, rel_tol):
             _linspace_into(out, lo, hi, f_lo, f_hi)
             out[mid] = f_mid
         else:
@@ -266,12 +275,26 @@ def _fill(
             stack.append((mid, hi, f_mid, f_hi))
 
 
+def _on_line(  # noqa: PLR0917  (a segment and its three values, positional in the hot path)
+    lo: int, hi: int, mid: int, f_lo: float, f_hi: float, f_mid: float, rel_tol: float
+) -> bool:
+    """Whether ``f_mid`` at ``mid`` lies within ``rel_tol`` (relative) of the straight line
+    from ``(lo, f_lo)`` to ``(hi, f_hi)``: the segment is then interpolated."""
+    line = f_lo + (f_hi - f_lo) * (mid - lo) / (hi - lo)
+    return abs(f_mid - line) <= rel_tol * abs(f_mid)
+
+
 def _linspace_into(out: NDArray[np.float64], lo: int, hi: int, f_lo: float, f_hi: float) -> None:
-    """``out[lo..hi] = np.linspace(f_lo, f_hi, hi - lo + 1)``, bit for bit (numpy's own
-    steps: arange, times the step, plus the start, the end set exactly) without its
-    per-call overhead, which dominated short decode runs."""
-    div = hi - lo
-    y = np.arange(div + 1, dtype=np.float64)
+    """``out[lo..hi] = np.linspace(f_lo, f_hi, hi - lo + 1)``, bit for bit (``_linspace``)."""
+    out[lo : hi + 1] = _linspace(hi - lo + 1, f_lo, f_hi)
+
+
+def _linspace(n: int, f_lo: float, f_hi: float) -> NDArray[np.float64]:
+    """``np.linspace(f_lo, f_hi, n)`` (``n`` ≥ 2), bit for bit (numpy's own steps: arange,
+    times the step, plus the start, the end set exactly) without its per-call overhead, which
+    dominated short decode runs."""
+    div = n - 1
+    y = np.arange(n, dtype=np.float64)
     delta = f_hi - f_lo
     step = delta / div
     if step == 0:  # numpy's branch for denormal steps
@@ -281,4 +304,4 @@ def _linspace_into(out: NDArray[np.float64], lo: int, hi: int, f_lo: float, f_hi
         y *= step
     y += f_lo
     y[-1] = f_hi
-    out[lo : hi + 1] = y
+    return y

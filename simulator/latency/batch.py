@@ -258,7 +258,15 @@ def _prefill_groups(chunks: list[tuple[int, int]]) -> tuple[tuple[int, int, int]
     if len(chunks) == 1:  # one prefill chunk, the usual mixed step: no counting
         ((c, n),) = chunks
         return ((c, n, 1),)
-    return tuple(sorted((c, n, k) for (c, n), k in Counter(chunks).items()))
+    # Sorted, equal pairs counted as they come together: a few chunks, where a ``Counter``
+    # would cost more than the whole step's pricing.
+    groups: list[tuple[int, int, int]] = []
+    for c, n in sorted(chunks):
+        if groups and groups[-1][:2] == (c, n):
+            groups[-1] = (c, n, groups[-1][2] + 1)
+        else:
+            groups.append((c, n, 1))
+    return tuple(groups)
 
 
 def _octaves(kv_lens: list[int]) -> tuple[tuple[int, int, int], ...]:

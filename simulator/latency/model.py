@@ -128,6 +128,8 @@ class ComposedLatencyModel:
         self._absorb_cache: dict[int, float] = {}
         self._prefill_cache: dict[tuple[int, int, int], float] = {}
         self._bucket_cache: dict[tuple[int, int], tuple[float, float]] = {}
+        # ``decode_step_pricer``'s size-only parts (head, absorption) by batch size.
+        self._run_parts: dict[int, tuple[float, float]] = {}
         # A plain prefill group (full attention only, no MLA decompression) is one call on
         # every full layer: a cache miss prices it without building the planner's call list.
         self._plain_prefill = not (self._planner.window_layers or self._planner.mla)
@@ -210,10 +212,13 @@ class ComposedLatencyModel:
         """
         run = DecodeRun(cache_lens)
         n = run.size
-        p = self._params
-        head = p.step_overhead_s + p.request_overhead_s * n
-        head += self._token_seconds(n) + self._logit_seconds(n)
-        absorb = self._absorb_seconds(n)
+        parts = self._run_parts.get(n)
+        if parts is None:
+            p = self._params
+            head = p.step_overhead_s + p.request_overhead_s * n
+            head += self._token_seconds(n) + self._logit_seconds(n)
+            parts = self._store(self._run_parts, n, (head, self._absorb_seconds(n)))
+        head, absorb = parts
         decode, buckets = self._decode_seconds, run.buckets
         return lambda k: head + decode(buckets(k)) + absorb
 

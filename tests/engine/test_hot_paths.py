@@ -4,7 +4,8 @@ One eviction per run of new blocks (``CacheTier.insert_all`` / ``add_pinned_all`
 the same victims, hand them down in the same order and leave the same policy order as one
 ``insert`` / ``add_pinned`` per block, and ``release`` the same order as ``unpin`` then
 ``touch``; the plain-Python batch grouping must equal numpy's; the
-decode-run interpolation must equal ``np.linspace`` bit for bit; the engine's one-pass split of
+decode-run interpolation must equal ``np.linspace`` bit for bit, and its unrolled first
+bisection the plain one; the engine's one-pass split of
 a step and a composed model's decode-run pricer must price what the step's pairs do; the
 split a scheduler gathers while scheduling must be the batch's own; the run-length stable
 argsort of the ITL statistics must order as numpy's stable sort, and the recorder's raw gap
@@ -13,20 +14,33 @@ buffer must pool the same arrays as a list of gaps.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
 from hardware import shipped_catalog
 from simulator.engine.analytic import LinearLatency
 from simulator.engine.invariants import check_split
+from simulator.engine.kvmanager import KVManager
+from simulator.engine.progress import record_of
 from simulator.engine.request import EngineRequest
 from simulator.engine.scheduler import StepPlan, StepSplit
-from simulator.engine.steps import StepPricer, _linspace_into, split_of
+from simulator.engine.steps import (
+    REL_TOL,
+    StepPricer,
+    _fill,
+    _linspace_into,
+    decode_run_durations,
+    split_of,
+)
 from simulator.engine.tiers import CacheTier
-from simulator.kvcache.policies import POLICIES
+from simulator.kvcache.policies import POLICIES, RequestContext
+from simulator.kvcache.policies.lru import LRU
 from simulator.latency import ComposedLatencyModel, Deployment, make_latency_model
 from simulator.latency import batch as batch_module
-from simulator.latency.batch import Batch, DecodeRun
+from simulator.latency.batch import Batch, DecodeRun, split_groups
 from simulator.metrics import _weighted_picks, stable_argsort
 from simulator.records import Recorder
 from simulator.workload.request import TraceRequest
@@ -154,6 +168,22 @@ def test_decode_step_pricer_prices_as_the_pairs(spec: str) -> None:
 
 
 @pytest.mark.parametrize("spec", ["roofline", "table"])
+def test_decode_run_durations_equal_the_whole_bisection(spec: str) -> None:
+    # ``decode_run_durations`` unrolls the first bisection (one straight piece built as one
+    # array); the durations must be those of the plain bisection over the whole run.
+    model = _composed_70b(spec)
+    rng = np.random.default_rng(8)
+    for _ in range(150):
+        cache = rng.integers(0, 70_000, size=int(rng.integers(1, 40))).tolist()
+        n = int(rng.integers(1, 3000))
+        at = model.decode_step_pricer(cache)
+        expected = np.array([at(k) for k in range(n)]) if n <= 4 else np.empty(n)
+        if n > 4:
+            _fill(expected, at, [(0, n - 1, at(0), at(n - 1))], rel_tol=REL_TOL)
+        assert np.array_equal(decode_run_durations(model, cache, n), expected)
+
+
+@pytest.mark.parametrize("spec", ["roofline", "table"])
 def test_plain_prefill_miss_prices_as_its_planned_call(spec: str) -> None:
     # A composed model prices a plain prefill group's cache miss without the planner's call
     # list; the seconds must be those of the list, bit for bit.
@@ -191,6 +221,17 @@ def test_split_batches_equal_batches_of_pairs() -> None:
         chunks = [(c, n) for c, n in pairs if n > 1]
         split = Batch.of_split(kv_lens, chunks, sum(new))
         assert _fields(split) == _fields(Batch.of(pairs))
+
+
+def test_prefill_groups_count_repeated_chunks() -> None:
+    # A step's prefill chunks are grouped by sorting and counting equal neighbours (no
+    # ``Counter``); repeated shapes must be one group with their count, as ``Batch.of`` has.
+    rng = np.random.default_rng(9)
+    for _ in range(500):
+        size = int(rng.integers(2, 9))
+        chunks = [(int(rng.integers(0, 3)) * 64, int(rng.integers(2, 5))) for _ in range(size)]
+        groups, _ = split_groups([], chunks)
+        assert groups == Batch.of(chunks).prefill_groups
 
 
 def test_step_pricer_prices_as_the_pairs() -> None:
@@ -262,20 +303,23 @@ def _sorted_picks(values: np.ndarray, weights: np.ndarray, qs: tuple[float, ...]
     ]
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", range(16))
 def test_weighted_quantiles_by_selection_equal_a_full_sort(seed: int) -> None:
     rng = np.random.default_rng(seed)
     n = int(rng.integers(4096, 60_000))  # past _SELECT_MIN: the selection path
-    kind = seed % 3
-    if kind == 0:
-        values = rng.exponential(size=n)
-    elif kind == 1:  # many ties across the segment cuts
+    kind = seed % 4
+    if kind == 0:  # over many octaves: many selection buckets
+        values = rng.exponential(size=n) * 10.0 ** rng.integers(-6, 6, size=n)
+    elif kind == 1:  # many ties, zeros among them
         values = np.round(rng.random(n) * 40) / 7
-    else:  # runs of equal gaps, as a decode step's pooled gaps come
+    elif kind == 2:  # runs of equal gaps, as a decode step's pooled gaps come
         values = np.repeat(rng.random(n // 25 + 1), 25)[:n]
+    else:  # negative values: no bucketing by bit pattern, the sorting path
+        values = rng.normal(size=n)
     weights = rng.integers(1, 9, size=n).astype(float)
     qs = (0.0, 0.5, 0.9, 0.99, 1.0, float(rng.random()))
     assert _weighted_picks(values, weights, qs) == _sorted_picks(values, weights, qs)
+    assert _weighted_picks(values, weights, qs, whole=True) == _sorted_picks(values, weights, qs)
     fractional = weights / 3  # not whole numbers: the sorting path, same definition
     assert _weighted_picks(values, fractional, qs) == _sorted_picks(values, fractional, qs)
 
@@ -305,3 +349,61 @@ def test_recorder_pools_the_gaps_it_was_given() -> None:
     assert weights.dtype == np.float64
     recorder.gap(0.5)  # a gap after the pooling (the buffer is not held by the arrays)
     assert len(recorder.itl_values()[0]) == len(expected_values) + 1
+
+
+def test_finished_request_record_carries_each_counter() -> None:
+    # ``record_of`` builds the record positionally: every field from its own counter.
+    trace = TraceRequest(7, 1.5, 40, 9, (1, 2, 3))
+    req = EngineRequest(trace, 16, 3, 2.0)
+    req.first_token_s, req.finish_s = 2.5, 4.0
+    req.cached_tokens = (11, 12, 13)
+    req.queue_s = [0.1, 0.2, 0.3]
+    req.preemptions, req.computed_total, req.max_gap_s = 4, 77, 0.75
+    record = record_of(req, 3)
+    assert dataclasses.asdict(record) == {
+        "index": 7,
+        "instance": 3,
+        "arrival_s": 2.0,
+        "first_token_s": 2.5,
+        "finish_s": 4.0,
+        "input_tokens": 40,
+        "output_tokens": 9,
+        "cached_l1_tokens": 11,
+        "cached_l2_tokens": 12,
+        "cached_l3_tokens": 13,
+        "prefetch_queue_s": 0.1,
+        "waiting_queue_s": 0.2,
+        "swapped_queue_s": 0.3,
+        "preemptions": 4,
+        "computed_tokens": 77,
+        "max_itl_s": 0.75,
+    }
+
+
+class _HookedLru(LRU):
+    """An LRU that keeps what the per-admission hooks tell it."""
+
+    def __init__(self, capacity: int, *, rng: np.random.Generator) -> None:
+        super().__init__(capacity, rng=rng)
+        self.told: list[object] = []
+
+    def set_request_ctx(self, ctx: RequestContext) -> None:
+        self.told.append(ctx)
+
+    def record_request(self, blocks: Sequence[int]) -> None:
+        self.told.append(tuple(blocks))
+
+
+def test_admission_announces_to_a_policy_with_hooks() -> None:
+    # ``KVManager.announce`` skips the hooks of a policy that keeps the base class's no-ops;
+    # one that overrides them is told of every admission, context first.
+    rng = np.random.default_rng(0)
+    hooked = _HookedLru(8, rng=rng)
+    kv = KVManager(CacheTier("L1", hooked), None, None, block_tokens=16, write_through=True)
+    trace = TraceRequest(5, 1.0, 40, 3, (4, 5, 6), session_id=9, type_id=2)
+    req = EngineRequest(trace, 16, 0, 1.25)
+    kv.admit(req, kv.match_l12(req.blocks))
+    assert hooked.told == [
+        RequestContext(index=5, timestamp_s=1.25, n_blocks=3, category=2, session=9),
+        (4, 5, 6),
+    ]
