@@ -151,8 +151,11 @@ def test_python_m_kvplan_writes_a_working_completion_script() -> None:
     and completing through it names the commands."""
     kvplan = [sys.executable, "-m", "kvplan"]
     shown = subprocess.run(
-        [*kvplan, "--show-completion", "bash"], capture_output=True, text=True, check=True
+        [*kvplan, "--show-completion", "bash"], capture_output=True, text=True, check=False
     )
+    # It has failed with status 1 a few times under heavy load and passed on every rerun:
+    # keep what it said, so the next failure names its cause.
+    assert shown.returncode == 0, shown.stderr
     assert "_KVPLAN_COMPLETE=complete_bash" in shown.stdout
     assert shown.stdout.rstrip().endswith("complete -o default -F _kvplan_completion kvplan")
     env = {**os.environ, "_KVPLAN_COMPLETE": "complete_bash", "COMP_WORDS": "kvplan opt"}
