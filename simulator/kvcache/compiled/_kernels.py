@@ -37,7 +37,7 @@ from typing import Any
 
 from numba import njit
 
-from simulator.kvcache.compiled._heaps import belady_replay, gdsf_replay, heap_evict
+from simulator.kvcache.compiled._heaps import asym_replay, belady_replay, gdsf_replay, heap_evict
 from simulator.kvcache.compiled._layout import (
     E_ALL_PINNED,
     E_GROW,
@@ -52,6 +52,7 @@ from simulator.kvcache.compiled._layout import (
     F_TOTAL,
     I64,
     K_ARC,
+    K_ASYM,
     K_BELADY,
     K_CLOCK,
     K_GDSF,
@@ -286,7 +287,7 @@ def _evict(  # noqa: PLR0911  (one return per policy)
     if kind == K_WTINYLFU:
         return wtinylfu_evict(want, pin, cur, res, nxt, prv, cls, nodes, stamp, sketch, links,
             ids, st)  # fmt: skip
-    if kind in (K_GDSF, K_GDSF_COMPUTE, K_BELADY):
+    if kind in (K_GDSF, K_GDSF_COMPUTE, K_BELADY, K_ASYM):
         return heap_evict(want, kind == K_BELADY, pin, cur, res, nxt, prv, cls, keys, heap,
             scratch, stamp, ids, st, fs)  # fmt: skip
     return _evict_oldest(want, pin, cur, nxt, prv, res, stamp)
@@ -338,8 +339,9 @@ def _cost_sums(
 @njit()
 def _replay_other(  # noqa: PLR0911  (one return per policy)
     kind: int, capacity: int, xs: I64, lo: int, hi: int, deepest_first: bool, size: int,
-    uniform: bool, costs: F64, future: I64, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64,
-    nodes: I64, keys: F64, heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
+    uniform: bool, costs: F64, logcosts: F64, stamp: float, future: I64, nxt: I64, prv: I64,
+    res: U8, aux: U8, cls: I64, nodes: I64, keys: F64, heap: I64, ids: I64, links: I64,
+    sketch: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """Phase 3 of the policies with a per-request replay kernel (one call per request, the
     per-block loop inside it, over the slots ``xs``); returns (error code, the resident count
@@ -358,6 +360,9 @@ def _replay_other(  # noqa: PLR0911  (one return per policy)
     if kind == K_LIRS:
         return lirs_replay(xs, lo, hi, deepest_first, size, res, aux, links, nxt, prv, cls,
             nodes, ids, st)  # fmt: skip
+    if kind == K_ASYM:
+        return E_OK, asym_replay(xs, lo, hi, deepest_first, size, uniform, stamp, logcosts,
+            res, nxt, prv, keys, heap, ids, st)  # fmt: skip
     if kind == K_WTINYLFU:
         return E_OK, wtinylfu_replay(xs, lo, hi, deepest_first, size, res, nxt, prv, cls,
             nodes, sketch, links, ids, st)  # fmt: skip
@@ -370,17 +375,18 @@ def _replay_other(  # noqa: PLR0911  (one return per policy)
 def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline: see above)
     kind: int, top: int, capacity: int, blocks: I64, xs: I64, lo: int, hi: int,
     deepest_first: bool, verify: bool, size: int, inserts: int, uniform: bool, costs: F64,
-    future: I64, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64, nodes: I64, keys: F64,
-    heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
+    logcosts: F64, stamp: float, future: I64, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64,
+    nodes: I64, keys: F64, heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """Phase 3 (``replay._ServeLoop._access``, each policy's ``_replay`` body per block):
     replay α (``xs[j - lo]``: the slot of ``blocks[j]``); ``inserts`` = its distinct blocks not
-    resident before. Returns (error code, resident blocks after)."""
+    resident before; ``stamp``: the request's ``rq_f`` value (``serve``). Returns (error code,
+    resident blocks after)."""
     before = size
     if kind >= K_SLRU:
         code, size = _replay_other(kind, capacity, xs, lo, hi, deepest_first, size, uniform,
-            costs, future, nxt, prv, res, aux, cls, nodes, keys, heap, ids, links, sketch, st,
-            fs)  # fmt: skip
+            costs, logcosts, stamp, future, nxt, prv, res, aux, cls, nodes, keys, heap, ids,
+            links, sketch, st, fs)  # fmt: skip
         if code != E_OK:
             return code, size
     for step in range(0 if kind >= K_SLRU else hi - lo):
@@ -450,10 +456,10 @@ def _build_serve(key: int) -> Callable[..., Any]:
     @njit(cache=True)
     def serve(
         kind: int, top: int, capacity: int, blocks: I64, offsets: I64, first_index: int,
-        uniform: bool, costs: F64, cumulative: F64, future: I64, stop_at_miss: bool,
-        deepest_first: bool, pin: bool, verify: bool, xs: I64, nxt: I64, prv: I64, res: U8,
-        aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64,
-        ids: I64, table: I64, free: I64, links: I64, sketch: I64, st: I64, fs: F64,
+        uniform: bool, costs: F64, cumulative: F64, logcosts: F64, rq_f: F64, future: I64,
+        stop_at_miss: bool, deepest_first: bool, pin: bool, verify: bool, xs: I64, nxt: I64,
+        prv: I64, res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64,
+        heap: I64, ids: I64, table: I64, free: I64, links: I64, sketch: I64, st: I64, fs: F64,
     ) -> int:  # fmt: skip
         """Serve requests ``offsets[r]:offsets[r+1]`` of ``blocks`` (ids in prefix order, any
         int64).
@@ -461,7 +467,10 @@ def _build_serve(key: int) -> Callable[..., Any]:
         ``first_index`` is the workload index of the first one; ``top`` is CLOCK's counter
         ceiling. With ``uniform`` False, ``costs[p]`` is the cost of position p and
         ``cumulative[n]`` the cost of an n-block request (both at least as long as the longest
-        request). ``future[j]`` is the next access of ``blocks[j]`` (oracles; else empty).
+        request); ``logcosts[p]`` = log2 of ``costs[p]`` (AsymCache; else empty). ``rq_f[r]``
+        is a per-request value of request ``offsets[r]:offsets[r+1]`` (AsymCache: its
+        timestamp / half_life; else empty). ``future[j]`` is the next access of ``blocks[j]``
+        (oracles; else empty).
         ``xs`` (as long as the longest request) receives the slots of the request being
         served; ``ids``, ``table`` and ``free`` are the slot structures of ``_slots``;
         ``links`` (rows of per-slot links or marks) and ``sketch`` are LIRS's and W-TinyLFU's
@@ -516,9 +525,11 @@ def _build_serve(key: int) -> Callable[..., Any]:
                 if code != E_OK:
                     return code
                 st[S_SELF] += self_evicted
+            value = rq_f[r] if rq_f.shape[0] else 0.0
             code, size = _replay_request(kind, top, capacity, blocks, xs, lo, hi,
-                deepest_first, verify, size, missing + self_evicted, uniform, costs, future, nxt,
-                prv, res, aux, cls, nodes, keys, heap, ids, links, sketch, st, fs)  # fmt: skip
+                deepest_first, verify, size, missing + self_evicted, uniform, costs, logcosts,
+                value, future, nxt, prv, res, aux, cls, nodes, keys, heap, ids, links, sketch, st,
+                fs)  # fmt: skip
             if code != E_OK:
                 return code
         st[S_SIZE] = size

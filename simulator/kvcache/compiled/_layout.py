@@ -18,7 +18,7 @@ F64 = NDArray[np.float64]
 # request through one kernel call (``_kernels._replay_other``); the ones below it per block.
 K_LRU, K_FIFO, K_CLOCK, K_SIEVE, K_LFU, K_S3FIFO, K_S3FIFOD = 0, 1, 2, 3, 4, 5, 6
 K_SLRU, K_TWOQ, K_ARC, K_GDSF, K_GDSF_COMPUTE, K_BELADY = 7, 8, 9, 10, 11, 12
-K_LIRS, K_WTINYLFU = 13, 14
+K_LIRS, K_WTINYLFU, K_ASYM = 13, 14, 15
 
 # Indices into the int64 state vector ``st``.
 S_SIZE = 0  # resident blocks
@@ -40,8 +40,8 @@ S_SMALL_TARGET = 15  # S3-FIFO(-D)'s small-queue target (blocks; S3-FIFO-D adapt
 S_GHOST_CAP = 16  # S3-FIFO(-D)'s ghost-queue capacity (ids; each ghost of S3-FIFO-D)
 S_LIMIT = 17  # SLRU's protected-segment capacity; 2Q's Kin
 S_GHOST_LIMIT = 18  # 2Q's Kout (A1out capacity)
-S_SEQ = 19  # GDSF's access sequence number (its tie-break)
-S_HEAP_N = 20  # GDSF's and Belady's heap size
+S_SEQ = 19  # GDSF's and AsymCache's access sequence number (their tie-break)
+S_HEAP_N = 20  # GDSF's, Belady's and AsymCache's heap size
 S_FREE_N = 21  # free slots on the stack (``_slots``; 0 after growth: the next request sweeps)
 S_SHIFT = 22  # 64 - log2(hash table size) (``_slots``)
 S_RESUME = 23  # after ``E_GROW``: the request (index into the chunk's offsets) to resume at

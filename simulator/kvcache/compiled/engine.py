@@ -29,6 +29,7 @@ module's source), so only the first run on a machine, or after an upgrade, pays 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,7 +50,7 @@ from simulator.kvcache.replay import (
 )
 from simulator.workload.chunks import BlockChunk
 
-__all__ = ["COMPILED", "PYTHON_ONLY", "CompiledReplay", "compiled_reason"]
+__all__ = ["COMPILED", "CONTEXT", "PYTHON_ONLY", "CompiledReplay", "compiled_reason"]
 
 #: Policies with a compiled path: name -> kernel kind.
 COMPILED: dict[str, int] = {
@@ -68,7 +69,12 @@ COMPILED: dict[str, int] = {
     "belady": k.K_BELADY,
     "lirs": k.K_LIRS,
     "wtinylfu": k.K_WTINYLFU,
+    "asym_cache": k.K_ASYM,
 }
+#: Compiled policies that read the request context (``RequestContext``): their chunks must
+#: carry it (``BlockChunk.timestamps`` / ``categories``, which only ``chunk_requests`` fills
+#: so far, not the file readers), the field named here.
+CONTEXT: dict[str, str] = {"asym_cache": "timestamps"}
 
 _NOT_YET = "not ported yet; its Python path is the reference and stays the only path"
 #: Every other registered policy, with why it stays on the Python path.
@@ -87,42 +93,42 @@ PYTHON_ONLY: dict[str, str] = {
     "random_compute_small_queue": f"draws from numpy's Generator (as random_compute); {_NOT_YET}",
     "partial_node_random_compute": f"draws from numpy's Generator (as random_compute); {_NOT_YET}",
     "partial_node_random_freq": f"draws from numpy's Generator (as random_compute); {_NOT_YET}",
-    "asym_cache": (
-        "reads request timestamps (wall seconds), which BlockChunk does not carry (the chunk"
-        f" readers would have to pass them per request, like offsets); {_NOT_YET}"
-    ),
     "session_lru": f"reads the request context (sessions); {_NOT_YET}",
     "session_belady": f"oracle with the request context; {_NOT_YET}",
     "session_random_compute": "request context and numpy's Generator (as random_compute)",
     "session_s3fifo": f"reads the request context (sessions); {_NOT_YET}",
     "session_arc": f"reads the request context (sessions); {_NOT_YET}",
     "workload_aware": (
-        "reads request categories, which BlockChunk does not carry (as asym_cache's"
-        f" timestamps); {_NOT_YET}"
+        "reads request categories (BlockChunk.categories, as asym_cache reads its timestamps);"
+        f" {_NOT_YET}"
     ),
 }
 
 #: Kinds that keep no per-slot ``cls`` (one list and ``aux`` are all their state).
 _LIST_ONLY = frozenset({k.K_LRU, k.K_FIFO, k.K_CLOCK, k.K_SIEVE})
 #: Kinds whose blocks sit in a heap (``_heaps``): per-slot ``keys`` and a heap array.
-_HEAPS = frozenset({k.K_GDSF, k.K_GDSF_COMPUTE, k.K_BELADY})
+_HEAPS = frozenset({k.K_GDSF, k.K_GDSF_COMPUTE, k.K_BELADY, k.K_ASYM})
 #: Rows of per-slot ``links`` (``_lirs``: its S and Q lists; ``_tinylfu``: doorkeeper marks).
 _LINK_ROWS = {k.K_LIRS: 4, k.K_WTINYLFU: 1}
 _NO_FUTURE = np.zeros(0, dtype=np.int64)
+_NO_FLOATS = np.zeros(0, dtype=np.float64)
 
 _INITIAL_SLOTS = 1024  # doubled while the blocks a policy remembers fill over 3/4 of them
 
 
-def compiled_reason(name: str, *, holes: bool = False) -> str | None:
+def compiled_reason(name: str, *, holes: bool = False, context: bool = True) -> str | None:
     """``None`` if a run of policy ``name`` can take the compiled path, else why it cannot.
 
     ``holes``: the run dumps holes (``--dump-holes``), which only the Python loop reports.
+    ``context``: the chunks carry the request context (``CONTEXT``; the file readers' do not).
     Every cost model, match mode, replay order and pin setting is compiled.
     """
     if name not in COMPILED:
         return PYTHON_ONLY.get(name, f"unknown policy {name!r}")
     if holes:
         return "--dump-holes needs the per-request hole callback of the Python loop"
+    if not context and name in CONTEXT:
+        return f"reads request {CONTEXT[name]}, which the chunk readers do not pass yet"
     return None
 
 
@@ -175,6 +181,9 @@ class CompiledReplay:
         self._sums = np.zeros(k.N_FLOAT, dtype=np.float64)  # cost sums, ARC's p / GDSF's L
         self._scratch = np.zeros(capacity, dtype=np.int64)  # CLOCK's passed-over pinned blocks
         self._costs = np.ones(0, dtype=np.float64)
+        self._logcosts = _NO_FLOATS  # AsymCache: log2 of each position's cost
+        self._context = CONTEXT.get(name)
+        self._half_life = float(getattr(policy, "half_life", 1.0))  # AsymCache's
         self._cumulative = np.zeros(1, dtype=np.float64)
         self._xs = np.zeros(0, dtype=np.int64)  # the slot of each block access of a request
         self._nxt = self._prv = self._stamp = self._ids = np.zeros(0, dtype=np.int64)
@@ -233,6 +242,12 @@ class CompiledReplay:
             raise ValueError(f"{self.name}: {need} next-access annotations (future)")
         if future is not None and len(future) != len(chunk.blocks):
             raise ValueError(f"future has {len(future)} entries for {len(chunk.blocks)} blocks")
+        rq_f = _NO_FLOATS
+        if self._context is not None:
+            values = getattr(chunk, self._context)
+            if values is None:
+                raise ValueError(f"{self.name}: reads request {self._context}; the chunk has none")
+            rq_f = values / self._half_life  # what the policy computes per request
         if chunk.n_requests == 0:
             return
         longest = int(np.diff(chunk.offsets).max())
@@ -243,7 +258,7 @@ class CompiledReplay:
         ahead = _NO_FUTURE if future is None else np.ascontiguousarray(future, dtype=np.int64)
         start = 0  # the first request not served yet (a sweep may leave too few free slots)
         while True:
-            code = self._serve(chunk, start, ahead)
+            code = self._serve(chunk, start, ahead, rq_f)
             if code != k.E_GROW:
                 break
             start += int(self._state[k.S_RESUME])
@@ -251,7 +266,9 @@ class CompiledReplay:
         if code != k.E_OK:
             raise self._failure(code)
 
-    def _serve(self, chunk: BlockChunk, start: int, future: NDArray[np.int64]) -> int:
+    def _serve(
+        self, chunk: BlockChunk, start: int, future: NDArray[np.int64], rq_f: NDArray[np.float64]
+    ) -> int:
         """One ``serve`` call on the chunk's requests from ``start`` on; returns its code."""
         return int(
             serve(
@@ -264,6 +281,8 @@ class CompiledReplay:
                 self._model.uniform,
                 self._costs,
                 self._cumulative,
+                self._logcosts,
+                rq_f[start:],
                 future,
                 self._stop_at_miss,
                 self._deepest_first,
@@ -367,7 +386,7 @@ class CompiledReplay:
         self._aux = _extended(self._aux, size)
         if self._kind not in _LIST_ONLY:
             self._cls = _extended(self._cls, size)
-        if self._kind in {k.K_GDSF, k.K_GDSF_COMPUTE}:  # Belady's priority is its next access
+        if self._kind in {k.K_GDSF, k.K_GDSF_COMPUTE, k.K_ASYM}:  # Belady's: its next access
             self._keys = _extended(self._keys, size)
         if len(self._links):
             links = np.zeros((len(self._links), size), dtype=np.int64)
@@ -383,6 +402,9 @@ class CompiledReplay:
         model = self._model
         self._costs = np.array(model.table(n)[:n], dtype=np.float64)
         self._cumulative = np.array([model.total(i) for i in range(n + 1)], dtype=np.float64)
+        if self._kind == k.K_ASYM:  # the policy's own expression, per position
+            logs = [math.log2(c) if c > 0 else -math.inf for c in model.table(n)[:n]]
+            self._logcosts = np.array(logs, dtype=np.float64)
 
 
 def _doubled(size: int, slots: int) -> int:
