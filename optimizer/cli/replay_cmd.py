@@ -233,6 +233,7 @@ def _execute_compiled(
             replay_order=r.replay_order,
             pin=r.pin,
             verify=r.verify,
+            seed=r.seed,
         )
         for r in runs
     ]

@@ -47,7 +47,9 @@ from simulator.workload.request import TraceRequest
 #: SLRU and 2Q with their default and with unusual splits, LIRS with a large HIR share,
 #: W-TinyLFU without its doorkeeper and with a large window, a shallow sketch and halving
 #: after every ``capacity`` accesses, AsymCache with its default half-life and a short one (so
-#: cost and time trade off within the traces' few seconds).
+#: cost and time trade off within the traces' few seconds), the random policies with their
+#: default samples and few (so pinned-only samples, redraws and scans occur), one with a large
+#: small queue.
 SPECS: list[tuple[str, dict[str, Any]]] = [
     ("lru", {}),
     ("fifo", {}),
@@ -77,6 +79,10 @@ SPECS: list[tuple[str, dict[str, Any]]] = [
     ),
     ("asym_cache", {}),
     ("asym_cache", {"half_life": 0.75}),
+    ("random_compute", {}),
+    ("random_compute", {"n_sample": 2}),
+    ("random_compute_small_queue", {}),
+    ("random_compute_small_queue", {"n_sample": 3, "small_ratio": 0.5}),
 ]
 COST_MODELS = ["uniform", "linear:1,2", "position"]
 

@@ -7,7 +7,8 @@ kernels with the exact semantics of ``simulator.kvcache.replay.replay`` (the ref
 - ``_kernels``: the numba serve loop (phases 0-3; LRU, FIFO, CLOCK, SIEVE), the one cached
   entry point, keyed on the source of every kernel module;
 - ``_lfu``, ``_queues`` (S3-FIFO, S3-FIFO-D), ``_segmented`` (SLRU, 2Q, ARC), ``_heaps``
-  (GDSF, Belady, AsymCache), ``_lirs`` (LIRS), ``_tinylfu`` (W-TinyLFU): the other policies' array
+  (GDSF, Belady, AsymCache), ``_lirs`` (LIRS), ``_tinylfu`` (W-TinyLFU),
+  ``_random`` (RandomCompute and its small-queue variant): the other policies' array
   structures; ``_slots``: block id -> slot (the arrays' index) and slot recycling;
   ``_layout``: the constants they share.
 """

@@ -70,6 +70,8 @@ COMPILED: dict[str, int] = {
     "lirs": k.K_LIRS,
     "wtinylfu": k.K_WTINYLFU,
     "asym_cache": k.K_ASYM,
+    "random_compute": k.K_RANDOM,
+    "random_compute_small_queue": k.K_RANDOM_SMALL,
 }
 #: Compiled policies that read the request context (``RequestContext``): their chunks must
 #: carry it (``BlockChunk.timestamps`` / ``categories``, which only ``chunk_requests`` fills
@@ -85,14 +87,11 @@ PYTHON_ONLY: dict[str, str] = {
         "worth = cost / distance moves with the request clock, so its cost buckets are compared"
         f" per eviction and the clock is re-synchronised per request; {_NOT_YET}"
     ),
-    "random_compute": (
-        "draws from numpy's Generator; numba's Generator.random continues the same stream"
-        " (checked: numba 0.68, NumPy 2.4: equal draws, one shared state), so a kernel could"
-        f" draw what Python draws; {_NOT_YET}"
+    "partial_node_random_compute": (
+        "prefix-tree nodes learned per request (record_request) and trimmed from their deep end;"
+        f" its draws could be compiled as random_compute's are (_random); {_NOT_YET}"
     ),
-    "random_compute_small_queue": f"draws from numpy's Generator (as random_compute); {_NOT_YET}",
-    "partial_node_random_compute": f"draws from numpy's Generator (as random_compute); {_NOT_YET}",
-    "partial_node_random_freq": f"draws from numpy's Generator (as random_compute); {_NOT_YET}",
+    "partial_node_random_freq": f"as partial_node_random_compute; {_NOT_YET}",
     "session_lru": f"reads the request context (sessions); {_NOT_YET}",
     "session_belady": f"oracle with the request context; {_NOT_YET}",
     "session_random_compute": "request context and numpy's Generator (as random_compute)",
@@ -108,8 +107,10 @@ PYTHON_ONLY: dict[str, str] = {
 _LIST_ONLY = frozenset({k.K_LRU, k.K_FIFO, k.K_CLOCK, k.K_SIEVE})
 #: Kinds whose blocks sit in a heap (``_heaps``): per-slot ``keys`` and a heap array.
 _HEAPS = frozenset({k.K_GDSF, k.K_GDSF_COMPUTE, k.K_BELADY, k.K_ASYM})
+#: Kinds that sample a dense list of their resident slots (``_random``; in ``heap``).
+_SAMPLED = frozenset({k.K_RANDOM, k.K_RANDOM_SMALL})
 #: Rows of per-slot ``links`` (``_lirs``: its S and Q lists; ``_tinylfu``: doorkeeper marks).
-_LINK_ROWS = {k.K_LIRS: 4, k.K_WTINYLFU: 1}
+_LINK_ROWS = {k.K_LIRS: 4, k.K_WTINYLFU: 1, k.K_RANDOM: 1, k.K_RANDOM_SMALL: 1}
 _NO_FUTURE = np.zeros(0, dtype=np.int64)
 _NO_FLOATS = np.zeros(0, dtype=np.float64)
 
@@ -154,6 +155,7 @@ class CompiledReplay:
         replay_order: ReplayOrder = "deepest-first",
         pin: bool = True,
         verify: bool = True,
+        seed: int = 0,
         slots: int = _INITIAL_SLOTS,
     ) -> None:
         if name not in COMPILED:
@@ -164,7 +166,7 @@ class CompiledReplay:
             raise ValueError(f"replay_order must be one of {REPLAY_ORDERS}, got {replay_order!r}")
         params = dict(params or {})
         # The Python policy validates capacity and params, and derives S3-FIFO's queue sizes.
-        policy = make_policy(name, capacity, **params)
+        policy = make_policy(name, capacity, seed=seed, **params)
         self.name = name
         self.capacity = capacity
         self.needs_future = policy.needs_next_access
@@ -179,7 +181,9 @@ class CompiledReplay:
         self._state = np.zeros(k.N_STATE, dtype=np.int64)
         self._state[k.S_SKIP_INDEX] = -1
         self._sums = np.zeros(k.N_FLOAT, dtype=np.float64)  # cost sums, ARC's p / GDSF's L
-        self._scratch = np.zeros(capacity, dtype=np.int64)  # CLOCK's passed-over pinned blocks
+        # CLOCK's passed-over pinned blocks, the heaps' pinned ones, a random policy's sample
+        self._scratch = np.zeros(max(capacity, getattr(policy, "n_sample", 0)), dtype=np.int64)
+        self._rng = policy.rng  # the random policies draw from it, as their Python policy
         self._costs = np.ones(0, dtype=np.float64)
         self._logcosts = _NO_FLOATS  # AsymCache: log2 of each position's cost
         self._context = CONTEXT.get(name)
@@ -191,7 +195,7 @@ class CompiledReplay:
         self._cls = np.zeros(0, dtype=np.int64)  # LFU: frequency node; queues: queue; GDSF: freq
         self._keys = np.zeros(0, dtype=np.float64)  # GDSF: each block's priority H
         self._free = self._table = self._ids  # the free stack, the id -> slot table (``_slots``)
-        self._heap = np.zeros(capacity + 1 if self._kind in _HEAPS else 1, dtype=np.int64)
+        self._heap = np.zeros(capacity + 1 if self._kind in _HEAPS | _SAMPLED else 1, np.int64)
         self._nodes = np.zeros((6, k.N_QUEUES), np.int64)  # the queue policies' queues
         self._links = np.zeros((_LINK_ROWS.get(self._kind, 0), 0), np.int64)
         self._sketch = np.zeros((1, 1), np.int64)  # W-TinyLFU's count-min sketch
@@ -218,6 +222,9 @@ class CompiledReplay:
         elif self._kind == k.K_TWOQ:
             st[k.S_LIMIT] = policy.kin
             st[k.S_GHOST_LIMIT] = policy.kout
+        elif self._kind in _SAMPLED:
+            st[k.S_LIMIT] = policy.n_sample
+            st[k.S_SMALL_TARGET] = getattr(policy, "small_target", 0)
         elif self._kind == k.K_LIRS:
             st[k.S_LIR_TARGET] = policy.lir_target
         elif self._kind == k.K_WTINYLFU:
@@ -306,6 +313,7 @@ class CompiledReplay:
                 self._sketch,
                 self._state,
                 self._sums,
+                self._rng,
             )
         )
 
@@ -386,7 +394,7 @@ class CompiledReplay:
         self._aux = _extended(self._aux, size)
         if self._kind not in _LIST_ONLY:
             self._cls = _extended(self._cls, size)
-        if self._kind in {k.K_GDSF, k.K_GDSF_COMPUTE, k.K_ASYM}:  # Belady's: its next access
+        if self._kind in {k.K_GDSF, k.K_GDSF_COMPUTE, k.K_ASYM} | _SAMPLED:  # not Belady
             self._keys = _extended(self._keys, size)
         if len(self._links):
             links = np.zeros((len(self._links), size), dtype=np.int64)
