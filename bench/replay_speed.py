@@ -313,7 +313,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         result, seconds = time_policy(name, trace, args.cache_size, future, args.seed)
         fast = f"{'-':>14} {'-':>6}"
         if name in COMPILED:
-            run = CompiledReplay(name, args.cache_size)
+            run = CompiledReplay(name, args.cache_size, seed=args.seed)
             nexts = future.next_access if (run.needs_future and future is not None) else None
             start = time.process_time()
             at = 0

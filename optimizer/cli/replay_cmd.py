@@ -204,10 +204,13 @@ def _with_engine(runs: list[_Run], reader: TraceReader, engine: str) -> list[_Ru
     path (``compiled.COMPILED``), no hole dump, and a trace that reads as chunks."""
     if engine == "python" or chunk_reason(reader) is not None:
         return runs
-    return [
-        replace(run, compiled=compiled_reason(run.spec.name, holes=run.holes is not None) is None)
-        for run in runs
-    ]
+    return [replace(run, compiled=_compiled(run)) for run in runs]
+
+
+def _compiled(run: _Run) -> bool:
+    """Whether the compiled core can serve ``run`` from the chunk readers' chunks (which carry
+    no request context: ``compiled.CONTEXT``'s policies stay on the Python loop)."""
+    return compiled_reason(run.spec.name, holes=run.holes is not None, context=False) is None
 
 
 def _execute_compiled(
@@ -230,6 +233,7 @@ def _execute_compiled(
             replay_order=r.replay_order,
             pin=r.pin,
             verify=r.verify,
+            seed=r.seed,
         )
         for r in runs
     ]

@@ -165,11 +165,6 @@ def replay(
     return loop.result()
 
 
-def _category(request: TraceRequest) -> int:
-    """Fold the trace ``type`` and ``turn`` into one opaque id; 0 when both are absent."""
-    return (request.type_id << 16) | min(request.turn, 0xFFFF)
-
-
 class _ServeLoop:
     """The three phases for one policy; counters live here between requests."""
 
@@ -221,7 +216,7 @@ class _ServeLoop:
                     index=request.index,
                     timestamp_s=request.timestamp_s,
                     n_blocks=len(blocks),
-                    category=_category(request),
+                    category=request.category,
                     session=request.session_id,
                     session_next_access=session_next,
                 )

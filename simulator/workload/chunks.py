@@ -40,6 +40,11 @@ class BlockChunk:
     """Workload index (``TraceRequest.index``) of the first request of the chunk."""
     max_id: int
     """Largest block id in the chunk (-1 if it holds no block); sizes the policies' arrays."""
+    timestamps: NDArray[np.float64] | None = None
+    """Per request: ``TraceRequest.timestamp_s`` (``chunk_requests`` fills it; the file readers
+    do not yet). Read by the compiled policies that read the request context (``asym_cache``)."""
+    categories: NDArray[np.int64] | None = None
+    """Per request: ``TraceRequest.category`` (as ``timestamps``; ``workload_aware``)."""
 
     @property
     def n_requests(self) -> int:
@@ -53,13 +58,13 @@ def chunk_requests(
     """Pack ``requests`` (file order; indices consecutive) into chunks of about ``max_blocks``
     block accesses, the last one possibly smaller; an empty stream yields nothing. Block ids
     must be non-negative (as interned and lcp ids are)."""
-    batch: list[tuple[int, ...]] = []
+    batch: list[TraceRequest] = []
     first = 0
     filled = 0
     for request in requests:
         if not batch:
             first = request.index
-        batch.append(request.block_ids)
+        batch.append(request)
         filled += len(request.block_ids)
         if filled >= max_blocks:
             yield _pack(batch, first)
@@ -68,13 +73,17 @@ def chunk_requests(
         yield _pack(batch, first)
 
 
-def _pack(batch: list[tuple[int, ...]], first: int) -> BlockChunk:
-    lengths = np.fromiter(map(len, batch), dtype=np.int64, count=len(batch))
-    offsets = np.zeros(len(batch) + 1, dtype=np.int64)
+def _pack(batch: list[TraceRequest], first: int) -> BlockChunk:
+    n = len(batch)
+    lengths = np.fromiter((len(r.block_ids) for r in batch), dtype=np.int64, count=n)
+    offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     total = int(offsets[-1])
-    blocks = np.fromiter(chain.from_iterable(batch), dtype=np.int64, count=total)
-    return BlockChunk(blocks, offsets, first, int(blocks.max()) if total else -1)
+    ids = chain.from_iterable(r.block_ids for r in batch)
+    blocks = np.fromiter(ids, dtype=np.int64, count=total)
+    times = np.fromiter((r.timestamp_s for r in batch), dtype=np.float64, count=n)
+    categories = np.fromiter((r.category for r in batch), dtype=np.int64, count=n)
+    return BlockChunk(blocks, offsets, first, int(blocks.max()) if total else -1, times, categories)
 
 
 def observe_chunk(

@@ -40,6 +40,12 @@ class TraceRequest:
     """Completion time in seconds when a recorded trace knows it; -1.0 = unknown (the usual
     case: JSONL traces never carry it; the simulator computes its own)."""
 
+    @property
+    def category(self) -> int:
+        """``type_id`` and ``turn`` folded into one opaque id (``RequestContext.category``);
+        0 when both are absent."""
+        return (self.type_id << 16) | min(self.turn, 0xFFFF)
+
     def at_time(self, timestamp_s: float) -> TraceRequest:
         """This request arriving at ``timestamp_s`` (seconds): ``dataclasses.replace`` without
         its per-call field walk (once per request of every trace read), itself when the time

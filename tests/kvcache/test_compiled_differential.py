@@ -5,12 +5,14 @@
 counter (the four RESULT eviction counters included), the cost sums and the warnings. Checked
 on random traces (arbitrary ids with repeats inside a request, and prefix-structured ones), cut
 into chunks at random places, and on a slice of a real Mooncake trace read through the
-vectorised JSONL reader.
+vectorised JSONL reader. The random traces get random request contexts (timestamps out of
+order and tied, types and turns), which the policies of ``compiled.CONTEXT`` read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -24,6 +26,7 @@ from numpy.typing import NDArray
 
 from simulator.kvcache.compiled import (
     COMPILED,
+    CONTEXT,
     PYTHON_ONLY,
     CompiledReplay,
     _kernels,
@@ -43,7 +46,10 @@ from simulator.workload.request import TraceRequest
 #: S3-FIFO(-D) with its default small queue and a large one (so both queues give victims),
 #: SLRU and 2Q with their default and with unusual splits, LIRS with a large HIR share,
 #: W-TinyLFU without its doorkeeper and with a large window, a shallow sketch and halving
-#: after every ``capacity`` accesses.
+#: after every ``capacity`` accesses, AsymCache with its default half-life and a short one (so
+#: cost and time trade off within the traces' few seconds), the random policies with their
+#: default samples and few (so pinned-only samples, redraws and scans occur), one with a large
+#: small queue.
 SPECS: list[tuple[str, dict[str, Any]]] = [
     ("lru", {}),
     ("fifo", {}),
@@ -71,6 +77,12 @@ SPECS: list[tuple[str, dict[str, Any]]] = [
         "wtinylfu",
         {"window_ratio": 0.3, "protected_ratio": 0.5, "sketch_depth": 2, "sample_factor": 1},
     ),
+    ("asym_cache", {}),
+    ("asym_cache", {"half_life": 0.75}),
+    ("random_compute", {}),
+    ("random_compute", {"n_sample": 2}),
+    ("random_compute_small_queue", {}),
+    ("random_compute_small_queue", {"n_sample": 3, "small_ratio": 0.5}),
 ]
 COST_MODELS = ["uniform", "linear:1,2", "position"]
 
@@ -88,6 +100,21 @@ def _feed(run: CompiledReplay, chunks: Iterable[BlockChunk], future: NDArray[np.
         n = len(chunk.blocks)
         run.feed(chunk, future[at : at + n] if run.needs_future else None)
         at += n
+
+
+def _with_context(requests: list[TraceRequest], seed: int) -> list[TraceRequest]:
+    """``requests`` with random contexts: timestamps from a few values in [0, 4) s (ties, out of
+    order), types 0-2 and turns 0-3."""
+    rng = np.random.default_rng(seed)
+    return [
+        replace(
+            r,
+            timestamp_s=float(rng.integers(0, 16)) / 4,
+            type_id=int(rng.integers(0, 3)),
+            turn=int(rng.integers(0, 4)),
+        )
+        for r in requests
+    ]
 
 
 Outcome = ReplayResult | tuple[type[Exception], str]
@@ -147,6 +174,7 @@ def _both(
     pin=st.booleans(),
     deep=st.booleans(),
     stop=st.booleans(),
+    context=st.integers(0, 2**16),
 )
 def test_compiled_equals_python_on_arbitrary_traces(  # noqa: PLR0917  (hypothesis draws)
     lists: list[list[int]],
@@ -157,9 +185,10 @@ def test_compiled_equals_python_on_arbitrary_traces(  # noqa: PLR0917  (hypothes
     pin: bool,
     deep: bool,
     stop: bool,
+    context: int,
 ) -> None:
     expected, got = _both(
-        as_requests(lists),
+        _with_context(as_requests(lists), context),
         spec,
         capacity,
         chunk_blocks=chunk_blocks,
@@ -190,7 +219,7 @@ def test_compiled_equals_python_on_prefix_traces(  # noqa: PLR0917  (hypothesis 
     deep: bool,
     stop: bool,
 ) -> None:
-    trace = random_prefix_trace(np.random.default_rng(seed), 80)
+    trace = _with_context(random_prefix_trace(np.random.default_rng(seed), 80), seed)
     expected, got = _both(
         trace, spec, capacity, chunk_blocks=chunk_blocks, pin=pin, deep=deep, stop=stop
     )
@@ -223,9 +252,12 @@ def test_compiled_equals_python_on_a_real_trace_slice(
     for chunk in ChunkPass(open_trace(path), skip_bad_lines=False):
         keep = min(chunk.n_requests, left)
         offsets = chunk.offsets[: keep + 1]
-        sliced.append(
-            BlockChunk(chunk.blocks[: offsets[-1]], offsets, chunk.first_index, chunk.max_id)
-        )
+        cut = BlockChunk(chunk.blocks[: offsets[-1]], offsets, chunk.first_index, chunk.max_id)
+        if spec[0] in CONTEXT:  # the file readers pass no context: the requests' own
+            mine = requests[chunk.first_index : chunk.first_index + keep]
+            times = np.array([r.timestamp_s for r in mine])
+            cut = replace(cut, timestamps=times, categories=np.array([r.category for r in mine]))
+        sliced.append(cut)
         left -= keep
         if not left:
             break
@@ -282,6 +314,19 @@ def test_the_cached_serve_loop_is_keyed_on_every_kernel_module() -> None:
     assert with_kernels | {"_layout"} == set(_kernels.KERNEL_MODULES)
     cells = [c.cell_contents for c in _kernels.serve.py_func.__closure__ or ()]
     assert cells == [_kernels.SOURCE_KEY] == [_kernels.source_key()]
+
+
+def test_a_context_policy_needs_its_context_in_the_chunk() -> None:
+    """The file readers' chunks carry no request context: the CLI keeps ``CONTEXT``'s policies
+    on the Python loop, and a chunk without it is refused, not served with a default."""
+    assert compiled_reason("asym_cache") is None
+    assert "timestamps" in (compiled_reason("asym_cache", context=False) or "")
+    assert compiled_reason("lru", context=False) is None
+    chunk = next(chunk_requests(as_requests([[1, 2], [2, 3]])))
+    assert chunk.timestamps is not None
+    assert chunk.timestamps.tolist() == [0.0, 1.0]
+    with pytest.raises(ValueError, match="reads request timestamps"):
+        CompiledReplay("asym_cache", 4).feed(replace(chunk, timestamps=None))
 
 
 def test_an_oracle_needs_the_future_and_no_other_policy_takes_one() -> None:

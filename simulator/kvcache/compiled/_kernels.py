@@ -1,7 +1,7 @@
 """The compiled serve loop (numba): phases 0-3 of ``simulator.kvcache.replay`` over arrays,
 for every policy of ``engine.COMPILED``; LRU, FIFO, CLOCK and SIEVE live here, the other
-policies' structures in ``_lfu``, ``_queues``, ``_segmented``, ``_heaps``, ``_lirs`` and
-``_tinylfu``.
+policies' structures in ``_lfu``, ``_queues``, ``_segmented``, ``_heaps``, ``_lirs``,
+``_tinylfu`` and ``_random``.
 
 Everything is indexed by *slot* (``_slots``: a hash table maps each block id to a slot while
 the policy remembers the block, and ``serve`` recycles slots between requests, so the arrays
@@ -37,7 +37,7 @@ from typing import Any
 
 from numba import njit
 
-from simulator.kvcache.compiled._heaps import belady_replay, gdsf_replay, heap_evict
+from simulator.kvcache.compiled._heaps import asym_replay, belady_replay, gdsf_replay, heap_evict
 from simulator.kvcache.compiled._layout import (
     E_ALL_PINNED,
     E_GROW,
@@ -52,6 +52,7 @@ from simulator.kvcache.compiled._layout import (
     F_TOTAL,
     I64,
     K_ARC,
+    K_ASYM,
     K_BELADY,
     K_CLOCK,
     K_GDSF,
@@ -59,6 +60,8 @@ from simulator.kvcache.compiled._layout import (
     K_LFU,
     K_LIRS,
     K_LRU,
+    K_RANDOM,
+    K_RANDOM_SMALL,
     K_S3FIFO,
     K_S3FIFOD,
     K_SIEVE,
@@ -89,6 +92,7 @@ from simulator.kvcache.compiled._layout import (
 from simulator.kvcache.compiled._lfu import lfu_access, lfu_evict
 from simulator.kvcache.compiled._lirs import lirs_evict, lirs_replay
 from simulator.kvcache.compiled._queues import S3_FREQ_CAP, s3fifo_evict, s3fifo_insert
+from simulator.kvcache.compiled._random import random_evict, random_replay
 from simulator.kvcache.compiled._segmented import (
     arc_evict,
     arc_replay,
@@ -103,7 +107,7 @@ from simulator.kvcache.compiled._tinylfu import wtinylfu_evict, wtinylfu_replay
 #: The kernel modules whose source ``serve`` is compiled from (see the module docstring).
 KERNEL_MODULES = (
     "_layout", "_kernels", "_lfu", "_queues", "_segmented", "_heaps", "_slots", "_lirs",
-    "_tinylfu",
+    "_tinylfu", "_random",
 )  # fmt: skip
 #: Python policy modules whose constants a kernel module imports (frozen into ``serve`` too).
 CONSTANT_MODULES = ("wtinylfu",)
@@ -259,7 +263,7 @@ def _probe(
 def _evict(  # noqa: PLR0911  (one return per policy)
     kind: int, want: int, pin: bool, cur: int, size: int, capacity: int, nxt: I64, prv: I64,
     res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64,
-    ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
+    ids: I64, links: I64, sketch: I64, st: I64, fs: F64, rng: Any,
 ) -> tuple[int, int]:  # fmt: skip
     """One ``evict_n(want, pinned)`` call of policy ``kind``: (freed, of which in α); freed is
     -1 where the Python policy raises because every resident block is pinned, -2 where it
@@ -286,7 +290,10 @@ def _evict(  # noqa: PLR0911  (one return per policy)
     if kind == K_WTINYLFU:
         return wtinylfu_evict(want, pin, cur, res, nxt, prv, cls, nodes, stamp, sketch, links,
             ids, st)  # fmt: skip
-    if kind in (K_GDSF, K_GDSF_COMPUTE, K_BELADY):
+    if kind in (K_RANDOM, K_RANDOM_SMALL):
+        return random_evict(want, kind == K_RANDOM_SMALL, pin, cur, rng, res, aux, nxt, prv,
+            cls, keys, heap, scratch, stamp, links, ids, st)  # fmt: skip
+    if kind in (K_GDSF, K_GDSF_COMPUTE, K_BELADY, K_ASYM):
         return heap_evict(want, kind == K_BELADY, pin, cur, res, nxt, prv, cls, keys, heap,
             scratch, stamp, ids, st, fs)  # fmt: skip
     return _evict_oldest(want, pin, cur, nxt, prv, res, stamp)
@@ -296,7 +303,7 @@ def _evict(  # noqa: PLR0911  (one return per policy)
 def _allocate(
     kind: int, needed: int, pin: bool, cur: int, size: int, capacity: int, nxt: I64,
     prv: I64, res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64,
-    heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
+    heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64, rng: Any,
 ) -> tuple[int, int, int]:  # fmt: skip
     """Phase 2 (``replay._ServeLoop._allocate``): evict until ``needed`` victims outside α are
     gone. Returns (error code, resident blocks after, self-evictions). Every compiled policy
@@ -305,7 +312,7 @@ def _allocate(
     while progress < needed:
         want = needed - progress
         freed, inside = _evict(kind, want, pin, cur, size, capacity, nxt, prv, res, aux, stamp,
-            scratch, cls, nodes, keys, heap, ids, links, sketch, st, fs)  # fmt: skip
+            scratch, cls, nodes, keys, heap, ids, links, sketch, st, fs, rng)  # fmt: skip
         if freed == -2:
             return E_KEY, size, self_evicted
         if freed < 0:
@@ -338,8 +345,9 @@ def _cost_sums(
 @njit()
 def _replay_other(  # noqa: PLR0911  (one return per policy)
     kind: int, capacity: int, xs: I64, lo: int, hi: int, deepest_first: bool, size: int,
-    uniform: bool, costs: F64, future: I64, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64,
-    nodes: I64, keys: F64, heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
+    uniform: bool, costs: F64, logcosts: F64, stamp: float, future: I64, nxt: I64, prv: I64,
+    res: U8, aux: U8, cls: I64, nodes: I64, keys: F64, heap: I64, ids: I64, links: I64,
+    sketch: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """Phase 3 of the policies with a per-request replay kernel (one call per request, the
     per-block loop inside it, over the slots ``xs``); returns (error code, the resident count
@@ -358,6 +366,12 @@ def _replay_other(  # noqa: PLR0911  (one return per policy)
     if kind == K_LIRS:
         return lirs_replay(xs, lo, hi, deepest_first, size, res, aux, links, nxt, prv, cls,
             nodes, ids, st)  # fmt: skip
+    if kind in (K_RANDOM, K_RANDOM_SMALL):
+        return E_OK, random_replay(xs, lo, hi, deepest_first, size, kind == K_RANDOM_SMALL,
+            uniform, costs, res, aux, nxt, prv, cls, keys, heap, links, st)  # fmt: skip
+    if kind == K_ASYM:
+        return E_OK, asym_replay(xs, lo, hi, deepest_first, size, uniform, stamp, logcosts,
+            res, nxt, prv, keys, heap, ids, st)  # fmt: skip
     if kind == K_WTINYLFU:
         return E_OK, wtinylfu_replay(xs, lo, hi, deepest_first, size, res, nxt, prv, cls,
             nodes, sketch, links, ids, st)  # fmt: skip
@@ -370,17 +384,18 @@ def _replay_other(  # noqa: PLR0911  (one return per policy)
 def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline: see above)
     kind: int, top: int, capacity: int, blocks: I64, xs: I64, lo: int, hi: int,
     deepest_first: bool, verify: bool, size: int, inserts: int, uniform: bool, costs: F64,
-    future: I64, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64, nodes: I64, keys: F64,
-    heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
+    logcosts: F64, stamp: float, future: I64, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64,
+    nodes: I64, keys: F64, heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """Phase 3 (``replay._ServeLoop._access``, each policy's ``_replay`` body per block):
     replay α (``xs[j - lo]``: the slot of ``blocks[j]``); ``inserts`` = its distinct blocks not
-    resident before. Returns (error code, resident blocks after)."""
+    resident before; ``stamp``: the request's ``rq_f`` value (``serve``). Returns (error code,
+    resident blocks after)."""
     before = size
     if kind >= K_SLRU:
         code, size = _replay_other(kind, capacity, xs, lo, hi, deepest_first, size, uniform,
-            costs, future, nxt, prv, res, aux, cls, nodes, keys, heap, ids, links, sketch, st,
-            fs)  # fmt: skip
+            costs, logcosts, stamp, future, nxt, prv, res, aux, cls, nodes, keys, heap, ids,
+            links, sketch, st, fs)  # fmt: skip
         if code != E_OK:
             return code, size
     for step in range(0 if kind >= K_SLRU else hi - lo):
@@ -450,10 +465,11 @@ def _build_serve(key: int) -> Callable[..., Any]:
     @njit(cache=True)
     def serve(
         kind: int, top: int, capacity: int, blocks: I64, offsets: I64, first_index: int,
-        uniform: bool, costs: F64, cumulative: F64, future: I64, stop_at_miss: bool,
-        deepest_first: bool, pin: bool, verify: bool, xs: I64, nxt: I64, prv: I64, res: U8,
-        aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64,
-        ids: I64, table: I64, free: I64, links: I64, sketch: I64, st: I64, fs: F64,
+        uniform: bool, costs: F64, cumulative: F64, logcosts: F64, rq_f: F64, future: I64,
+        stop_at_miss: bool, deepest_first: bool, pin: bool, verify: bool, xs: I64, nxt: I64,
+        prv: I64, res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64,
+        heap: I64, ids: I64, table: I64, free: I64, links: I64, sketch: I64, st: I64, fs: F64,
+        rng: Any,
     ) -> int:  # fmt: skip
         """Serve requests ``offsets[r]:offsets[r+1]`` of ``blocks`` (ids in prefix order, any
         int64).
@@ -461,11 +477,15 @@ def _build_serve(key: int) -> Callable[..., Any]:
         ``first_index`` is the workload index of the first one; ``top`` is CLOCK's counter
         ceiling. With ``uniform`` False, ``costs[p]`` is the cost of position p and
         ``cumulative[n]`` the cost of an n-block request (both at least as long as the longest
-        request). ``future[j]`` is the next access of ``blocks[j]`` (oracles; else empty).
+        request); ``logcosts[p]`` = log2 of ``costs[p]`` (AsymCache; else empty). ``rq_f[r]``
+        is a per-request value of request ``offsets[r]:offsets[r+1]`` (AsymCache: its
+        timestamp / half_life; else empty). ``future[j]`` is the next access of ``blocks[j]``
+        (oracles; else empty).
         ``xs`` (as long as the longest request) receives the slots of the request being
         served; ``ids``, ``table`` and ``free`` are the slot structures of ``_slots``;
         ``links`` (rows of per-slot links or marks) and ``sketch`` are LIRS's and W-TinyLFU's
-        (``_lirs``, ``_tinylfu``; else empty). Returns
+        (``_lirs``, ``_tinylfu``; else empty); ``rng`` is the policy's generator (the
+        random policies draw from it, ``_random``). Returns
         ``E_OK``, ``E_GROW`` (the state is consistent: grow the slots and call again with the
         requests from ``st[S_RESUME]`` on) or another ``E_*`` code (the state is then not to
         be used again).
@@ -512,13 +532,15 @@ def _build_serve(key: int) -> Callable[..., Any]:
             if needed > 0:  # a call passing arrays costs reference counts: only with work
                 code, size, self_evicted = _allocate(kind, needed, pin, cur, size, capacity,
                     nxt, prv, res, aux, stamp, scratch, cls, nodes, keys, heap, ids, links,
-                    sketch, st, fs)  # fmt: skip
+                    sketch, st, fs, rng)  # fmt: skip
                 if code != E_OK:
                     return code
                 st[S_SELF] += self_evicted
+            value = rq_f[r] if rq_f.shape[0] else 0.0
             code, size = _replay_request(kind, top, capacity, blocks, xs, lo, hi,
-                deepest_first, verify, size, missing + self_evicted, uniform, costs, future, nxt,
-                prv, res, aux, cls, nodes, keys, heap, ids, links, sketch, st, fs)  # fmt: skip
+                deepest_first, verify, size, missing + self_evicted, uniform, costs, logcosts,
+                value, future, nxt, prv, res, aux, cls, nodes, keys, heap, ids, links, sketch, st,
+                fs)  # fmt: skip
             if code != E_OK:
                 return code
         st[S_SIZE] = size

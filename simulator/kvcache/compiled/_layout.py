@@ -18,7 +18,7 @@ F64 = NDArray[np.float64]
 # request through one kernel call (``_kernels._replay_other``); the ones below it per block.
 K_LRU, K_FIFO, K_CLOCK, K_SIEVE, K_LFU, K_S3FIFO, K_S3FIFOD = 0, 1, 2, 3, 4, 5, 6
 K_SLRU, K_TWOQ, K_ARC, K_GDSF, K_GDSF_COMPUTE, K_BELADY = 7, 8, 9, 10, 11, 12
-K_LIRS, K_WTINYLFU = 13, 14
+K_LIRS, K_WTINYLFU, K_ASYM, K_RANDOM, K_RANDOM_SMALL = 13, 14, 15, 16, 17
 
 # Indices into the int64 state vector ``st``.
 S_SIZE = 0  # resident blocks
@@ -36,12 +36,12 @@ S_SKIP_DISTINCT = 11
 S_HAND = 12  # SIEVE's hand (a slot; 0 = start at the tail)
 S_ERR_A = 13
 S_ERR_B = 14
-S_SMALL_TARGET = 15  # S3-FIFO(-D)'s small-queue target (blocks; S3-FIFO-D adapts it)
+S_SMALL_TARGET = 15  # S3-FIFO(-D)'s, RandomComputeSmallQueue's small-queue target (blocks)
 S_GHOST_CAP = 16  # S3-FIFO(-D)'s ghost-queue capacity (ids; each ghost of S3-FIFO-D)
-S_LIMIT = 17  # SLRU's protected-segment capacity; 2Q's Kin
+S_LIMIT = 17  # SLRU's protected-segment capacity; 2Q's Kin; the random policies' n_sample
 S_GHOST_LIMIT = 18  # 2Q's Kout (A1out capacity)
-S_SEQ = 19  # GDSF's access sequence number (its tie-break)
-S_HEAP_N = 20  # GDSF's and Belady's heap size
+S_SEQ = 19  # GDSF's and AsymCache's access sequence number; the random policies' clock
+S_HEAP_N = 20  # GDSF's, Belady's and AsymCache's heap size; the random policies' resident list
 S_FREE_N = 21  # free slots on the stack (``_slots``; 0 after growth: the next request sweeps)
 S_SHIFT = 22  # 64 - log2(hash table size) (``_slots``)
 S_RESUME = 23  # after ``E_GROW``: the request (index into the chunk's offsets) to resume at
@@ -55,7 +55,8 @@ S_PERIOD = 30  # ... the halving period
 S_SKETCH_SHIFT = 31  # ... 64 - log2(sketch width)
 S_DOOR_GEN = 32  # ... the doorkeeper's generation (a slot is in it iff its mark equals this)
 S_DOORKEEPER = 33  # ... 1 if the doorkeeper is on
-N_STATE = 34
+S_SMALL_N = 34  # RandomComputeSmallQueue: blocks in its small queue
+N_STATE = 35
 
 # Indices into the float64 vector ``fs``.
 F_TOTAL, F_SAVED = 0, 1  # cost sums of the serve loop

@@ -29,6 +29,7 @@ module's source), so only the first run on a machine, or after an upgrade, pays 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -49,7 +50,7 @@ from simulator.kvcache.replay import (
 )
 from simulator.workload.chunks import BlockChunk
 
-__all__ = ["COMPILED", "PYTHON_ONLY", "CompiledReplay", "compiled_reason"]
+__all__ = ["COMPILED", "CONTEXT", "PYTHON_ONLY", "CompiledReplay", "compiled_reason"]
 
 #: Policies with a compiled path: name -> kernel kind.
 COMPILED: dict[str, int] = {
@@ -68,7 +69,14 @@ COMPILED: dict[str, int] = {
     "belady": k.K_BELADY,
     "lirs": k.K_LIRS,
     "wtinylfu": k.K_WTINYLFU,
+    "asym_cache": k.K_ASYM,
+    "random_compute": k.K_RANDOM,
+    "random_compute_small_queue": k.K_RANDOM_SMALL,
 }
+#: Compiled policies that read the request context (``RequestContext``): their chunks must
+#: carry it (``BlockChunk.timestamps`` / ``categories``, which only ``chunk_requests`` fills
+#: so far, not the file readers), the field named here.
+CONTEXT: dict[str, str] = {"asym_cache": "timestamps"}
 
 _NOT_YET = "not ported yet; its Python path is the reference and stays the only path"
 #: Every other registered policy, with why it stays on the Python path.
@@ -79,50 +87,49 @@ PYTHON_ONLY: dict[str, str] = {
         "worth = cost / distance moves with the request clock, so its cost buckets are compared"
         f" per eviction and the clock is re-synchronised per request; {_NOT_YET}"
     ),
-    "random_compute": (
-        "draws from numpy's Generator; numba's Generator.random continues the same stream"
-        " (checked: numba 0.68, NumPy 2.4: equal draws, one shared state), so a kernel could"
-        f" draw what Python draws; {_NOT_YET}"
+    "partial_node_random_compute": (
+        "prefix-tree nodes learned per request (record_request) and trimmed from their deep end;"
+        f" its draws could be compiled as random_compute's are (_random); {_NOT_YET}"
     ),
-    "random_compute_small_queue": f"draws from numpy's Generator (as random_compute); {_NOT_YET}",
-    "partial_node_random_compute": f"draws from numpy's Generator (as random_compute); {_NOT_YET}",
-    "partial_node_random_freq": f"draws from numpy's Generator (as random_compute); {_NOT_YET}",
-    "asym_cache": (
-        "reads request timestamps (wall seconds), which BlockChunk does not carry (the chunk"
-        f" readers would have to pass them per request, like offsets); {_NOT_YET}"
-    ),
+    "partial_node_random_freq": f"as partial_node_random_compute; {_NOT_YET}",
     "session_lru": f"reads the request context (sessions); {_NOT_YET}",
     "session_belady": f"oracle with the request context; {_NOT_YET}",
     "session_random_compute": "request context and numpy's Generator (as random_compute)",
     "session_s3fifo": f"reads the request context (sessions); {_NOT_YET}",
     "session_arc": f"reads the request context (sessions); {_NOT_YET}",
     "workload_aware": (
-        "reads request categories, which BlockChunk does not carry (as asym_cache's"
-        f" timestamps); {_NOT_YET}"
+        "reads request categories (BlockChunk.categories, as asym_cache reads its timestamps);"
+        f" {_NOT_YET}"
     ),
 }
 
 #: Kinds that keep no per-slot ``cls`` (one list and ``aux`` are all their state).
 _LIST_ONLY = frozenset({k.K_LRU, k.K_FIFO, k.K_CLOCK, k.K_SIEVE})
 #: Kinds whose blocks sit in a heap (``_heaps``): per-slot ``keys`` and a heap array.
-_HEAPS = frozenset({k.K_GDSF, k.K_GDSF_COMPUTE, k.K_BELADY})
+_HEAPS = frozenset({k.K_GDSF, k.K_GDSF_COMPUTE, k.K_BELADY, k.K_ASYM})
+#: Kinds that sample a dense list of their resident slots (``_random``; in ``heap``).
+_SAMPLED = frozenset({k.K_RANDOM, k.K_RANDOM_SMALL})
 #: Rows of per-slot ``links`` (``_lirs``: its S and Q lists; ``_tinylfu``: doorkeeper marks).
-_LINK_ROWS = {k.K_LIRS: 4, k.K_WTINYLFU: 1}
+_LINK_ROWS = {k.K_LIRS: 4, k.K_WTINYLFU: 1, k.K_RANDOM: 1, k.K_RANDOM_SMALL: 1}
 _NO_FUTURE = np.zeros(0, dtype=np.int64)
+_NO_FLOATS = np.zeros(0, dtype=np.float64)
 
 _INITIAL_SLOTS = 1024  # doubled while the blocks a policy remembers fill over 3/4 of them
 
 
-def compiled_reason(name: str, *, holes: bool = False) -> str | None:
+def compiled_reason(name: str, *, holes: bool = False, context: bool = True) -> str | None:
     """``None`` if a run of policy ``name`` can take the compiled path, else why it cannot.
 
     ``holes``: the run dumps holes (``--dump-holes``), which only the Python loop reports.
+    ``context``: the chunks carry the request context (``CONTEXT``; the file readers' do not).
     Every cost model, match mode, replay order and pin setting is compiled.
     """
     if name not in COMPILED:
         return PYTHON_ONLY.get(name, f"unknown policy {name!r}")
     if holes:
         return "--dump-holes needs the per-request hole callback of the Python loop"
+    if not context and name in CONTEXT:
+        return f"reads request {CONTEXT[name]}, which the chunk readers do not pass yet"
     return None
 
 
@@ -148,6 +155,7 @@ class CompiledReplay:
         replay_order: ReplayOrder = "deepest-first",
         pin: bool = True,
         verify: bool = True,
+        seed: int = 0,
         slots: int = _INITIAL_SLOTS,
     ) -> None:
         if name not in COMPILED:
@@ -158,7 +166,7 @@ class CompiledReplay:
             raise ValueError(f"replay_order must be one of {REPLAY_ORDERS}, got {replay_order!r}")
         params = dict(params or {})
         # The Python policy validates capacity and params, and derives S3-FIFO's queue sizes.
-        policy = make_policy(name, capacity, **params)
+        policy = make_policy(name, capacity, seed=seed, **params)
         self.name = name
         self.capacity = capacity
         self.needs_future = policy.needs_next_access
@@ -173,8 +181,13 @@ class CompiledReplay:
         self._state = np.zeros(k.N_STATE, dtype=np.int64)
         self._state[k.S_SKIP_INDEX] = -1
         self._sums = np.zeros(k.N_FLOAT, dtype=np.float64)  # cost sums, ARC's p / GDSF's L
-        self._scratch = np.zeros(capacity, dtype=np.int64)  # CLOCK's passed-over pinned blocks
+        # CLOCK's passed-over pinned blocks, the heaps' pinned ones, a random policy's sample
+        self._scratch = np.zeros(max(capacity, getattr(policy, "n_sample", 0)), dtype=np.int64)
+        self._rng = policy.rng  # the random policies draw from it, as their Python policy
         self._costs = np.ones(0, dtype=np.float64)
+        self._logcosts = _NO_FLOATS  # AsymCache: log2 of each position's cost
+        self._context = CONTEXT.get(name)
+        self._half_life = float(getattr(policy, "half_life", 1.0))  # AsymCache's
         self._cumulative = np.zeros(1, dtype=np.float64)
         self._xs = np.zeros(0, dtype=np.int64)  # the slot of each block access of a request
         self._nxt = self._prv = self._stamp = self._ids = np.zeros(0, dtype=np.int64)
@@ -182,7 +195,7 @@ class CompiledReplay:
         self._cls = np.zeros(0, dtype=np.int64)  # LFU: frequency node; queues: queue; GDSF: freq
         self._keys = np.zeros(0, dtype=np.float64)  # GDSF: each block's priority H
         self._free = self._table = self._ids  # the free stack, the id -> slot table (``_slots``)
-        self._heap = np.zeros(capacity + 1 if self._kind in _HEAPS else 1, dtype=np.int64)
+        self._heap = np.zeros(capacity + 1 if self._kind in _HEAPS | _SAMPLED else 1, np.int64)
         self._nodes = np.zeros((6, k.N_QUEUES), np.int64)  # the queue policies' queues
         self._links = np.zeros((_LINK_ROWS.get(self._kind, 0), 0), np.int64)
         self._sketch = np.zeros((1, 1), np.int64)  # W-TinyLFU's count-min sketch
@@ -209,6 +222,9 @@ class CompiledReplay:
         elif self._kind == k.K_TWOQ:
             st[k.S_LIMIT] = policy.kin
             st[k.S_GHOST_LIMIT] = policy.kout
+        elif self._kind in _SAMPLED:
+            st[k.S_LIMIT] = policy.n_sample
+            st[k.S_SMALL_TARGET] = getattr(policy, "small_target", 0)
         elif self._kind == k.K_LIRS:
             st[k.S_LIR_TARGET] = policy.lir_target
         elif self._kind == k.K_WTINYLFU:
@@ -233,6 +249,12 @@ class CompiledReplay:
             raise ValueError(f"{self.name}: {need} next-access annotations (future)")
         if future is not None and len(future) != len(chunk.blocks):
             raise ValueError(f"future has {len(future)} entries for {len(chunk.blocks)} blocks")
+        rq_f = _NO_FLOATS
+        if self._context is not None:
+            values = getattr(chunk, self._context)
+            if values is None:
+                raise ValueError(f"{self.name}: reads request {self._context}; the chunk has none")
+            rq_f = values / self._half_life  # what the policy computes per request
         if chunk.n_requests == 0:
             return
         longest = int(np.diff(chunk.offsets).max())
@@ -243,7 +265,7 @@ class CompiledReplay:
         ahead = _NO_FUTURE if future is None else np.ascontiguousarray(future, dtype=np.int64)
         start = 0  # the first request not served yet (a sweep may leave too few free slots)
         while True:
-            code = self._serve(chunk, start, ahead)
+            code = self._serve(chunk, start, ahead, rq_f)
             if code != k.E_GROW:
                 break
             start += int(self._state[k.S_RESUME])
@@ -251,7 +273,9 @@ class CompiledReplay:
         if code != k.E_OK:
             raise self._failure(code)
 
-    def _serve(self, chunk: BlockChunk, start: int, future: NDArray[np.int64]) -> int:
+    def _serve(
+        self, chunk: BlockChunk, start: int, future: NDArray[np.int64], rq_f: NDArray[np.float64]
+    ) -> int:
         """One ``serve`` call on the chunk's requests from ``start`` on; returns its code."""
         return int(
             serve(
@@ -264,6 +288,8 @@ class CompiledReplay:
                 self._model.uniform,
                 self._costs,
                 self._cumulative,
+                self._logcosts,
+                rq_f[start:],
                 future,
                 self._stop_at_miss,
                 self._deepest_first,
@@ -287,6 +313,7 @@ class CompiledReplay:
                 self._sketch,
                 self._state,
                 self._sums,
+                self._rng,
             )
         )
 
@@ -367,7 +394,7 @@ class CompiledReplay:
         self._aux = _extended(self._aux, size)
         if self._kind not in _LIST_ONLY:
             self._cls = _extended(self._cls, size)
-        if self._kind in {k.K_GDSF, k.K_GDSF_COMPUTE}:  # Belady's priority is its next access
+        if self._kind in {k.K_GDSF, k.K_GDSF_COMPUTE, k.K_ASYM} | _SAMPLED:  # not Belady
             self._keys = _extended(self._keys, size)
         if len(self._links):
             links = np.zeros((len(self._links), size), dtype=np.int64)
@@ -383,6 +410,9 @@ class CompiledReplay:
         model = self._model
         self._costs = np.array(model.table(n)[:n], dtype=np.float64)
         self._cumulative = np.array([model.total(i) for i in range(n + 1)], dtype=np.float64)
+        if self._kind == k.K_ASYM:  # the policy's own expression, per position
+            logs = [math.log2(c) if c > 0 else -math.inf for c in model.table(n)[:n]]
+            self._logcosts = np.array(logs, dtype=np.float64)
 
 
 def _doubled(size: int, slots: int) -> int:
