@@ -74,8 +74,8 @@ COMPILED: dict[str, int] = {
     "random_compute_small_queue": k.K_RANDOM_SMALL,
 }
 #: Compiled policies that read the request context (``RequestContext``): their chunks must
-#: carry it (``BlockChunk.timestamps`` / ``categories``, which only ``chunk_requests`` fills
-#: so far, not the file readers), the field named here.
+#: carry it (``BlockChunk.timestamps`` / ``categories``: ``chunk_requests`` and the file
+#: readers fill both), the field named here.
 CONTEXT: dict[str, str] = {"asym_cache": "timestamps"}
 
 _NOT_YET = "not ported yet; its Python path is the reference and stays the only path"
@@ -117,19 +117,16 @@ _NO_FLOATS = np.zeros(0, dtype=np.float64)
 _INITIAL_SLOTS = 1024  # doubled while the blocks a policy remembers fill over 3/4 of them
 
 
-def compiled_reason(name: str, *, holes: bool = False, context: bool = True) -> str | None:
+def compiled_reason(name: str, *, holes: bool = False) -> str | None:
     """``None`` if a run of policy ``name`` can take the compiled path, else why it cannot.
 
     ``holes``: the run dumps holes (``--dump-holes``), which only the Python loop reports.
-    ``context``: the chunks carry the request context (``CONTEXT``; the file readers' do not).
     Every cost model, match mode, replay order and pin setting is compiled.
     """
     if name not in COMPILED:
         return PYTHON_ONLY.get(name, f"unknown policy {name!r}")
     if holes:
         return "--dump-holes needs the per-request hole callback of the Python loop"
-    if not context and name in CONTEXT:
-        return f"reads request {CONTEXT[name]}, which the chunk readers do not pass yet"
     return None
 
 
