@@ -82,6 +82,8 @@ SPECS: list[tuple[str, dict[str, Any]]] = [
     ("random_compute", {"n_sample": 2}),
     ("random_compute_small_queue", {}),
     ("random_compute_small_queue", {"n_sample": 3, "small_ratio": 0.5}),
+    ("workload_aware", {}),
+    ("workload_aware", {"aging_period": 3}),
 ]
 COST_MODELS = ["uniform", "linear:1,2", "position"]
 

@@ -369,12 +369,14 @@ def test_a_context_policy_is_compiled_from_the_file_readers(
     tmp_path: Path, suffix: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The chunk readers fill the request context (arrival times, categories), so asym_cache
-    takes the compiled path from a trace file and gives ``--engine python``'s results."""
+    and workload_aware take the compiled path from a trace file and give ``--engine python``'s
+    results."""
     path = bundled_trace_path("mooncake_conversation_head2000.jsonl")
     if suffix == ".lcp":
         convert_to_lcp(path, tmp_path / "head.lcp")
         path = tmp_path / "head.lcp"
-    args = ["replay", str(path), "--cache-size", "64,1024", "--algo", "asym_cache", "--json"]
+    algos = "asym_cache,workload_aware"
+    args = ["replay", str(path), "--cache-size", "64,1024", "--algo", algos, "--json"]
     python = runner.invoke(app, [*args, "--engine", "python"])
     assert python.exit_code == 0, python.output
     loops: list[str] = []
