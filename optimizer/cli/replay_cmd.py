@@ -209,8 +209,8 @@ def _with_engine(runs: list[_Run], reader: TraceReader, engine: str) -> list[_Ru
 
 def _compiled(run: _Run) -> bool:
     """Whether the compiled core can serve ``run`` from the chunk readers' chunks (which carry
-    no request context: ``compiled.CONTEXT``'s policies stay on the Python loop)."""
-    return compiled_reason(run.spec.name, holes=run.holes is not None, context=False) is None
+    the request context that ``compiled.CONTEXT``'s policies read)."""
+    return compiled_reason(run.spec.name, holes=run.holes is not None) is None
 
 
 def _execute_compiled(

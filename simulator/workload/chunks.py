@@ -41,8 +41,8 @@ class BlockChunk:
     max_id: int
     """Largest block id in the chunk (-1 if it holds no block); sizes the policies' arrays."""
     timestamps: NDArray[np.float64] | None = None
-    """Per request: ``TraceRequest.timestamp_s`` (``chunk_requests`` fills it; the file readers
-    do not yet). Read by the compiled policies that read the request context (``asym_cache``)."""
+    """Per request: ``TraceRequest.timestamp_s`` (``chunk_requests`` and the file readers fill
+    it). Read by the compiled policies that read the request context (``asym_cache``)."""
     categories: NDArray[np.int64] | None = None
     """Per request: ``TraceRequest.category`` (as ``timestamps``; ``workload_aware``)."""
 

@@ -76,12 +76,14 @@ _DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Piece:
-    """The requests of one piece: raw hash ids back to back, arrivals, type names."""
+    """The requests of one piece: raw hash ids back to back, arrivals, type names and turns
+    (capped as ``TraceRequest.category`` caps them; both empty for a Mooncake piece)."""
 
     raw: NDArray[np.int64]
     offsets: NDArray[np.int64]
     arrival_us: NDArray[np.int64]
     type_names: Sequence[str | None]
+    turns: Sequence[int]
 
 
 def iter_jsonl_chunks(
@@ -114,14 +116,27 @@ def iter_jsonl_chunks(
         )
         first_index = stats.n_requests
         observe_chunk(stats, piece.arrival_us, np.diff(piece.offsets))
-        for name in piece.type_names:
-            if name is not None:
-                type_table.setdefault(name, len(type_table) + 1)
+        categories = _categories(piece, type_table)
         if len(piece.offsets) > 1:
             ids = interner.map(piece.raw, piece.offsets)
-            yield BlockChunk(ids, piece.offsets, first_index, interner.n_unique)
+            times = piece.arrival_us / 1e6  # as iter_jsonl's ``arrival_us / 1e6``, per request
+            yield BlockChunk(ids, piece.offsets, first_index, interner.n_unique, times, categories)
     stats.n_unique_blocks = interner.n_unique
     stats.complete = True
+
+
+def _categories(piece: _Piece, type_table: dict[str, int]) -> NDArray[np.int64]:
+    """``TraceRequest.category`` per request of ``piece``; ``type_table`` grows in first-seen
+    order, as ``iter_jsonl``'s does."""
+    n = len(piece.offsets) - 1
+    if not piece.type_names and not piece.turns:
+        return np.zeros(n, dtype=np.int64)
+    type_ids = [
+        0 if name is None else type_table.setdefault(name, len(type_table) + 1)
+        for name in piece.type_names
+    ]
+    types = np.fromiter(type_ids, dtype=np.int64, count=n)
+    return (types << 16) | np.fromiter(piece.turns, dtype=np.int64, count=n)
 
 
 def _pieces(path: Path, chunk_bytes: int) -> Iterator[tuple[int, bytes]]:
@@ -174,8 +189,10 @@ def _decode_fast(text: bytes, lines: list[bytes], schema: TraceSchema) -> _Piece
     arrival = [round(r.timestamp * us_per_unit) for r in records]
     if arrival and max(arrival) > MAX_ARRIVAL_US:
         return None
-    types = [r.type for r in records] if schema == "qwen" else ()
-    return _Piece(out[: offsets[-1]], offsets, np.array(arrival, dtype=np.int64), types)
+    qwen = schema == "qwen"
+    types = [r.type for r in records] if qwen else ()
+    turns = [min(r.turn, 0xFFFF) for r in records] if qwen else ()
+    return _Piece(out[: offsets[-1]], offsets, np.array(arrival, dtype=np.int64), types, turns)
 
 
 def _decode_slow(
@@ -210,4 +227,5 @@ def _decode_slow(
         chain.from_iterable(r.hash_ids for r in records), dtype=np.int64, count=int(offsets[-1])
     )
     arrival = np.fromiter((r.arrival_us for r in records), dtype=np.int64, count=len(records))
-    return _Piece(raw, offsets, arrival, [r.type_name for r in records])
+    turns = [min(r.turn, 0xFFFF) for r in records]
+    return _Piece(raw, offsets, arrival, [r.type_name for r in records], turns)

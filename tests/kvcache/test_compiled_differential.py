@@ -26,7 +26,6 @@ from numpy.typing import NDArray
 
 from simulator.kvcache.compiled import (
     COMPILED,
-    CONTEXT,
     PYTHON_ONLY,
     CompiledReplay,
     _kernels,
@@ -83,6 +82,8 @@ SPECS: list[tuple[str, dict[str, Any]]] = [
     ("random_compute", {"n_sample": 2}),
     ("random_compute_small_queue", {}),
     ("random_compute_small_queue", {"n_sample": 3, "small_ratio": 0.5}),
+    ("workload_aware", {}),
+    ("workload_aware", {"aging_period": 3}),
 ]
 COST_MODELS = ["uniform", "linear:1,2", "position"]
 
@@ -252,11 +253,16 @@ def test_compiled_equals_python_on_a_real_trace_slice(
     for chunk in ChunkPass(open_trace(path), skip_bad_lines=False):
         keep = min(chunk.n_requests, left)
         offsets = chunk.offsets[: keep + 1]
-        cut = BlockChunk(chunk.blocks[: offsets[-1]], offsets, chunk.first_index, chunk.max_id)
-        if spec[0] in CONTEXT:  # the file readers pass no context: the requests' own
-            mine = requests[chunk.first_index : chunk.first_index + keep]
-            times = np.array([r.timestamp_s for r in mine])
-            cut = replace(cut, timestamps=times, categories=np.array([r.category for r in mine]))
+        assert chunk.timestamps is not None
+        assert chunk.categories is not None
+        cut = BlockChunk(
+            chunk.blocks[: offsets[-1]],
+            offsets,
+            chunk.first_index,
+            chunk.max_id,
+            chunk.timestamps[:keep],
+            chunk.categories[:keep],
+        )
         sliced.append(cut)
         left -= keep
         if not left:
@@ -317,11 +323,9 @@ def test_the_cached_serve_loop_is_keyed_on_every_kernel_module() -> None:
 
 
 def test_a_context_policy_needs_its_context_in_the_chunk() -> None:
-    """The file readers' chunks carry no request context: the CLI keeps ``CONTEXT``'s policies
-    on the Python loop, and a chunk without it is refused, not served with a default."""
+    """A chunk without the context a ``CONTEXT`` policy reads is refused, not served with a
+    default (every reader fills it: ``tests/workload``, ``test_replay_cmd``)."""
     assert compiled_reason("asym_cache") is None
-    assert "timestamps" in (compiled_reason("asym_cache", context=False) or "")
-    assert compiled_reason("lru", context=False) is None
     chunk = next(chunk_requests(as_requests([[1, 2], [2, 3]])))
     assert chunk.timestamps is not None
     assert chunk.timestamps.tolist() == [0.0, 1.0]

@@ -108,8 +108,9 @@ def _ghosts(name: str, capacity: int) -> int:
         return int(policy.kout)
     if name == "wtinylfu":  # the doorkeeper's ids: at most a halving period of them
         return int(policy.sketch.period)
-    # ARC: |T1| + |T2| + |B1| + |B2| ≤ 2c; LIRS: at most c non-resident HIR ids
-    return capacity if name in {"arc", "lirs"} else 0
+    # ARC: |T1| + |T2| + |B1| + |B2| ≤ 2c; LIRS: at most c non-resident HIR ids;
+    # workload_aware: a ghost FIFO of c ids
+    return capacity if name in {"arc", "lirs", "workload_aware"} else 0
 
 
 def test_slot_space_follows_the_cache_not_the_ids() -> None:

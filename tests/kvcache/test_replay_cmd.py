@@ -31,6 +31,7 @@ from simulator.workload import (
     convert_to_lcp,
     open_trace,
 )
+from simulator.workload.bundled import bundled_trace_path
 from slo.inputfile import InputError
 
 runner = CliRunner()
@@ -361,6 +362,36 @@ def test_compiled_runs_share_one_pass_and_match_the_python_loop(
     assert passes == [plain + oracle if oracle_compiled else plain]
     assert loops == ([] if oracle_compiled else ["belady", "belady"])
     assert _cli_rows(chat[kind], "--jobs", "2") == python_rows  # one pass per worker run
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".lcp"])
+def test_a_context_policy_is_compiled_from_the_file_readers(
+    tmp_path: Path, suffix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chunk readers fill the request context (arrival times, categories), so asym_cache
+    and workload_aware take the compiled path from a trace file and give ``--engine python``'s
+    results."""
+    path = bundled_trace_path("mooncake_conversation_head2000.jsonl")
+    if suffix == ".lcp":
+        convert_to_lcp(path, tmp_path / "head.lcp")
+        path = tmp_path / "head.lcp"
+    algos = "asym_cache,workload_aware"
+    args = ["replay", str(path), "--cache-size", "64,1024", "--algo", algos, "--json"]
+    python = runner.invoke(app, [*args, "--engine", "python"])
+    assert python.exit_code == 0, python.output
+    loops: list[str] = []
+
+    def spy_replay(requests: Iterable[TraceRequest], policy: Any, **kwargs: Any) -> Any:
+        loops.append(policy.name)
+        return replay(requests, policy, **kwargs)
+
+    monkeypatch.setattr(replay_cmd, "replay", spy_replay)
+    compiled = runner.invoke(app, args)
+    assert compiled.exit_code == 0, compiled.output
+    assert loops == []  # no run on the Python loop
+    rows = json.loads(compiled.stdout)
+    assert rows == json.loads(python.stdout)
+    assert all(row["n_eviction"] for row in rows)
 
 
 def test_replay_consumes_requests_one_at_a_time() -> None:

@@ -29,19 +29,21 @@ GOOD = '{"timestamp": 5, "input_length": 5, "output_length": 1, "hash_ids": [7, 
 QWEN = '{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 5,'
 
 
-def _python(path: Path, skip_bad_lines: bool = False) -> tuple[list[tuple[int, ...]], Any]:
+#: Per request: its block ids, ``timestamp_s`` and ``category`` (the context the chunks carry).
+Rows = list[tuple[tuple[int, ...], float, int]]
+
+
+def _python(path: Path, skip_bad_lines: bool = False) -> tuple[Rows, Any]:
     reader = open_trace(path, skip_bad_lines=skip_bad_lines)
-    ids = [r.block_ids for r in reader.requests()]
-    return ids, (reader.stats, reader.info.type_names)
+    rows = [(r.block_ids, r.timestamp_s, r.category) for r in reader.requests()]
+    return rows, (reader.stats, reader.info.type_names)
 
 
-def _chunked(
-    path: Path, chunk_bytes: int, skip_bad_lines: bool = False
-) -> tuple[list[tuple[int, ...]], Any]:
+def _chunked(path: Path, chunk_bytes: int, skip_bad_lines: bool = False) -> tuple[Rows, Any]:
     reader = open_trace(path, skip_bad_lines=skip_bad_lines)
     stats = ReadStats()
     types: dict[str, int] = {}
-    ids: list[tuple[int, ...]] = []
+    ids: Rows = []
     for chunk in iter_jsonl_chunks(
         path,
         reader.info.schema,
@@ -53,7 +55,14 @@ def _chunked(
         assert chunk.first_index == len(ids)
         assert chunk.max_id == max(chunk.max_id, int(chunk.blocks.max(initial=0)))
         o = chunk.offsets.tolist()
-        ids += [tuple(chunk.blocks[a:b].tolist()) for a, b in pairwise(o)]
+        assert chunk.timestamps is not None
+        assert chunk.categories is not None
+        ids += zip(
+            [tuple(chunk.blocks[a:b].tolist()) for a, b in pairwise(o)],
+            chunk.timestamps.tolist(),
+            chunk.categories.tolist(),
+            strict=True,
+        )
     return ids, (stats, tuple(types))
 
 
@@ -82,7 +91,7 @@ def _lines(draw: st.DrawFn) -> list[str]:
             if draw(st.booleans()):
                 record["type"] = draw(st.sampled_from(["text", "ünï", None]))
             if draw(st.booleans()):
-                record["turn"] = draw(st.integers(0, 3))
+                record["turn"] = draw(st.integers(0, 3) | st.just(70_000))  # capped at 0xFFFF
         if draw(st.booleans()):
             record["extra"] = {"nested": [1.5, "x"]}
         line = json.dumps(record, separators=draw(st.sampled_from([(",", ":"), (", ", ": ")])))
@@ -182,7 +191,8 @@ def test_qwen_types_in_first_seen_order(tmp_path: Path) -> None:
     path = _write(tmp_path, lines)
     ids, (stats, types) = _chunked(path, 50)
     assert (ids, (stats, types)) == _python(path)
-    assert ids == [(1,), (1, 2), (3,), ()]
+    assert [row[0] for row in ids] == [(1,), (1, 2), (3,), ()]
+    assert [row[2] for row in ids] == [1 << 16, 0, (2 << 16) | 2, 1 << 16]
     assert types == ("b", "a")
 
 

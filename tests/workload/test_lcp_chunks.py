@@ -38,23 +38,34 @@ def _lcp(tmp_path: Path, records: list[dict[str, object]], name: str = "t.lcp") 
     return out
 
 
-def _chunked(path: Path, chunk_bytes: int) -> tuple[list[tuple[int, ...]], ReadStats]:
+#: Per request: its block ids, ``timestamp_s`` and ``category`` (the context the chunks carry).
+Rows = list[tuple[tuple[int, ...], float, int]]
+
+
+def _chunked(path: Path, chunk_bytes: int) -> tuple[Rows, ReadStats]:
     reader = open_trace(path)
     assert isinstance(reader, LcpTrace)
     stats = ReadStats()
-    ids: list[tuple[int, ...]] = []
+    ids: Rows = []
     for chunk in iter_lcp_chunks(path, reader.header, stats, chunk_bytes=chunk_bytes):
         assert chunk.first_index == len(ids)
         assert chunk.max_id >= int(chunk.blocks.max(initial=0))
+        assert chunk.timestamps is not None
+        assert chunk.categories is not None
         o = chunk.offsets.tolist()
-        ids += [tuple(chunk.blocks[a:b].tolist()) for a, b in pairwise(o)]
+        ids += zip(
+            [tuple(chunk.blocks[a:b].tolist()) for a, b in pairwise(o)],
+            chunk.timestamps.tolist(),
+            chunk.categories.tolist(),
+            strict=True,
+        )
     return ids, stats
 
 
-def _reference(path: Path) -> tuple[list[tuple[int, ...]], ReadStats]:
+def _reference(path: Path) -> tuple[Rows, ReadStats]:
     reader = open_trace(path)
-    ids = [r.block_ids for r in reader.requests()]
-    return ids, reader.stats
+    rows = [(r.block_ids, r.timestamp_s, r.category) for r in reader.requests()]
+    return rows, reader.stats
 
 
 @settings(max_examples=30, deadline=None)
@@ -145,4 +156,32 @@ def test_a_file_changed_after_opening_is_refused(tmp_path: Path) -> None:
 def test_a_request_without_blocks(tmp_path: Path) -> None:
     path = _lcp(tmp_path, [{**MOONCAKE[0], "hash_ids": []}, MOONCAKE[1]])
     assert _chunked(path, 5) == _reference(path)
-    assert _chunked(path, 5)[0] == [(), (1, 2, 3)]
+    assert [row[0] for row in _chunked(path, 5)[0]] == [(), (1, 2, 3)]
+
+
+def test_qwen_types_and_turns_reach_the_chunks(tmp_path: Path) -> None:
+    """Categories (type id and turn, the turn capped at 0xFFFF) and odd arrival times."""
+    records = [
+        {
+            "chat_id": i,
+            "parent_chat_id": i - 1,
+            "timestamp": t,
+            "input_length": 1,
+            "output_length": 1,
+            "hash_ids": [0, i],
+            "turn": turn,
+            **({"type": kind} if kind else {}),
+        }
+        for i, (t, turn, kind) in enumerate(
+            [
+                (0.1, 1, "text"),
+                (1e-6, 2, None),
+                (3.3333337, 70_000, "image"),
+                (12345.6789, 0, "text"),
+            ]
+        )
+    ]
+    path = _lcp(tmp_path, records)
+    rows, _ = _chunked(path, 7)
+    assert [row[2] for row in rows] == [(1 << 16) | 1, 2, (2 << 16) | 0xFFFF, 1 << 16]
+    assert _chunked(path, 7) == _reference(path)

@@ -1,7 +1,7 @@
 """The compiled serve loop (numba): phases 0-3 of ``simulator.kvcache.replay`` over arrays,
 for every policy of ``engine.COMPILED``; LRU, FIFO, CLOCK and SIEVE live here, the other
 policies' structures in ``_lfu``, ``_queues``, ``_segmented``, ``_heaps``, ``_lirs``,
-``_tinylfu`` and ``_random``.
+``_tinylfu``, ``_random`` and ``_workload``.
 
 Everything is indexed by *slot* (``_slots``: a hash table maps each block id to a slot while
 the policy remembers the block, and ``serve`` recycles slots between requests, so the arrays
@@ -67,6 +67,7 @@ from simulator.kvcache.compiled._layout import (
     K_SIEVE,
     K_SLRU,
     K_TWOQ,
+    K_WORKLOAD,
     K_WTINYLFU,
     S_BLOCKS,
     S_CUR,
@@ -103,11 +104,12 @@ from simulator.kvcache.compiled._segmented import (
 )
 from simulator.kvcache.compiled._slots import FIBONACCI, make_room
 from simulator.kvcache.compiled._tinylfu import wtinylfu_evict, wtinylfu_replay
+from simulator.kvcache.compiled._workload import workload_evict, workload_replay
 
 #: The kernel modules whose source ``serve`` is compiled from (see the module docstring).
 KERNEL_MODULES = (
     "_layout", "_kernels", "_lfu", "_queues", "_segmented", "_heaps", "_slots", "_lirs",
-    "_tinylfu", "_random",
+    "_tinylfu", "_random", "_workload",
 )  # fmt: skip
 #: Python policy modules whose constants a kernel module imports (frozen into ``serve`` too).
 CONSTANT_MODULES = ("wtinylfu",)
@@ -260,7 +262,7 @@ def _probe(
 
 
 @njit()
-def _evict(  # noqa: PLR0911  (one return per policy)
+def _evict(  # noqa: C901, PLR0911  (one return per policy)
     kind: int, want: int, pin: bool, cur: int, size: int, capacity: int, nxt: I64, prv: I64,
     res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64,
     ids: I64, links: I64, sketch: I64, st: I64, fs: F64, rng: Any,
@@ -293,6 +295,9 @@ def _evict(  # noqa: PLR0911  (one return per policy)
     if kind in (K_RANDOM, K_RANDOM_SMALL):
         return random_evict(want, kind == K_RANDOM_SMALL, pin, cur, rng, res, aux, nxt, prv,
             cls, keys, heap, scratch, stamp, links, ids, st)  # fmt: skip
+    if kind == K_WORKLOAD:
+        return workload_evict(want, pin, cur, size, capacity, res, nxt, prv, cls, nodes, links,
+            stamp, fs)  # fmt: skip
     if kind in (K_GDSF, K_GDSF_COMPUTE, K_BELADY, K_ASYM):
         return heap_evict(want, kind == K_BELADY, pin, cur, res, nxt, prv, cls, keys, heap,
             scratch, stamp, ids, st, fs)  # fmt: skip
@@ -372,6 +377,9 @@ def _replay_other(  # noqa: PLR0911  (one return per policy)
     if kind == K_ASYM:
         return E_OK, asym_replay(xs, lo, hi, deepest_first, size, uniform, stamp, logcosts,
             res, nxt, prv, keys, heap, ids, st)  # fmt: skip
+    if kind == K_WORKLOAD:  # ``stamp``: the request's category (a dense index, ``engine``)
+        return E_OK, workload_replay(xs, lo, hi, deepest_first, size, int(stamp), res, nxt,
+            prv, cls, nodes, links, st, fs)  # fmt: skip
     if kind == K_WTINYLFU:
         return E_OK, wtinylfu_replay(xs, lo, hi, deepest_first, size, res, nxt, prv, cls,
             nodes, sketch, links, ids, st)  # fmt: skip
@@ -479,8 +487,8 @@ def _build_serve(key: int) -> Callable[..., Any]:
         ``cumulative[n]`` the cost of an n-block request (both at least as long as the longest
         request); ``logcosts[p]`` = log2 of ``costs[p]`` (AsymCache; else empty). ``rq_f[r]``
         is a per-request value of request ``offsets[r]:offsets[r+1]`` (AsymCache: its
-        timestamp / half_life; else empty). ``future[j]`` is the next access of ``blocks[j]``
-        (oracles; else empty).
+        timestamp / half_life; WorkloadAware: its category's dense index; else empty).
+        ``future[j]`` is the next access of ``blocks[j]`` (oracles; else empty).
         ``xs`` (as long as the longest request) receives the slots of the request being
         served; ``ids``, ``table`` and ``free`` are the slot structures of ``_slots``;
         ``links`` (rows of per-slot links or marks) and ``sketch`` are LIRS's and W-TinyLFU's
@@ -495,7 +503,8 @@ def _build_serve(key: int) -> Callable[..., Any]:
         size = st[S_SIZE]
         cur = st[S_CUR]
         plain = uniform or stop_at_miss
-        queues = kind in (K_S3FIFO, K_S3FIFOD, K_SLRU, K_TWOQ, K_ARC, K_LIRS, K_WTINYLFU)
+        queues = kind in (K_S3FIFO, K_S3FIFOD, K_SLRU, K_TWOQ, K_ARC, K_LIRS, K_WTINYLFU,
+                          K_WORKLOAD)  # fmt: skip
         for r in range(offsets.shape[0] - 1):
             lo = offsets[r]
             hi = offsets[r + 1]

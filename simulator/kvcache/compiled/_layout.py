@@ -18,7 +18,7 @@ F64 = NDArray[np.float64]
 # request through one kernel call (``_kernels._replay_other``); the ones below it per block.
 K_LRU, K_FIFO, K_CLOCK, K_SIEVE, K_LFU, K_S3FIFO, K_S3FIFOD = 0, 1, 2, 3, 4, 5, 6
 K_SLRU, K_TWOQ, K_ARC, K_GDSF, K_GDSF_COMPUTE, K_BELADY = 7, 8, 9, 10, 11, 12
-K_LIRS, K_WTINYLFU, K_ASYM, K_RANDOM, K_RANDOM_SMALL = 13, 14, 15, 16, 17
+K_LIRS, K_WTINYLFU, K_ASYM, K_RANDOM, K_RANDOM_SMALL, K_WORKLOAD = 13, 14, 15, 16, 17, 18
 
 # Indices into the int64 state vector ``st``.
 S_SIZE = 0  # resident blocks
@@ -40,7 +40,9 @@ S_SMALL_TARGET = 15  # S3-FIFO(-D)'s, RandomComputeSmallQueue's small-queue targ
 S_GHOST_CAP = 16  # S3-FIFO(-D)'s ghost-queue capacity (ids; each ghost of S3-FIFO-D)
 S_LIMIT = 17  # SLRU's protected-segment capacity; 2Q's Kin; the random policies' n_sample
 S_GHOST_LIMIT = 18  # 2Q's Kout (A1out capacity)
-S_SEQ = 19  # GDSF's and AsymCache's access sequence number; the random policies' clock
+S_SEQ = (
+    19  # GDSF's, AsymCache's access sequence number; the random policies', WorkloadAware's clock
+)
 S_HEAP_N = 20  # GDSF's, Belady's and AsymCache's heap size; the random policies' resident list
 S_FREE_N = 21  # free slots on the stack (``_slots``; 0 after growth: the next request sweeps)
 S_SHIFT = 22  # 64 - log2(hash table size) (``_slots``)
@@ -51,7 +53,7 @@ S_WINDOW_TARGET = 26  # W-TinyLFU: window, main and protected targets (the polic
 S_MAIN_TARGET = 27
 S_PROTECTED_TARGET = 28
 S_ADDITIONS = 29  # W-TinyLFU's sketch: accesses recorded since the last halving (halved then)
-S_PERIOD = 30  # ... the halving period
+S_PERIOD = 30  # ... the halving period (and WorkloadAware's ``aging_period``)
 S_SKETCH_SHIFT = 31  # ... 64 - log2(sketch width)
 S_DOOR_GEN = 32  # ... the doorkeeper's generation (a slot is in it iff its mark equals this)
 S_DOORKEEPER = 33  # ... 1 if the doorkeeper is on

@@ -38,6 +38,7 @@ from numpy.typing import NDArray
 
 from simulator.kvcache.compiled import _layout as k
 from simulator.kvcache.compiled._kernels import serve
+from simulator.kvcache.compiled._workload import Q_WA_FIRST
 from simulator.kvcache.cost import UNIFORM, CostModel
 from simulator.kvcache.policies import make_policy
 from simulator.kvcache.policies._common import nothing_evictable
@@ -72,11 +73,12 @@ COMPILED: dict[str, int] = {
     "asym_cache": k.K_ASYM,
     "random_compute": k.K_RANDOM,
     "random_compute_small_queue": k.K_RANDOM_SMALL,
+    "workload_aware": k.K_WORKLOAD,
 }
 #: Compiled policies that read the request context (``RequestContext``): their chunks must
-#: carry it (``BlockChunk.timestamps`` / ``categories``, which only ``chunk_requests`` fills
-#: so far, not the file readers), the field named here.
-CONTEXT: dict[str, str] = {"asym_cache": "timestamps"}
+#: carry it (``BlockChunk.timestamps`` / ``categories``: ``chunk_requests`` and the file
+#: readers fill both), the field named here.
+CONTEXT: dict[str, str] = {"asym_cache": "timestamps", "workload_aware": "categories"}
 
 _NOT_YET = "not ported yet; its Python path is the reference and stays the only path"
 #: Every other registered policy, with why it stays on the Python path.
@@ -97,10 +99,6 @@ PYTHON_ONLY: dict[str, str] = {
     "session_random_compute": "request context and numpy's Generator (as random_compute)",
     "session_s3fifo": f"reads the request context (sessions); {_NOT_YET}",
     "session_arc": f"reads the request context (sessions); {_NOT_YET}",
-    "workload_aware": (
-        "reads request categories (BlockChunk.categories, as asym_cache reads its timestamps);"
-        f" {_NOT_YET}"
-    ),
 }
 
 #: Kinds that keep no per-slot ``cls`` (one list and ``aux`` are all their state).
@@ -110,26 +108,23 @@ _HEAPS = frozenset({k.K_GDSF, k.K_GDSF_COMPUTE, k.K_BELADY, k.K_ASYM})
 #: Kinds that sample a dense list of their resident slots (``_random``; in ``heap``).
 _SAMPLED = frozenset({k.K_RANDOM, k.K_RANDOM_SMALL})
 #: Rows of per-slot ``links`` (``_lirs``: its S and Q lists; ``_tinylfu``: doorkeeper marks).
-_LINK_ROWS = {k.K_LIRS: 4, k.K_WTINYLFU: 1, k.K_RANDOM: 1, k.K_RANDOM_SMALL: 1}
+_LINK_ROWS = {k.K_LIRS: 4, k.K_WTINYLFU: 1, k.K_RANDOM: 1, k.K_RANDOM_SMALL: 1, k.K_WORKLOAD: 2}
 _NO_FUTURE = np.zeros(0, dtype=np.int64)
 _NO_FLOATS = np.zeros(0, dtype=np.float64)
 
 _INITIAL_SLOTS = 1024  # doubled while the blocks a policy remembers fill over 3/4 of them
 
 
-def compiled_reason(name: str, *, holes: bool = False, context: bool = True) -> str | None:
+def compiled_reason(name: str, *, holes: bool = False) -> str | None:
     """``None`` if a run of policy ``name`` can take the compiled path, else why it cannot.
 
     ``holes``: the run dumps holes (``--dump-holes``), which only the Python loop reports.
-    ``context``: the chunks carry the request context (``CONTEXT``; the file readers' do not).
     Every cost model, match mode, replay order and pin setting is compiled.
     """
     if name not in COMPILED:
         return PYTHON_ONLY.get(name, f"unknown policy {name!r}")
     if holes:
         return "--dump-holes needs the per-request hole callback of the Python loop"
-    if not context and name in CONTEXT:
-        return f"reads request {CONTEXT[name]}, which the chunk readers do not pass yet"
     return None
 
 
@@ -202,6 +197,7 @@ class CompiledReplay:
         self._limits(policy)
         if self._kind == k.K_LFU:
             self._nodes = new_nodes(capacity)
+        self._categories: dict[int, int] = {}  # WorkloadAware: category -> dense index
         self._grow(1 << max(2, (slots - 1).bit_length()))
 
     @property
@@ -227,6 +223,9 @@ class CompiledReplay:
             st[k.S_SMALL_TARGET] = getattr(policy, "small_target", 0)
         elif self._kind == k.K_LIRS:
             st[k.S_LIR_TARGET] = policy.lir_target
+        elif self._kind == k.K_WORKLOAD:
+            st[k.S_PERIOD] = policy.aging_period
+            self._nodes = np.zeros((6, Q_WA_FIRST), np.int64)  # the ghost FIFO; no category
         elif self._kind == k.K_WTINYLFU:
             st[k.S_WINDOW_TARGET] = policy.window_target
             st[k.S_MAIN_TARGET] = policy.main_target
@@ -254,7 +253,9 @@ class CompiledReplay:
             values = getattr(chunk, self._context)
             if values is None:
                 raise ValueError(f"{self.name}: reads request {self._context}; the chunk has none")
-            rq_f = values / self._half_life  # what the policy computes per request
+            # WorkloadAware: dense categories; AsymCache: what the policy computes per request
+            workload = self._kind == k.K_WORKLOAD
+            rq_f = self._dense(values) if workload else values / self._half_life
         if chunk.n_requests == 0:
             return
         longest = int(np.diff(chunk.offsets).max())
@@ -272,6 +273,22 @@ class CompiledReplay:
             self._grow(_doubled(len(self._ids), int(self._state[k.S_ERR_A])))
         if code != k.E_OK:
             raise self._failure(code)
+
+    def _dense(self, categories: NDArray[np.int64]) -> NDArray[np.float64]:
+        """WorkloadAware: the dense index of each request's category (new ones numbered in
+        first-seen order, each with an empty queue and zero counts: ``_workload``)."""
+        known = self._categories
+        uniques, inverse = np.unique(categories, return_inverse=True)
+        for category in uniques.tolist():
+            known.setdefault(category, len(known))
+        n = len(known)
+        if self._nodes.shape[1] < Q_WA_FIRST + n:
+            nodes = np.zeros((6, Q_WA_FIRST + n), np.int64)
+            nodes[:, : self._nodes.shape[1]] = self._nodes
+            self._nodes = nodes
+            self._sums = _extended(self._sums, k.N_FLOAT + 2 * n)
+        index = np.array([known[c] for c in uniques.tolist()], dtype=np.float64)
+        return index[inverse]
 
     def _serve(
         self, chunk: BlockChunk, start: int, future: NDArray[np.int64], rq_f: NDArray[np.float64]
