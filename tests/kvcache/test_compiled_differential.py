@@ -48,7 +48,7 @@ from simulator.workload.request import TraceRequest
 #: after every ``capacity`` accesses, AsymCache with its default half-life and a short one (so
 #: cost and time trade off within the traces' few seconds), the random policies with their
 #: default samples and few (so pinned-only samples, redraws and scans occur), one with a large
-#: small queue.
+#: small queue, the partial-node pair also in drain mode and with micro batches of 1 and 2.
 SPECS: list[tuple[str, dict[str, Any]]] = [
     ("lru", {}),
     ("fifo", {}),
@@ -84,6 +84,12 @@ SPECS: list[tuple[str, dict[str, Any]]] = [
     ("random_compute_small_queue", {"n_sample": 3, "small_ratio": 0.5}),
     ("workload_aware", {}),
     ("workload_aware", {"aging_period": 3}),
+    ("partial_node_random_compute", {}),
+    ("partial_node_random_compute", {"n_sample": 2, "eviction_mode": "drain"}),
+    ("partial_node_random_compute", {"n_sample": 3, "micro_batch": 1}),
+    ("partial_node_random_freq", {}),
+    ("partial_node_random_freq", {"n_sample": 2, "micro_batch": 2}),
+    ("partial_node_random_freq", {"eviction_mode": "drain"}),
 ]
 COST_MODELS = ["uniform", "linear:1,2", "position"]
 

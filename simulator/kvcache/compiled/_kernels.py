@@ -1,7 +1,7 @@
 """The compiled serve loop (numba): phases 0-3 of ``simulator.kvcache.replay`` over arrays,
 for every policy of ``engine.COMPILED``; LRU, FIFO, CLOCK and SIEVE live here, the other
 policies' structures in ``_lfu``, ``_queues``, ``_segmented``, ``_heaps``, ``_lirs``,
-``_tinylfu``, ``_random`` and ``_workload``.
+``_tinylfu``, ``_random``, ``_workload`` and ``_partial``.
 
 Everything is indexed by *slot* (``_slots``: a hash table maps each block id to a slot while
 the policy remembers the block, and ``serve`` recycles slots between requests, so the arrays
@@ -60,6 +60,8 @@ from simulator.kvcache.compiled._layout import (
     K_LFU,
     K_LIRS,
     K_LRU,
+    K_PARTIAL,
+    K_PARTIAL_FREQ,
     K_RANDOM,
     K_RANDOM_SMALL,
     K_S3FIFO,
@@ -92,6 +94,7 @@ from simulator.kvcache.compiled._layout import (
 )
 from simulator.kvcache.compiled._lfu import lfu_access, lfu_evict
 from simulator.kvcache.compiled._lirs import lirs_evict, lirs_replay
+from simulator.kvcache.compiled._partial import partial_evict, partial_replay
 from simulator.kvcache.compiled._queues import S3_FREQ_CAP, s3fifo_evict, s3fifo_insert
 from simulator.kvcache.compiled._random import random_evict, random_replay
 from simulator.kvcache.compiled._segmented import (
@@ -109,7 +112,7 @@ from simulator.kvcache.compiled._workload import workload_evict, workload_replay
 #: The kernel modules whose source ``serve`` is compiled from (see the module docstring).
 KERNEL_MODULES = (
     "_layout", "_kernels", "_lfu", "_queues", "_segmented", "_heaps", "_slots", "_lirs",
-    "_tinylfu", "_random", "_workload",
+    "_tinylfu", "_random", "_workload", "_partial",
 )  # fmt: skip
 #: Python policy modules whose constants a kernel module imports (frozen into ``serve`` too).
 CONSTANT_MODULES = ("wtinylfu",)
@@ -262,7 +265,7 @@ def _probe(
 
 
 @njit()
-def _evict(  # noqa: C901, PLR0911  (one return per policy)
+def _evict(  # noqa: C901, PLR0911, PLR0912  (one return per policy)
     kind: int, want: int, pin: bool, cur: int, size: int, capacity: int, nxt: I64, prv: I64,
     res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64,
     ids: I64, links: I64, sketch: I64, st: I64, fs: F64, rng: Any,
@@ -295,6 +298,9 @@ def _evict(  # noqa: C901, PLR0911  (one return per policy)
     if kind in (K_RANDOM, K_RANDOM_SMALL):
         return random_evict(want, kind == K_RANDOM_SMALL, pin, cur, rng, res, aux, nxt, prv,
             cls, keys, heap, scratch, stamp, links, ids, st)  # fmt: skip
+    if kind in (K_PARTIAL, K_PARTIAL_FREQ):
+        return partial_evict(want, kind == K_PARTIAL_FREQ, pin, cur, rng, res, aux, nxt, prv,
+            cls, keys, heap, scratch, stamp, links, nodes, ids, st)  # fmt: skip
     if kind == K_WORKLOAD:
         return workload_evict(want, pin, cur, size, capacity, res, nxt, prv, cls, nodes, links,
             stamp, fs)  # fmt: skip
@@ -374,6 +380,9 @@ def _replay_other(  # noqa: PLR0911  (one return per policy)
     if kind in (K_RANDOM, K_RANDOM_SMALL):
         return E_OK, random_replay(xs, lo, hi, deepest_first, size, kind == K_RANDOM_SMALL,
             uniform, costs, res, aux, nxt, prv, cls, keys, heap, links, st)  # fmt: skip
+    if kind in (K_PARTIAL, K_PARTIAL_FREQ):
+        return E_OK, partial_replay(xs, lo, hi, deepest_first, size, uniform, costs, res, nxt,
+            prv, cls, keys, heap, links, nodes, st)  # fmt: skip
     if kind == K_ASYM:
         return E_OK, asym_replay(xs, lo, hi, deepest_first, size, uniform, stamp, logcosts,
             res, nxt, prv, keys, heap, ids, st)  # fmt: skip

@@ -19,6 +19,7 @@ F64 = NDArray[np.float64]
 K_LRU, K_FIFO, K_CLOCK, K_SIEVE, K_LFU, K_S3FIFO, K_S3FIFOD = 0, 1, 2, 3, 4, 5, 6
 K_SLRU, K_TWOQ, K_ARC, K_GDSF, K_GDSF_COMPUTE, K_BELADY = 7, 8, 9, 10, 11, 12
 K_LIRS, K_WTINYLFU, K_ASYM, K_RANDOM, K_RANDOM_SMALL, K_WORKLOAD = 13, 14, 15, 16, 17, 18
+K_PARTIAL, K_PARTIAL_FREQ = 19, 20  # PartialNodeRandomCompute, PartialNodeRandomFreq
 
 # Indices into the int64 state vector ``st``.
 S_SIZE = 0  # resident blocks
@@ -38,7 +39,7 @@ S_ERR_A = 13
 S_ERR_B = 14
 S_SMALL_TARGET = 15  # S3-FIFO(-D)'s, RandomComputeSmallQueue's small-queue target (blocks)
 S_GHOST_CAP = 16  # S3-FIFO(-D)'s ghost-queue capacity (ids; each ghost of S3-FIFO-D)
-S_LIMIT = 17  # SLRU's protected-segment capacity; 2Q's Kin; the random policies' n_sample
+S_LIMIT = 17  # SLRU's protected-segment capacity; 2Q's Kin; the sampling policies' n_sample
 S_GHOST_LIMIT = 18  # 2Q's Kout (A1out capacity)
 S_SEQ = (
     19  # GDSF's, AsymCache's access sequence number; the random policies', WorkloadAware's clock
@@ -58,7 +59,10 @@ S_SKETCH_SHIFT = 31  # ... 64 - log2(sketch width)
 S_DOOR_GEN = 32  # ... the doorkeeper's generation (a slot is in it iff its mark equals this)
 S_DOORKEEPER = 33  # ... 1 if the doorkeeper is on
 S_SMALL_N = 34  # RandomComputeSmallQueue: blocks in its small queue
-N_STATE = 35
+S_NODE_FREE_N = 35  # the partial-node policies: free node ids on their stack (``_partial``)
+S_ROUND = 36  # ... eviction rounds so far (a node drawn in this round is marked with it)
+S_MICRO = 37  # ... ``micro_batch`` in ``"micro"`` mode, 0 in ``"drain"`` mode
+N_STATE = 38
 
 # Indices into the float64 vector ``fs``.
 F_TOTAL, F_SAVED = 0, 1  # cost sums of the serve loop

@@ -38,6 +38,7 @@ from numpy.typing import NDArray
 
 from simulator.kvcache.compiled import _layout as k
 from simulator.kvcache.compiled._kernels import serve
+from simulator.kvcache.compiled._partial import new_node_table
 from simulator.kvcache.compiled._workload import Q_WA_FIRST
 from simulator.kvcache.cost import UNIFORM, CostModel
 from simulator.kvcache.policies import make_policy
@@ -74,6 +75,8 @@ COMPILED: dict[str, int] = {
     "random_compute": k.K_RANDOM,
     "random_compute_small_queue": k.K_RANDOM_SMALL,
     "workload_aware": k.K_WORKLOAD,
+    "partial_node_random_compute": k.K_PARTIAL,
+    "partial_node_random_freq": k.K_PARTIAL_FREQ,
 }
 #: Compiled policies that read the request context (``RequestContext``): their chunks must
 #: carry it (``BlockChunk.timestamps`` / ``categories``: ``chunk_requests`` and the file
@@ -89,11 +92,6 @@ PYTHON_ONLY: dict[str, str] = {
         "worth = cost / distance moves with the request clock, so its cost buckets are compared"
         f" per eviction and the clock is re-synchronised per request; {_NOT_YET}"
     ),
-    "partial_node_random_compute": (
-        "prefix-tree nodes learned per request (record_request) and trimmed from their deep end;"
-        f" its draws could be compiled as random_compute's are (_random); {_NOT_YET}"
-    ),
-    "partial_node_random_freq": f"as partial_node_random_compute; {_NOT_YET}",
     "session_lru": f"reads the request context (sessions); {_NOT_YET}",
     "session_belady": f"oracle with the request context; {_NOT_YET}",
     "session_random_compute": "request context and numpy's Generator (as random_compute)",
@@ -105,10 +103,19 @@ PYTHON_ONLY: dict[str, str] = {
 _LIST_ONLY = frozenset({k.K_LRU, k.K_FIFO, k.K_CLOCK, k.K_SIEVE})
 #: Kinds whose blocks sit in a heap (``_heaps``): per-slot ``keys`` and a heap array.
 _HEAPS = frozenset({k.K_GDSF, k.K_GDSF_COMPUTE, k.K_BELADY, k.K_ASYM})
-#: Kinds that sample a dense list of their resident slots (``_random``; in ``heap``).
-_SAMPLED = frozenset({k.K_RANDOM, k.K_RANDOM_SMALL})
-#: Rows of per-slot ``links`` (``_lirs``: its S and Q lists; ``_tinylfu``: doorkeeper marks).
-_LINK_ROWS = {k.K_LIRS: 4, k.K_WTINYLFU: 1, k.K_RANDOM: 1, k.K_RANDOM_SMALL: 1, k.K_WORKLOAD: 2}
+#: Kinds that sample a dense list of their resident slots (``_random``, ``_partial``; in ``heap``).
+_SAMPLED = frozenset({k.K_RANDOM, k.K_RANDOM_SMALL, k.K_PARTIAL, k.K_PARTIAL_FREQ})
+#: Rows of per-slot ``links`` (``_lirs``: its S and Q lists; ``_tinylfu``: doorkeeper marks;
+#: ``_random``: last-access stamps; ``_partial``: nodes).
+_LINK_ROWS = {
+    k.K_LIRS: 4,
+    k.K_WTINYLFU: 1,
+    k.K_RANDOM: 1,
+    k.K_RANDOM_SMALL: 1,
+    k.K_WORKLOAD: 2,
+    k.K_PARTIAL: 1,
+    k.K_PARTIAL_FREQ: 1,
+}
 _NO_FUTURE = np.zeros(0, dtype=np.int64)
 _NO_FLOATS = np.zeros(0, dtype=np.float64)
 
@@ -221,6 +228,10 @@ class CompiledReplay:
         elif self._kind in _SAMPLED:
             st[k.S_LIMIT] = policy.n_sample
             st[k.S_SMALL_TARGET] = getattr(policy, "small_target", 0)
+            if self._kind in {k.K_PARTIAL, k.K_PARTIAL_FREQ}:  # ``_partial``: its node table
+                st[k.S_MICRO] = policy.micro_batch if policy.eviction_mode == "micro" else 0
+                st[k.S_NODE_FREE_N] = self.capacity + 1
+                self._nodes = new_node_table(self.capacity)
         elif self._kind == k.K_LIRS:
             st[k.S_LIR_TARGET] = policy.lir_target
         elif self._kind == k.K_WORKLOAD:
