@@ -68,6 +68,7 @@ SPECS: list[tuple[str, dict[str, Any]]] = [
     ("gdsf", {}),
     ("gdsf_compute", {}),
     ("belady", {}),
+    ("belady_compute", {}),
     ("lirs", {}),
     ("lirs", {"hir_ratio": 0.3}),
     ("wtinylfu", {}),

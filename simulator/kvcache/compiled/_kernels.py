@@ -1,7 +1,7 @@
 """The compiled serve loop (numba): phases 0-3 of ``simulator.kvcache.replay`` over arrays,
 for every policy of ``engine.COMPILED``; LRU, FIFO, CLOCK and SIEVE live here, the other
 policies' structures in ``_lfu``, ``_queues``, ``_segmented``, ``_heaps``, ``_lirs``,
-``_tinylfu``, ``_random``, ``_workload`` and ``_partial``.
+``_tinylfu``, ``_random``, ``_workload``, ``_partial`` and ``_belady``.
 
 Everything is indexed by *slot* (``_slots``: a hash table maps each block id to a slot while
 the policy remembers the block, and ``serve`` recycles slots between requests, so the arrays
@@ -37,6 +37,7 @@ from typing import Any
 
 from numba import njit
 
+from simulator.kvcache.compiled._belady import bc_evict, bc_replay
 from simulator.kvcache.compiled._heaps import asym_replay, belady_replay, gdsf_replay, heap_evict
 from simulator.kvcache.compiled._layout import (
     E_ALL_PINNED,
@@ -54,6 +55,7 @@ from simulator.kvcache.compiled._layout import (
     K_ARC,
     K_ASYM,
     K_BELADY,
+    K_BELADY_COMPUTE,
     K_CLOCK,
     K_GDSF,
     K_GDSF_COMPUTE,
@@ -112,7 +114,7 @@ from simulator.kvcache.compiled._workload import workload_evict, workload_replay
 #: The kernel modules whose source ``serve`` is compiled from (see the module docstring).
 KERNEL_MODULES = (
     "_layout", "_kernels", "_lfu", "_queues", "_segmented", "_heaps", "_slots", "_lirs",
-    "_tinylfu", "_random", "_workload", "_partial",
+    "_tinylfu", "_random", "_workload", "_partial", "_belady",
 )  # fmt: skip
 #: Python policy modules whose constants a kernel module imports (frozen into ``serve`` too).
 CONSTANT_MODULES = ("wtinylfu",)
@@ -304,6 +306,9 @@ def _evict(  # noqa: C901, PLR0911, PLR0912  (one return per policy)
     if kind == K_WORKLOAD:
         return workload_evict(want, pin, cur, size, capacity, res, nxt, prv, cls, nodes, links,
             stamp, fs)  # fmt: skip
+    if kind == K_BELADY_COMPUTE:
+        return bc_evict(want, pin, cur, size, res, prv, cls, links, nodes, ids, stamp, scratch,
+            st, fs)  # fmt: skip
     if kind in (K_GDSF, K_GDSF_COMPUTE, K_BELADY, K_ASYM):
         return heap_evict(want, kind == K_BELADY, pin, cur, res, nxt, prv, cls, keys, heap,
             scratch, stamp, ids, st, fs)  # fmt: skip
@@ -366,6 +371,9 @@ def _replay_other(  # noqa: PLR0911  (one return per policy)
     if kind == K_BELADY:
         return E_OK, belady_replay(xs, future, lo, hi, deepest_first, size, res, nxt, prv,
             keys, heap, ids, st)  # fmt: skip
+    if kind == K_BELADY_COMPUTE:
+        return E_OK, bc_replay(xs, future, lo, hi, deepest_first, size, uniform, res, prv, cls,
+            links, nodes, ids, st)  # fmt: skip
     if kind == K_SLRU:
         return E_OK, slru_replay(xs, lo, hi, deepest_first, size, st[S_LIMIT], res, nxt, prv,
             cls, nodes)  # fmt: skip

@@ -20,6 +20,7 @@ K_LRU, K_FIFO, K_CLOCK, K_SIEVE, K_LFU, K_S3FIFO, K_S3FIFOD = 0, 1, 2, 3, 4, 5, 
 K_SLRU, K_TWOQ, K_ARC, K_GDSF, K_GDSF_COMPUTE, K_BELADY = 7, 8, 9, 10, 11, 12
 K_LIRS, K_WTINYLFU, K_ASYM, K_RANDOM, K_RANDOM_SMALL, K_WORKLOAD = 13, 14, 15, 16, 17, 18
 K_PARTIAL, K_PARTIAL_FREQ = 19, 20  # PartialNodeRandomCompute, PartialNodeRandomFreq
+K_BELADY_COMPUTE = 21
 
 # Indices into the int64 state vector ``st``.
 S_SIZE = 0  # resident blocks
@@ -62,7 +63,9 @@ S_SMALL_N = 34  # RandomComputeSmallQueue: blocks in its small queue
 S_NODE_FREE_N = 35  # the partial-node policies: free node ids on their stack (``_partial``)
 S_ROUND = 36  # ... eviction rounds so far (a node drawn in this round is marked with it)
 S_MICRO = 37  # ... ``micro_batch`` in ``"micro"`` mode, 0 in ``"drain"`` mode
-N_STATE = 38
+S_CLOCK = 38  # BeladyCompute: the request clock ``now`` (``_belady``)
+S_BUCKETS = 39  # ... its cost buckets
+N_STATE = 40
 
 # Indices into the float64 vector ``fs``.
 F_TOTAL, F_SAVED = 0, 1  # cost sums of the serve loop

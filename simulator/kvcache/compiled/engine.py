@@ -18,9 +18,9 @@ ghost of ARC, 2Q, S3-FIFO(-D), LIRS; W-TinyLFU's doorkeeper ids count as ghosts,
 recycled between requests and the arrays double only when the remembered blocks fill over 3/4
 of them, so the state is O(cache size + ghost capacity + longest request), not O(largest id):
 ``slot_space`` slots of about 58 bytes (66 with a queue or count per slot, 74 for GDSF's
-priorities and for W-TinyLFU's doorkeeper marks, 98 for LIRS's two more lists; hash table and
-free stack included), from the default start at most 8/3 × (capacity + ghosts + longest
-request) + 1 of them (32,767 for LRU at 16k blocks: 1.8 MiB).
+priorities and for W-TinyLFU's doorkeeper marks, 90 for belady_compute's pairing heaps, 98 for
+LIRS's two more lists; hash table and free stack included), from the default start at most
+8/3 × (capacity + ghosts + longest request) + 1 of them (32,767 for LRU at 16k blocks: 1.8 MiB).
 The serve kernel is
 compiled on first use and cached on disk by numba (``cache=True``, keyed on every kernel
 module's source), so only the first run on a machine, or after an upgrade, pays for compilation
@@ -69,6 +69,7 @@ COMPILED: dict[str, int] = {
     "gdsf": k.K_GDSF,
     "gdsf_compute": k.K_GDSF_COMPUTE,
     "belady": k.K_BELADY,
+    "belady_compute": k.K_BELADY_COMPUTE,
     "lirs": k.K_LIRS,
     "wtinylfu": k.K_WTINYLFU,
     "asym_cache": k.K_ASYM,
@@ -88,10 +89,6 @@ _NOT_YET = "not ported yet; its Python path is the reference and stays the only 
 PYTHON_ONLY: dict[str, str] = {
     "lhd": f"hit-density statistics and sampling; {_NOT_YET}",
     "lhd_compute": f"hit-density statistics and sampling; {_NOT_YET}",
-    "belady_compute": (
-        "worth = cost / distance moves with the request clock, so its cost buckets are compared"
-        f" per eviction and the clock is re-synchronised per request; {_NOT_YET}"
-    ),
     "session_lru": f"reads the request context (sessions); {_NOT_YET}",
     "session_belady": f"oracle with the request context; {_NOT_YET}",
     "session_random_compute": "request context and numpy's Generator (as random_compute)",
@@ -115,6 +112,7 @@ _LINK_ROWS = {
     k.K_WORKLOAD: 2,
     k.K_PARTIAL: 1,
     k.K_PARTIAL_FREQ: 1,
+    k.K_BELADY_COMPUTE: 3,
 }
 _NO_FUTURE = np.zeros(0, dtype=np.int64)
 _NO_FLOATS = np.zeros(0, dtype=np.float64)
@@ -188,6 +186,7 @@ class CompiledReplay:
         self._rng = policy.rng  # the random policies draw from it, as their Python policy
         self._costs = np.ones(0, dtype=np.float64)
         self._logcosts = _NO_FLOATS  # AsymCache: log2 of each position's cost
+        self._buckets: dict[float, int] = {}  # BeladyCompute: cost -> bucket (``_belady``)
         self._context = CONTEXT.get(name)
         self._half_life = float(getattr(policy, "half_life", 1.0))  # AsymCache's
         self._cumulative = np.zeros(1, dtype=np.float64)
@@ -232,6 +231,12 @@ class CompiledReplay:
                 st[k.S_MICRO] = policy.micro_batch if policy.eviction_mode == "micro" else 0
                 st[k.S_NODE_FREE_N] = self.capacity + 1
                 self._nodes = new_node_table(self.capacity)
+        elif self._kind == k.K_BELADY_COMPUTE:
+            st[k.S_CLOCK] = 1  # the policy's ``_base``
+            if self._model.uniform:  # one bucket, cost 1.0 (what the uniform table holds)
+                st[k.S_BUCKETS] = 1
+                self._sums = _extended(self._sums, k.N_FLOAT + 1)
+                self._sums[k.N_FLOAT] = self._model.table(1)[0]
         elif self._kind == k.K_LIRS:
             st[k.S_LIR_TARGET] = policy.lir_target
         elif self._kind == k.K_WORKLOAD:
@@ -438,9 +443,28 @@ class CompiledReplay:
         model = self._model
         self._costs = np.array(model.table(n)[:n], dtype=np.float64)
         self._cumulative = np.array([model.total(i) for i in range(n + 1)], dtype=np.float64)
+        if self._kind == k.K_BELADY_COMPUTE:
+            self._cost_buckets(n)
         if self._kind == k.K_ASYM:  # the policy's own expression, per position
             logs = [math.log2(c) if c > 0 else -math.inf for c in model.table(n)[:n]]
             self._logcosts = np.array(logs, dtype=np.float64)
+
+    def _cost_buckets(self, n: int) -> None:
+        """BeladyCompute: number the distinct costs of positions 0 … n-1 (``nodes[1, p]``: the
+        bucket of position p; ``fs[N_FLOAT + b]``: bucket b's cost), keeping the buckets and
+        heap roots (``nodes[0]``) numbered so far."""
+        buckets = self._buckets
+        table = self._model.table(n)[:n]
+        index = [buckets.setdefault(c, len(buckets)) for c in table]
+        width = max(n, len(buckets)) + 1
+        nodes = np.zeros((6, width), np.int64)
+        kept = min(width, self._nodes.shape[1])  # bucket roots; at most len(buckets) are used
+        nodes[0, :kept] = self._nodes[0, :kept]
+        nodes[1, :n] = index
+        self._nodes = nodes
+        self._sums = _extended(self._sums, k.N_FLOAT + len(buckets))
+        self._sums[k.N_FLOAT :] = list(buckets)
+        self._state[k.S_BUCKETS] = len(buckets)
 
 
 def _doubled(size: int, slots: int) -> int:
