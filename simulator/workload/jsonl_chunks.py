@@ -44,6 +44,7 @@ from simulator.workload.jsonl import (
     Record,
     parse_line,
 )
+from simulator.workload.request import TURN_BITS, TURN_CAP
 from simulator.workload.traceinfo import ReadStats, TraceSchema
 from slo.inputfile import InputError
 
@@ -136,7 +137,7 @@ def _categories(piece: _Piece, type_table: dict[str, int]) -> NDArray[np.int64]:
         for name in piece.type_names
     ]
     types = np.fromiter(type_ids, dtype=np.int64, count=n)
-    return (types << 16) | np.fromiter(piece.turns, dtype=np.int64, count=n)
+    return (types << TURN_BITS) | np.fromiter(piece.turns, dtype=np.int64, count=n)
 
 
 def _pieces(path: Path, chunk_bytes: int) -> Iterator[tuple[int, bytes]]:
@@ -191,7 +192,7 @@ def _decode_fast(text: bytes, lines: list[bytes], schema: TraceSchema) -> _Piece
         return None
     qwen = schema == "qwen"
     types = [r.type for r in records] if qwen else ()
-    turns = [min(r.turn, 0xFFFF) for r in records] if qwen else ()
+    turns = [min(r.turn, TURN_CAP) for r in records] if qwen else ()
     return _Piece(out[: offsets[-1]], offsets, np.array(arrival, dtype=np.int64), types, turns)
 
 
@@ -227,5 +228,5 @@ def _decode_slow(
         chain.from_iterable(r.hash_ids for r in records), dtype=np.int64, count=int(offsets[-1])
     )
     arrival = np.fromiter((r.arrival_us for r in records), dtype=np.int64, count=len(records))
-    turns = [min(r.turn, 0xFFFF) for r in records]
+    turns = [min(r.turn, TURN_CAP) for r in records]
     return _Piece(raw, offsets, arrival, [r.type_name for r in records], turns)

@@ -30,6 +30,7 @@ from simulator.workload._io import open_stream
 from simulator.workload.chunks import BlockChunk, observe_chunk
 from simulator.workload.lcp import iter_lcp, promised_totals, read_totals
 from simulator.workload.lcp_header import ENTRY_BYTES, RECORD_BYTES, LcpHeader, read_header
+from simulator.workload.request import TURN_BITS, TURN_CAP
 from simulator.workload.traceinfo import ReadStats
 from slo.inputfile import InputError
 
@@ -155,8 +156,8 @@ def _scan(
         if end > len(buffer):
             return _NEED_MORE, r, pos, max_id
         arrival[r] = _le_int64(buffer, pos, 8)
-        turn = min(_le_int64(buffer, pos + 60, 4), 0xFFFF)
-        categories[r] = (np.int64(buffer[pos + 64]) << 16) | turn  # TraceRequest.category
+        turn = min(_le_int64(buffer, pos + 60, 4), TURN_CAP)
+        categories[r] = (np.int64(buffer[pos + 64]) << TURN_BITS) | turn  # TraceRequest.category
         seen = max_id  # ids above the largest before this request must count up from it
         for b in range(n_blocks):
             block = _le_int64(buffer, pos + RECORD_BYTES + b * ENTRY_BYTES, 8)

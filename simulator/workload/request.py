@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["TraceRequest"]
+__all__ = ["TURN_BITS", "TURN_CAP", "TraceRequest"]
+
+#: ``TraceRequest.category`` folds ``type_id`` above the turn, capped at ``TURN_CAP`` in the low
+#: ``TURN_BITS`` bits (the chunk readers compute the same fold per request).
+TURN_BITS = 16
+TURN_CAP = (1 << TURN_BITS) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +49,7 @@ class TraceRequest:
     def category(self) -> int:
         """``type_id`` and ``turn`` folded into one opaque id (``RequestContext.category``);
         0 when both are absent."""
-        return (self.type_id << 16) | min(self.turn, 0xFFFF)
+        return (self.type_id << TURN_BITS) | min(self.turn, TURN_CAP)
 
     def at_time(self, timestamp_s: float) -> TraceRequest:
         """This request arriving at ``timestamp_s`` (seconds): ``dataclasses.replace`` without
