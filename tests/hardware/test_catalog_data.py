@@ -133,6 +133,24 @@ def test_blackwell_ultra_has_no_int8_fast_path_and_gb300_borrows_b300s_tables(
     assert catalog.gpu("gb300").gpus_per_node == 72
 
 
+@pytest.mark.parametrize(
+    ("system", "key"),
+    [
+        # InferenceX's hardware keys (aiconfigurator config_adapter/inferencex.py) and the
+        # _sxm system names aiconfigurator writes in silicon rows.
+        ("h100", "h100_sxm"),
+        ("h200", "h200_sxm"),
+        ("b200", "b200_sxm"),
+        ("b300", "b300_sxm"),
+        ("gb200_sxm", "gb200"),
+        ("gb300_sxm", "gb300"),
+        ("B200", "b200_sxm"),
+    ],
+)
+def test_benchmark_system_names_resolve(catalog: Catalog, system: str, key: str) -> None:
+    assert catalog.gpu(system).name == key
+
+
 def test_storage_tiers(catalog: Catalog) -> None:
     assert catalog.storage_tier("dram").kind == "dram"
     assert {catalog.storage_tier(n).kind for n in ("nvme_4tib", "nvme_16tib")} == {"ssd"}
