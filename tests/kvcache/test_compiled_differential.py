@@ -48,7 +48,8 @@ from simulator.workload.request import TraceRequest
 #: after every ``capacity`` accesses, AsymCache with its default half-life and a short one (so
 #: cost and time trade off within the traces' few seconds), the random policies with their
 #: default samples and few (so pinned-only samples, redraws and scans occur), one with a large
-#: small queue, the partial-node pair also in drain mode and with micro batches of 1 and 2.
+#: small queue, the partial-node pair also in drain mode and with micro batches of 1 and 2,
+#: LHD and its cost-weighted variant with their default 64 samples and with few.
 SPECS: list[tuple[str, dict[str, Any]]] = [
     ("lru", {}),
     ("fifo", {}),
@@ -91,6 +92,10 @@ SPECS: list[tuple[str, dict[str, Any]]] = [
     ("partial_node_random_freq", {}),
     ("partial_node_random_freq", {"n_sample": 2, "micro_batch": 2}),
     ("partial_node_random_freq", {"eviction_mode": "drain"}),
+    ("lhd", {}),
+    ("lhd", {"n_sample": 2}),
+    ("lhd_compute", {}),
+    ("lhd_compute", {"n_sample": 3}),
 ]
 COST_MODELS = ["uniform", "linear:1,2", "position"]
 
@@ -308,7 +313,7 @@ def test_every_policy_is_compiled_or_says_why_not() -> None:
 
 def test_bad_configurations_are_refused_like_the_python_policy() -> None:
     with pytest.raises(ValueError, match="no compiled path"):
-        CompiledReplay("lhd", 8)
+        CompiledReplay("no_such_policy", 8)
     with pytest.raises(ValueError, match="match must be one of"):
         CompiledReplay("lru", 8, match="some")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="bits must be between 1 and 8"):

@@ -1,7 +1,7 @@
 """The compiled serve loop (numba): phases 0-3 of ``simulator.kvcache.replay`` over arrays,
 for every policy of ``engine.COMPILED``; LRU, FIFO, CLOCK and SIEVE live here, the other
 policies' structures in ``_lfu``, ``_queues``, ``_segmented``, ``_heaps``, ``_lirs``,
-``_tinylfu``, ``_random``, ``_workload``, ``_partial`` and ``_belady``.
+``_tinylfu``, ``_random``, ``_workload``, ``_partial``, ``_belady`` and ``_lhd``.
 
 Everything is indexed by *slot* (``_slots``: a hash table maps each block id to a slot while
 the policy remembers the block, and ``serve`` recycles slots between requests, so the arrays
@@ -60,6 +60,8 @@ from simulator.kvcache.compiled._layout import (
     K_GDSF,
     K_GDSF_COMPUTE,
     K_LFU,
+    K_LHD,
+    K_LHD_COMPUTE,
     K_LIRS,
     K_LRU,
     K_PARTIAL,
@@ -95,6 +97,7 @@ from simulator.kvcache.compiled._layout import (
     U8,
 )
 from simulator.kvcache.compiled._lfu import lfu_access, lfu_evict
+from simulator.kvcache.compiled._lhd import lhd_evict, lhd_replay
 from simulator.kvcache.compiled._lirs import lirs_evict, lirs_replay
 from simulator.kvcache.compiled._partial import partial_evict, partial_replay
 from simulator.kvcache.compiled._queues import S3_FREQ_CAP, s3fifo_evict, s3fifo_insert
@@ -114,10 +117,10 @@ from simulator.kvcache.compiled._workload import workload_evict, workload_replay
 #: The kernel modules whose source ``serve`` is compiled from (see the module docstring).
 KERNEL_MODULES = (
     "_layout", "_kernels", "_lfu", "_queues", "_segmented", "_heaps", "_slots", "_lirs",
-    "_tinylfu", "_random", "_workload", "_partial", "_belady",
+    "_tinylfu", "_random", "_workload", "_partial", "_belady", "_lhd",
 )  # fmt: skip
 #: Python policy modules whose constants a kernel module imports (frozen into ``serve`` too).
-CONSTANT_MODULES = ("wtinylfu",)
+CONSTANT_MODULES = ("wtinylfu", "lhd")
 
 # The linked-list steps (unlink, push to the back or front) are written out where they are used
 # instead of being small kernels: numba does not inline a call between kernels, and passing
@@ -300,6 +303,9 @@ def _evict(  # noqa: C901, PLR0911, PLR0912  (one return per policy)
     if kind in (K_RANDOM, K_RANDOM_SMALL):
         return random_evict(want, kind == K_RANDOM_SMALL, pin, cur, rng, res, aux, nxt, prv,
             cls, keys, heap, scratch, stamp, links, ids, st)  # fmt: skip
+    if kind in (K_LHD, K_LHD_COMPUTE):
+        return lhd_evict(want, kind == K_LHD_COMPUTE, pin, cur, rng, res, aux, nxt, prv, cls,
+            keys, heap, scratch, stamp, links, ids, st, fs)  # fmt: skip
     if kind in (K_PARTIAL, K_PARTIAL_FREQ):
         return partial_evict(want, kind == K_PARTIAL_FREQ, pin, cur, rng, res, aux, nxt, prv,
             cls, keys, heap, scratch, stamp, links, nodes, ids, st)  # fmt: skip
@@ -359,7 +365,7 @@ def _cost_sums(
 
 
 @njit()
-def _replay_other(  # noqa: PLR0911  (one return per policy)
+def _replay_other(  # noqa: C901, PLR0911  (one return per policy)
     kind: int, capacity: int, xs: I64, lo: int, hi: int, deepest_first: bool, size: int,
     uniform: bool, costs: F64, logcosts: F64, stamp: float, future: I64, nxt: I64, prv: I64,
     res: U8, aux: U8, cls: I64, nodes: I64, keys: F64, heap: I64, ids: I64, links: I64,
@@ -388,6 +394,9 @@ def _replay_other(  # noqa: PLR0911  (one return per policy)
     if kind in (K_RANDOM, K_RANDOM_SMALL):
         return E_OK, random_replay(xs, lo, hi, deepest_first, size, kind == K_RANDOM_SMALL,
             uniform, costs, res, aux, nxt, prv, cls, keys, heap, links, st)  # fmt: skip
+    if kind in (K_LHD, K_LHD_COMPUTE):
+        return E_OK, lhd_replay(xs, lo, hi, deepest_first, size, uniform, costs, res, cls, keys,
+            heap, links, st, fs)  # fmt: skip
     if kind in (K_PARTIAL, K_PARTIAL_FREQ):
         return E_OK, partial_replay(xs, lo, hi, deepest_first, size, uniform, costs, res, nxt,
             prv, cls, keys, heap, links, nodes, st)  # fmt: skip

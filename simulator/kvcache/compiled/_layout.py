@@ -21,6 +21,7 @@ K_SLRU, K_TWOQ, K_ARC, K_GDSF, K_GDSF_COMPUTE, K_BELADY = 7, 8, 9, 10, 11, 12
 K_LIRS, K_WTINYLFU, K_ASYM, K_RANDOM, K_RANDOM_SMALL, K_WORKLOAD = 13, 14, 15, 16, 17, 18
 K_PARTIAL, K_PARTIAL_FREQ = 19, 20  # PartialNodeRandomCompute, PartialNodeRandomFreq
 K_BELADY_COMPUTE = 21
+K_LHD, K_LHD_COMPUTE = 22, 23  # Lhd, LhdCompute (``_lhd``)
 
 # Indices into the int64 state vector ``st``.
 S_SIZE = 0  # resident blocks
@@ -55,7 +56,7 @@ S_WINDOW_TARGET = 26  # W-TinyLFU: window, main and protected targets (the polic
 S_MAIN_TARGET = 27
 S_PROTECTED_TARGET = 28
 S_ADDITIONS = 29  # W-TinyLFU's sketch: accesses recorded since the last halving (halved then)
-S_PERIOD = 30  # ... the halving period (and WorkloadAware's ``aging_period``)
+S_PERIOD = 30  # ... the halving period (WorkloadAware's ``aging_period``, LHD's ``period``)
 S_SKETCH_SHIFT = 31  # ... 64 - log2(sketch width)
 S_DOOR_GEN = 32  # ... the doorkeeper's generation (a slot is in it iff its mark equals this)
 S_DOORKEEPER = 33  # ... 1 if the doorkeeper is on
@@ -65,7 +66,8 @@ S_ROUND = 36  # ... eviction rounds so far (a node drawn in this round is marked
 S_MICRO = 37  # ... ``micro_batch`` in ``"micro"`` mode, 0 in ``"drain"`` mode
 S_CLOCK = 38  # BeladyCompute: the request clock ``now`` (``_belady``)
 S_BUCKETS = 39  # ... its cost buckets
-N_STATE = 40
+S_COARSE = 40  # LHD: the width of an age class in block accesses (``coarsening``)
+N_STATE = 41
 
 # Indices into the float64 vector ``fs``.
 F_TOTAL, F_SAVED = 0, 1  # cost sums of the serve loop

@@ -38,6 +38,7 @@ from numpy.typing import NDArray
 
 from simulator.kvcache.compiled import _layout as k
 from simulator.kvcache.compiled._kernels import serve
+from simulator.kvcache.compiled._lhd import F_DENSITY, N_LHD_FLOAT
 from simulator.kvcache.compiled._partial import new_node_table
 from simulator.kvcache.compiled._workload import Q_WA_FIRST
 from simulator.kvcache.cost import UNIFORM, CostModel
@@ -78,6 +79,8 @@ COMPILED: dict[str, int] = {
     "workload_aware": k.K_WORKLOAD,
     "partial_node_random_compute": k.K_PARTIAL,
     "partial_node_random_freq": k.K_PARTIAL_FREQ,
+    "lhd": k.K_LHD,
+    "lhd_compute": k.K_LHD_COMPUTE,
 }
 #: Compiled policies that read the request context (``RequestContext``): their chunks must
 #: carry it (``BlockChunk.timestamps`` / ``categories``: ``chunk_requests`` and the file
@@ -87,8 +90,6 @@ CONTEXT: dict[str, str] = {"asym_cache": "timestamps", "workload_aware": "catego
 _NOT_YET = "not ported yet; its Python path is the reference and stays the only path"
 #: Every other registered policy, with why it stays on the Python path.
 PYTHON_ONLY: dict[str, str] = {
-    "lhd": f"hit-density statistics and sampling; {_NOT_YET}",
-    "lhd_compute": f"hit-density statistics and sampling; {_NOT_YET}",
     "session_lru": f"reads the request context (sessions); {_NOT_YET}",
     "session_belady": f"oracle with the request context; {_NOT_YET}",
     "session_random_compute": "request context and numpy's Generator (as random_compute)",
@@ -100,10 +101,13 @@ PYTHON_ONLY: dict[str, str] = {
 _LIST_ONLY = frozenset({k.K_LRU, k.K_FIFO, k.K_CLOCK, k.K_SIEVE})
 #: Kinds whose blocks sit in a heap (``_heaps``): per-slot ``keys`` and a heap array.
 _HEAPS = frozenset({k.K_GDSF, k.K_GDSF_COMPUTE, k.K_BELADY, k.K_ASYM})
-#: Kinds that sample a dense list of their resident slots (``_random``, ``_partial``; in ``heap``).
-_SAMPLED = frozenset({k.K_RANDOM, k.K_RANDOM_SMALL, k.K_PARTIAL, k.K_PARTIAL_FREQ})
+#: Kinds that sample a dense list of their resident slots (``_random``, ``_partial``,
+#: ``_lhd``; in ``heap``).
+_SAMPLED = frozenset(
+    {k.K_RANDOM, k.K_RANDOM_SMALL, k.K_PARTIAL, k.K_PARTIAL_FREQ, k.K_LHD, k.K_LHD_COMPUTE}
+)
 #: Rows of per-slot ``links`` (``_lirs``: its S and Q lists; ``_tinylfu``: doorkeeper marks;
-#: ``_random``: last-access stamps; ``_partial``: nodes).
+#: ``_random``, ``_lhd``: last-access stamps; ``_partial``: nodes).
 _LINK_ROWS = {
     k.K_LIRS: 4,
     k.K_WTINYLFU: 1,
@@ -113,6 +117,8 @@ _LINK_ROWS = {
     k.K_PARTIAL: 1,
     k.K_PARTIAL_FREQ: 1,
     k.K_BELADY_COMPUTE: 3,
+    k.K_LHD: 1,
+    k.K_LHD_COMPUTE: 1,
 }
 _NO_FUTURE = np.zeros(0, dtype=np.int64)
 _NO_FLOATS = np.zeros(0, dtype=np.float64)
@@ -231,6 +237,11 @@ class CompiledReplay:
                 st[k.S_MICRO] = policy.micro_batch if policy.eviction_mode == "micro" else 0
                 st[k.S_NODE_FREE_N] = self.capacity + 1
                 self._nodes = new_node_table(self.capacity)
+            if self._kind in {k.K_LHD, k.K_LHD_COMPUTE}:  # ``_lhd``: its clock and age tables
+                st[k.S_COARSE] = policy.coarsening
+                st[k.S_PERIOD] = policy.period
+                self._sums = _extended(self._sums, N_LHD_FLOAT)
+                self._sums[F_DENSITY:] = policy.density  # the initial 1 / (a + 1), as Python's
         elif self._kind == k.K_BELADY_COMPUTE:
             st[k.S_CLOCK] = 1  # the policy's ``_base``
             if self._model.uniform:  # one bucket, cost 1.0 (what the uniform table holds)
