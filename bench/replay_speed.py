@@ -314,13 +314,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         fast = f"{'-':>14} {'-':>6}"
         if name in COMPILED:
             run = CompiledReplay(name, args.cache_size, seed=args.seed)
-            nexts = future.next_access if (run.needs_future and future is not None) else None
+            oracle = run.needs_future or run.needs_session_future
             start = time.process_time()
             at = 0
             for chunk in chunks:
-                n = len(chunk.blocks)
-                run.feed(chunk, None if nexts is None else nexts[at : at + n])
-                at += n
+                run.feed_served(chunk, future if oracle else None, at)
+                at += len(chunk.blocks)
             elapsed = time.process_time() - start
             if run.result() != result:
                 raise SystemExit(f"{name}: the compiled core disagrees with the Python loop")

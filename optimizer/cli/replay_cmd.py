@@ -17,7 +17,8 @@ process opens the file itself. So the trace never has to fit in memory, with one
 oracle policies (``needs_next_access``) on a file that does not store next accesses (JSONL, or
 lcp written without them) need the trace's future, computed once by a full pass and held for
 all runs (``simulator.workload.future``: about 16 bytes per block access while it is built, 8
-kept, plus 16 per request); a compiled oracle (belady) reads its slices of that held future. An
+kept, plus 16 per request); a compiled oracle (belady, belady_compute, session_belady) reads
+its slices of that held future. An
 lcp file from ``kvplan convert`` stores the future and streams it too (through the Python loop,
 whose reader yields it per request, when no run needs the future rebuilt). Apart from that,
 memory grows only with the policies' state (the cache size) and, for JSONL with ``--block-id
@@ -30,6 +31,7 @@ objects with exactly the RESULT keys. Warnings go to stderr.
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -64,6 +66,7 @@ from simulator.kvcache.cost import parse_cost_model
 from simulator.kvcache.holes import HoleStats, HoleWriter, dataset_name, holes_path
 from simulator.kvcache.params import PolicySpec, parse_policy_specs
 from simulator.kvcache.policies import POLICIES, make_policy
+from simulator.kvcache.policies.session import NO_SESSION_WARNING
 from simulator.kvcache.replay import (
     MATCH_MODES,
     REPLAY_ORDERS,
@@ -238,15 +241,25 @@ def _execute_compiled(
         for r in runs
     ]
     futures = [
-        future.next_access(r.cache_size) if (one.needs_future and future is not None) else None
+        future.served(r.cache_size)
+        if (one.needs_future or one.needs_session_future) and future is not None
+        else None
         for r, one in zip(runs, replays, strict=True)
     ]
-    results, stats, info = replay_pass(
-        reader, replays, skip_bad_lines=skip_bad_lines, tick=tick, futures=futures
-    )
+    # The session policies' one warning is kept per replay (``policy_warnings``) and folded
+    # into its result, as ``_execute`` folds what a Python policy warns.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", f".*{re.escape(NO_SESSION_WARNING)}", RuntimeWarning)
+        results, stats, info = replay_pass(
+            reader, replays, skip_bad_lines=skip_bad_lines, tick=tick, futures=futures
+        )
     return [
-        _Outcome(replace(result, algo=run.spec.label), stats, info)
-        for run, result in zip(runs, results, strict=True)
+        _Outcome(
+            replace(result, algo=run.spec.label, warnings=result.warnings + one.policy_warnings),
+            stats,
+            info,
+        )
+        for run, one, result in zip(runs, replays, results, strict=True)
     ]
 
 

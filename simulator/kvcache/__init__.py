@@ -4,10 +4,9 @@
 - ``simulator.kvcache.replay``: ``replay(requests, policy, ...) -> ReplayResult``, the exact
   PrefixSim serve loop (skip, match, allocate, access).
 - ``simulator.kvcache.compiled``: the same serve loop compiled with numba over arrays
-  (``CompiledReplay`` over ``BlockChunk``s) for the policies in ``compiled.COMPILED`` (lru,
-  fifo, clock, sieve, lfu, s3fifo, s3fifod, slru, twoq, arc, gdsf, gdsf_compute, belady, lirs,
-  wtinylfu);
-  ``replay`` stays the reference, and the path of every other policy (``PYTHON_ONLY``).
+  (``CompiledReplay`` over ``BlockChunk``s) for the policies in ``compiled.COMPILED`` (every
+  registered one); ``replay`` stays the reference, and the path of ``--engine python`` and of
+  hole dumps (and of any policy in ``compiled.PYTHON_ONLY``, none today).
 - ``simulator.kvcache.cost``: cost models (``parse_cost_model``) for the compute-saving ratio.
 - ``simulator.kvcache.holes``: runs of missed blocks and PrefixSim's ``--dump-holes`` files.
 - ``simulator.kvcache.params``: ``name:key=value`` policy specs, validated per policy;

@@ -102,10 +102,10 @@ class SharedFuture:
         """The future as a replay at ``capacity`` sees it: skipped requests' accesses removed."""
         return without_skipped(self.table, self.distinct <= capacity).rows()
 
-    def next_access(self, capacity: int) -> NDArray[np.int64]:
-        """``rows(capacity)``'s next accesses as one flat array, every block access of the
-        trace in order (what the compiled core slices per chunk)."""
-        return without_skipped(self.table, self.distinct <= capacity).next_access
+    def served(self, capacity: int) -> FutureTable:
+        """The future as a replay at ``capacity`` sees it, whole (what the compiled core
+        slices per chunk: ``CompiledReplay.feed_served``)."""
+        return without_skipped(self.table, self.distinct <= capacity)
 
 
 def replay_streams(

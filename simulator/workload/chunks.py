@@ -45,6 +45,9 @@ class BlockChunk:
     it). Read by the compiled policies that read the request context (``asym_cache``)."""
     categories: NDArray[np.int64] | None = None
     """Per request: ``TraceRequest.category`` (as ``timestamps``; ``workload_aware``)."""
+    sessions: NDArray[np.int64] | None = None
+    """Per request: ``TraceRequest.session_id``, -1 for none (as ``timestamps``; the session
+    policies)."""
 
     @property
     def n_requests(self) -> int:
@@ -83,7 +86,9 @@ def _pack(batch: list[TraceRequest], first: int) -> BlockChunk:
     blocks = np.fromiter(ids, dtype=np.int64, count=total)
     times = np.fromiter((r.timestamp_s for r in batch), dtype=np.float64, count=n)
     categories = np.fromiter((r.category for r in batch), dtype=np.int64, count=n)
-    return BlockChunk(blocks, offsets, first, int(blocks.max()) if total else -1, times, categories)
+    sessions = np.fromiter((r.session_id for r in batch), dtype=np.int64, count=n)
+    largest = int(blocks.max()) if total else -1
+    return BlockChunk(blocks, offsets, first, largest, times, categories, sessions)
 
 
 def observe_chunk(

@@ -39,6 +39,7 @@ __all__ = [
     "fast_line",
     "iter_jsonl",
     "parse_line",
+    "session_of",
     "sniff_schema",
 ]
 
@@ -64,6 +65,15 @@ class Record(NamedTuple):
     parent_chat_id: int
     type_name: str | None
     turn: int
+
+
+def session_of(chat_id: int, parent_chat_id: int, chains: dict[int, int]) -> int:
+    """The session of a Qwen request: the root chat of its parent chain (its own id without
+    a parent). ``chains`` maps every chat id seen so far to its session, in file order, and
+    learns ``chat_id``; a parent outside the trace window starts the chain we can see."""
+    session = chat_id if parent_chat_id < 0 else chains.get(parent_chat_id, parent_chat_id)
+    chains[chat_id] = session
+    return session
 
 
 def sniff_schema(path: Path, *, skip_bad_lines: bool) -> TraceSchema:
@@ -117,10 +127,7 @@ def iter_jsonl(
                 continue
             session = -1
             if schema == "qwen":
-                parent = rec.parent_chat_id
-                # a parent outside the trace window starts the chain we can see
-                session = rec.chat_id if parent < 0 else sessions.get(parent, parent)
-                sessions[rec.chat_id] = session
+                session = session_of(rec.chat_id, rec.parent_chat_id, sessions)
             type_id = 0
             if rec.type_name is not None:
                 type_id = type_table.setdefault(rec.type_name, len(type_table) + 1)

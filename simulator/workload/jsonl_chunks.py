@@ -43,6 +43,7 @@ from simulator.workload.jsonl import (
     BadLineError,
     Record,
     parse_line,
+    session_of,
 )
 from simulator.workload.request import TURN_BITS, TURN_CAP
 from simulator.workload.traceinfo import ReadStats, TraceSchema
@@ -78,13 +79,16 @@ _DECODERS: dict[str, msgspec.json.Decoder[Any]] = {
 @dataclass(frozen=True, slots=True, eq=False)
 class _Piece:
     """The requests of one piece: raw hash ids back to back, arrivals, type names and turns
-    (capped as ``TraceRequest.category`` caps them; both empty for a Mooncake piece)."""
+    (capped as ``TraceRequest.category`` caps them), chat and parent chat ids (the last four
+    empty for a Mooncake piece)."""
 
     raw: NDArray[np.int64]
     offsets: NDArray[np.int64]
     arrival_us: NDArray[np.int64]
     type_names: Sequence[str | None]
     turns: Sequence[int]
+    chats: Sequence[int] = ()
+    parents: Sequence[int] = ()
 
 
 def iter_jsonl_chunks(
@@ -104,6 +108,7 @@ def iter_jsonl_chunks(
     counted in ``stats.n_bad_lines`` and consumes no request index.
     """
     interner = ArrayInterner()
+    chains: dict[int, int] = {}  # chat id -> session (Qwen), as ``iter_jsonl`` keeps it
     for first_line, text in _pieces(path, chunk_bytes):
         lines = _lines(text)
         piece = _decode_fast(text, lines, schema) or _decode_slow(
@@ -121,7 +126,10 @@ def iter_jsonl_chunks(
         if len(piece.offsets) > 1:
             ids = interner.map(piece.raw, piece.offsets)
             times = piece.arrival_us / 1e6  # as iter_jsonl's ``arrival_us / 1e6``, per request
-            yield BlockChunk(ids, piece.offsets, first_index, interner.n_unique, times, categories)
+            sessions = _sessions(piece, chains)
+            yield BlockChunk(
+                ids, piece.offsets, first_index, interner.n_unique, times, categories, sessions
+            )
     stats.n_unique_blocks = interner.n_unique
     stats.complete = True
 
@@ -138,6 +146,16 @@ def _categories(piece: _Piece, type_table: dict[str, int]) -> NDArray[np.int64]:
     ]
     types = np.fromiter(type_ids, dtype=np.int64, count=n)
     return (types << TURN_BITS) | np.fromiter(piece.turns, dtype=np.int64, count=n)
+
+
+def _sessions(piece: _Piece, chains: dict[int, int]) -> NDArray[np.int64]:
+    """``TraceRequest.session_id`` per request of ``piece`` (-1 throughout a Mooncake piece);
+    ``chains`` (chat id -> session) learns the piece's chats, as ``iter_jsonl``'s does."""
+    n = len(piece.offsets) - 1
+    if not piece.chats:
+        return np.full(n, -1, dtype=np.int64)
+    pairs = zip(piece.chats, piece.parents, strict=True)
+    return np.fromiter((session_of(c, p, chains) for c, p in pairs), dtype=np.int64, count=n)
 
 
 def _pieces(path: Path, chunk_bytes: int) -> Iterator[tuple[int, bytes]]:
@@ -193,7 +211,10 @@ def _decode_fast(text: bytes, lines: list[bytes], schema: TraceSchema) -> _Piece
     qwen = schema == "qwen"
     types = [r.type for r in records] if qwen else ()
     turns = [min(r.turn, TURN_CAP) for r in records] if qwen else ()
-    return _Piece(out[: offsets[-1]], offsets, np.array(arrival, dtype=np.int64), types, turns)
+    chats = [r.chat_id for r in records] if qwen else ()
+    parents = [r.parent_chat_id for r in records] if qwen else ()
+    arrival_us = np.array(arrival, dtype=np.int64)
+    return _Piece(out[: offsets[-1]], offsets, arrival_us, types, turns, chats, parents)
 
 
 def _decode_slow(
@@ -229,4 +250,8 @@ def _decode_slow(
     )
     arrival = np.fromiter((r.arrival_us for r in records), dtype=np.int64, count=len(records))
     turns = [min(r.turn, TURN_CAP) for r in records]
-    return _Piece(raw, offsets, arrival, [r.type_name for r in records], turns)
+    qwen = schema == "qwen"
+    chats = [r.chat_id for r in records] if qwen else ()
+    parents = [r.parent_chat_id for r in records] if qwen else ()
+    types = [r.type_name for r in records]
+    return _Piece(raw, offsets, arrival, types, turns, chats, parents)

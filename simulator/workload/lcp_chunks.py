@@ -2,10 +2,10 @@
 
 ``iter_lcp_chunks`` reads the records after the header in pieces of about ``chunk_bytes``
 and walks each piece in one compiled call (``_scan``), which copies the block ids, arrival
-times and categories (``TraceRequest.category``) of every complete record out and checks
-what ``lcp.iter_lcp`` checks per record (block count and type id within the header's bounds,
-block ids continuing the dense first-seen numbering); the header's totals and the end of the
-data are checked at the end.
+times, categories (``TraceRequest.category``) and session ids of every complete record out
+and checks what ``lcp.iter_lcp`` checks per record (block count and type id within the
+header's bounds, block ids continuing the dense first-seen numbering); the header's totals and
+the end of the data are checked at the end.
 
 On the first thing that does not check out, the file is read again from the start by
 ``lcp.iter_lcp``, the reference reader, which raises its one-line ``InputError`` naming the
@@ -71,6 +71,7 @@ def iter_lcp_chunks(
             offsets = np.zeros(n_records + 1, dtype=np.int64)
             arrival = np.empty(n_records, dtype=np.int64)
             categories = np.empty(n_records, dtype=np.int64)
+            sessions = np.empty(n_records, dtype=np.int64)
             status, n_done, used, new_max = _scan(
                 buffer,
                 n_records,
@@ -81,6 +82,7 @@ def iter_lcp_chunks(
                 offsets,
                 arrival,
                 categories,
+                sessions,
             )
             if status == _BAD or (not got and not n_done):
                 _raise_reference(path, header)  # corrupt or truncated: the reference says how
@@ -99,6 +101,7 @@ def iter_lcp_chunks(
                     max_id,
                     arrival[:n_done] / 1e6,  # as iter_lcp's ``arrival_us / 1e6``, per request
                     categories[:n_done],
+                    sessions[:n_done],
                 )
         if have or stream.read(1) or read_totals(stats, max_id) != promised_totals(header):
             _raise_reference(path, header)
@@ -135,14 +138,16 @@ def _scan(
     offsets: NDArray[np.int64],
     arrival: NDArray[np.int64],
     categories: NDArray[np.int64],
+    sessions: NDArray[np.int64],
 ) -> tuple[int, int, int, int]:
     """Walk up to ``n_records`` records from the start of ``buffer``.
 
     Returns (status, records done, bytes used, largest id): ``_OK`` when ``n_records`` were
     read, ``_NEED_MORE`` when the next one is cut off by the end of the buffer, ``_BAD`` for a
     record that ``iter_lcp`` refuses (the records before it are then not to be used).
-    Record layout (``lcp._RECORD``): arrival_us at byte 0, n_blocks (u32) at 48, turn (u32) at
-    60, type_id (u8) at 64; each entry is block_id (u64) then the next-access delta.
+    Record layout (``lcp._RECORD``): arrival_us at byte 0, session_id at 32, n_blocks (u32) at
+    48, turn (u32) at 60, type_id (u8) at 64; each entry is block_id (u64) then the next-access
+    delta.
     """
     pos = 0
     n = 0
@@ -156,6 +161,7 @@ def _scan(
         if end > len(buffer):
             return _NEED_MORE, r, pos, max_id
         arrival[r] = _le_int64(buffer, pos, 8)
+        sessions[r] = _le_int64(buffer, pos + 32, 8)
         turn = min(_le_int64(buffer, pos + 60, 4), TURN_CAP)
         categories[r] = (np.int64(buffer[pos + 64]) << TURN_BITS) | turn  # TraceRequest.category
         seen = max_id  # ids above the largest before this request must count up from it

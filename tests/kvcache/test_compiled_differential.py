@@ -22,7 +22,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kvcache_helpers import TRACES_DIR, as_requests, random_prefix_trace
-from numpy.typing import NDArray
 
 from simulator.kvcache.compiled import (
     COMPILED,
@@ -38,7 +37,7 @@ from simulator.kvcache.served_future import distinct_counts, without_skipped
 from simulator.workload import open_trace
 from simulator.workload.chunk_reader import ChunkPass
 from simulator.workload.chunks import BlockChunk, chunk_requests
-from simulator.workload.future import build_future
+from simulator.workload.future import FutureTable, build_future
 from simulator.workload.request import TraceRequest
 
 #: (policy, parameters) pairs with a compiled path; CLOCK with a 1-bit and a 2-bit counter,
@@ -48,7 +47,9 @@ from simulator.workload.request import TraceRequest
 #: after every ``capacity`` accesses, AsymCache with its default half-life and a short one (so
 #: cost and time trade off within the traces' few seconds), the random policies with their
 #: default samples and few (so pinned-only samples, redraws and scans occur), one with a large
-#: small queue, the partial-node pair also in drain mode and with micro batches of 1 and 2.
+#: small queue, the partial-node pair also in drain mode and with micro batches of 1 and 2,
+#: LHD and its cost-weighted variant with their default 64 samples and with few, the session
+#: policies (session_random_compute also with few samples, session_s3fifo with a large S).
 SPECS: list[tuple[str, dict[str, Any]]] = [
     ("lru", {}),
     ("fifo", {}),
@@ -91,37 +92,60 @@ SPECS: list[tuple[str, dict[str, Any]]] = [
     ("partial_node_random_freq", {}),
     ("partial_node_random_freq", {"n_sample": 2, "micro_batch": 2}),
     ("partial_node_random_freq", {"eviction_mode": "drain"}),
+    ("lhd", {}),
+    ("lhd", {"n_sample": 2}),
+    ("lhd_compute", {}),
+    ("lhd_compute", {"n_sample": 3}),
+    ("session_lru", {}),
+    ("session_belady", {}),
+    ("session_random_compute", {}),
+    ("session_random_compute", {"n_sample": 2}),
+    ("session_s3fifo", {}),
+    ("session_s3fifo", {"small_ratio": 0.5}),
+    ("session_arc", {}),
 ]
+SESSION_SPECS = [spec for spec in SPECS if spec[0].startswith("session_")]
 COST_MODELS = ["uniform", "linear:1,2", "position"]
 
 
-def _served_future(requests: list[TraceRequest], capacity: int) -> NDArray[np.int64]:
-    """The next access of every block of ``requests`` as ``replay`` hands it to an oracle."""
+def _served_future(requests: list[TraceRequest], capacity: int) -> FutureTable:
+    """The future of ``requests`` as ``replay`` hands it to an oracle at ``capacity``."""
     served = distinct_counts([r.block_ids for r in requests]) <= capacity
-    return without_skipped(build_future(requests), served).next_access
+    return without_skipped(build_future(requests), served)
 
 
-def _feed(run: CompiledReplay, chunks: Iterable[BlockChunk], future: NDArray[np.int64]) -> None:
-    """Feed ``chunks`` in order, with their slices of ``future`` when the policy reads it."""
+def _feed(run: CompiledReplay, chunks: Iterable[BlockChunk], future: FutureTable) -> None:
+    """Feed ``chunks`` in order, with their slices of ``future`` where the policy reads them:
+    block oracles the next accesses of their blocks, session_belady their requests' next
+    turns."""
     at = 0
     for chunk in chunks:
         n = len(chunk.blocks)
-        run.feed(chunk, future[at : at + n] if run.needs_future else None)
+        first = chunk.first_index
+        turns = future.session_next[first : first + chunk.n_requests]
+        run.feed(
+            chunk,
+            future.next_access[at : at + n] if run.needs_future else None,
+            turns if run.needs_session_future else None,
+        )
         at += n
 
 
 def _with_context(requests: list[TraceRequest], seed: int) -> list[TraceRequest]:
     """``requests`` with random contexts: timestamps from a few values in [0, 4) s (ties, out of
-    order), types 0-2 and turns 0-3."""
+    order), types 0-2, turns 0-3 and sessions 0-4 or none (-1, each its own session; drawn
+    from a second generator, so the other fields are what they were before sessions)."""
     rng = np.random.default_rng(seed)
+    sessions = np.random.default_rng([seed, 1]).integers(-1, 5, size=len(requests)).tolist()
     return [
         replace(
             r,
             timestamp_s=float(rng.integers(0, 16)) / 4,
             type_id=int(rng.integers(0, 3)),
             turn=int(rng.integers(0, 4)),
+            session_id=session,
         )
-        for r in requests
+        for r, session in zip(requests, sessions, strict=True)
     ]
 
 
@@ -262,6 +286,7 @@ def test_compiled_equals_python_on_a_real_trace_slice(
         offsets = chunk.offsets[: keep + 1]
         assert chunk.timestamps is not None
         assert chunk.categories is not None
+        assert chunk.sessions is not None
         cut = BlockChunk(
             chunk.blocks[: offsets[-1]],
             offsets,
@@ -269,6 +294,7 @@ def test_compiled_equals_python_on_a_real_trace_slice(
             chunk.max_id,
             chunk.timestamps[:keep],
             chunk.categories[:keep],
+            chunk.sessions[:keep],
         )
         sliced.append(cut)
         left -= keep
@@ -277,6 +303,20 @@ def test_compiled_equals_python_on_a_real_trace_slice(
     _feed(run, sliced, _served_future(requests, capacity))
     assert run.result() == expected
     assert expected.n_req == n_requests
+    assert expected.n_eviction > 0
+
+
+@pytest.mark.parametrize("spec", SESSION_SPECS, ids=lambda s: s[0] + "".join(map(str, s[1])))
+@pytest.mark.parametrize(("n_sessions", "capacity"), [(40, 48), (400, 200)])
+def test_session_policies_on_long_multi_turn_traces(
+    spec: tuple[str, dict[str, Any]], n_sessions: int, capacity: int
+) -> None:
+    """Thousands of turns of many conversations, from a 4-slot start: the session table and
+    the path pool grow, paths are replaced and compacted, ghosts come and go."""
+    trace = random_prefix_trace(np.random.default_rng(n_sessions), 3000, sessions=n_sessions)
+    expected, got = _both(trace, spec, capacity, chunk_blocks=5000, slots=4)
+    assert got == expected
+    assert isinstance(expected, ReplayResult)
     assert expected.n_eviction > 0
 
 
@@ -308,7 +348,7 @@ def test_every_policy_is_compiled_or_says_why_not() -> None:
 
 def test_bad_configurations_are_refused_like_the_python_policy() -> None:
     with pytest.raises(ValueError, match="no compiled path"):
-        CompiledReplay("lhd", 8)
+        CompiledReplay("no_such_policy", 8)
     with pytest.raises(ValueError, match="match must be one of"):
         CompiledReplay("lru", 8, match="some")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="bits must be between 1 and 8"):
@@ -338,6 +378,27 @@ def test_a_context_policy_needs_its_context_in_the_chunk() -> None:
     assert chunk.timestamps.tolist() == [0.0, 1.0]
     with pytest.raises(ValueError, match="reads request timestamps"):
         CompiledReplay("asym_cache", 4).feed(replace(chunk, timestamps=None))
+    assert chunk.sessions is not None
+    assert chunk.sessions.tolist() == [-1, -1]
+    with pytest.raises(ValueError, match="reads request sessions"):
+        CompiledReplay("session_lru", 4).feed(replace(chunk, sessions=None))
+
+
+def test_requests_without_a_session_warn_once_as_the_python_policy_does() -> None:
+    """The session policies number such requests as sessions of their own and warn once
+    (``warnings``, and ``policy_warnings`` for ``kvplan replay`` to fold into the result)."""
+    trace = as_requests([[1, 2], [2, 3], [4]])
+    with pytest.warns(RuntimeWarning) as python:
+        replay(trace, make_policy("session_arc", 3))
+    run = CompiledReplay("session_arc", 3)
+    with pytest.warns(RuntimeWarning) as compiled:
+        _feed(run, chunk_requests(trace, max_blocks=2), _served_future(trace, 3))
+    assert [str(w.message) for w in compiled] == [str(w.message) for w in python]
+    assert run.policy_warnings == (str(python[0].message),)
+    named = [replace(r, session_id=7) for r in trace]
+    quiet = CompiledReplay("session_arc", 3)
+    quiet.feed(next(chunk_requests(named)))
+    assert quiet.policy_warnings == ()
 
 
 def test_an_oracle_needs_the_future_and_no_other_policy_takes_one() -> None:
@@ -348,3 +409,14 @@ def test_an_oracle_needs_the_future_and_no_other_policy_takes_one() -> None:
         CompiledReplay("lru", 4).feed(chunk, np.zeros(4, dtype=np.int64))
     with pytest.raises(ValueError, match="entries for 4 blocks"):
         CompiledReplay("belady", 4).feed(chunk, np.zeros(3, dtype=np.int64))
+    # session_belady reads its requests' next turns, not its blocks' next accesses
+    session = CompiledReplay("session_belady", 4)
+    assert (session.needs_future, session.needs_session_future) == (False, True)
+    with pytest.raises(ValueError, match="needs session next-turn annotations"):
+        session.feed(chunk)
+    with pytest.raises(ValueError, match="takes no next-access"):
+        session.feed(chunk, np.zeros(4, dtype=np.int64), np.zeros(2, dtype=np.int64))
+    with pytest.raises(ValueError, match="session_next has 1 entries for 2 requests"):
+        session.feed(chunk, None, np.zeros(1, dtype=np.int64))
+    with pytest.raises(ValueError, match="takes no session next-turn"):
+        CompiledReplay("belady", 4).feed(chunk, np.zeros(4, np.int64), np.zeros(2, np.int64))

@@ -10,6 +10,7 @@ while its ids run far beyond it.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -129,3 +130,24 @@ def test_slot_space_follows_the_cache_not_the_ids() -> None:
         assert run.slot_space < bound, name
     assert distinct > 15_000  # over 30× the bound on the slots
     assert largest > 2**54
+
+
+def test_session_state_follows_the_live_sessions_not_the_trace() -> None:
+    """The session policies keep a session only while it is in their structures (a queue,
+    ghost, heap or sample, or ``_paths``), and its latest path only: 4,000 sessions of one to
+    three turns through a 48-block cache leave the session table and the path pool near what
+    a few capacities' worth of sessions need, from a 4-slot start."""
+    capacity = 48
+    turns = np.random.default_rng(5).integers(1, 4, size=4000)  # per session, in a row
+    sessions = np.repeat(np.arange(4000) + (1 << 50), turns)[:4000].tolist()
+    trace = [replace(r, session_id=s) for r, s in zip(_churn(4000, seed=4), sessions, strict=True)]
+    longest = max(len(r.block_ids) for r in trace)
+    for name in [name for name in COMPILED if name.startswith("session_")]:
+        run = CompiledReplay(name, capacity, slots=4)
+        _feed(run, chunk_requests(trace, max_blocks=5000), _served_future(trace, capacity))
+        assert run.result() == replay(trace, make_policy(name, capacity)), name
+        # live sessions: each holds a resident block of its own (its new blocks), plus as
+        # many ghosts of S3-FIFO's or ARC's; their paths are at most the longest request
+        sessions, pool = run._sess.shape[1], len(run._pool)
+        assert sessions < 8 * (3 * capacity + 2) / 3, name
+        assert pool < 8 * (3 * capacity + 1) * (longest + 2) / 3, name

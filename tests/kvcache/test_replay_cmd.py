@@ -372,11 +372,25 @@ def test_a_context_policy_is_compiled_from_the_file_readers(
     and workload_aware take the compiled path from a trace file and give ``--engine python``'s
     results."""
     path = bundled_trace_path("mooncake_conversation_head2000.jsonl")
-    if suffix == ".lcp":
-        convert_to_lcp(path, tmp_path / "head.lcp")
-        path = tmp_path / "head.lcp"
-    algos = "asym_cache,workload_aware"
-    args = ["replay", str(path), "--cache-size", "64,1024", "--algo", algos, "--json"]
+    options = ["--cache-size", "64,1024", "--algo", "asym_cache,workload_aware"]
+    _compiled_as_python(_as(path, suffix, tmp_path), options, monkeypatch)
+
+
+def _as(path: Path, suffix: str, tmp_path: Path) -> Path:
+    """The JSONL trace at ``path``, or (``suffix`` ".lcp") its conversion in ``tmp_path``."""
+    if suffix != ".lcp":
+        return path
+    convert_to_lcp(path, tmp_path / "trace.lcp")
+    return tmp_path / "trace.lcp"
+
+
+def _compiled_as_python(
+    path: Path, options: list[str], monkeypatch: pytest.MonkeyPatch
+) -> tuple[str, str]:
+    """``kvplan replay path *options --json`` on the Python loop (``--engine python``), then
+    as is: no run may take the Python loop, the JSON rows must be equal and every run must
+    evict. Returns the two runs' stderr (compiled, Python)."""
+    args = ["replay", str(path), *options, "--json"]
     python = runner.invoke(app, [*args, "--engine", "python"])
     assert python.exit_code == 0, python.output
     loops: list[str] = []
@@ -392,6 +406,42 @@ def test_a_context_policy_is_compiled_from_the_file_readers(
     rows = json.loads(compiled.stdout)
     assert rows == json.loads(python.stdout)
     assert all(row["n_eviction"] for row in rows)
+    return compiled.stderr, python.stderr
+
+
+def _write_qwen(path: Path, requests: list[TraceRequest]) -> Path:
+    """Qwen JSONL whose chats chain each session's turns (parent: its previous turn's chat), so
+    the reader's session ids are the sessions' first chats."""
+    last: dict[int, int] = {}
+    with path.open("w", encoding="utf-8") as out:
+        for r in requests:
+            record = {"chat_id": r.index, "parent_chat_id": last.get(r.session_id, -1)}
+            last[r.session_id] = r.index
+            record |= {"timestamp": float(r.index), "input_length": 16 * len(r.block_ids)}
+            record |= {"output_length": 1, "type": "text", "turn": r.turn}
+            out.write(json.dumps({**record, "hash_ids": list(r.block_ids)}) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".lcp"])
+@pytest.mark.parametrize("schema", ["qwen", "mooncake"])
+def test_the_session_policies_are_compiled_from_the_file_readers(
+    tmp_path: Path, suffix: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chunk readers carry session ids (Qwen chat chains), so every session policy takes
+    the compiled path from a trace file with ``--engine python``'s results; without session
+    ids (Mooncake) both warn the same, once per run."""
+    if schema == "qwen":
+        requests = random_prefix_trace(np.random.default_rng(5), 500, sessions=30)
+        path = _write_qwen(tmp_path / "chat.jsonl", requests)
+    else:
+        path = bundled_trace_path("mooncake_conversation_head2000.jsonl")
+    algos = "session_lru,session_belady,session_random_compute,session_s3fifo,session_arc"
+    # the smaller size is below the longest request, so session_belady needs a held future
+    options = ["--cache-size", "8,256", "--algo", algos]
+    compiled, python = _compiled_as_python(_as(path, suffix, tmp_path), options, monkeypatch)
+    assert compiled == python
+    assert compiled.count("carry no session id") == (10 if schema == "mooncake" else 0)
 
 
 def test_replay_consumes_requests_one_at_a_time() -> None:

@@ -29,13 +29,14 @@ GOOD = '{"timestamp": 5, "input_length": 5, "output_length": 1, "hash_ids": [7, 
 QWEN = '{"chat_id": 1, "parent_chat_id": -1, "timestamp": 0.5, "input_length": 5,'
 
 
-#: Per request: its block ids, ``timestamp_s`` and ``category`` (the context the chunks carry).
-Rows = list[tuple[tuple[int, ...], float, int]]
+#: Per request: its block ids, ``timestamp_s``, ``category`` and ``session_id`` (the context
+#: the chunks carry).
+Rows = list[tuple[tuple[int, ...], float, int, int]]
 
 
 def _python(path: Path, skip_bad_lines: bool = False) -> tuple[Rows, Any]:
     reader = open_trace(path, skip_bad_lines=skip_bad_lines)
-    rows = [(r.block_ids, r.timestamp_s, r.category) for r in reader.requests()]
+    rows = [(r.block_ids, r.timestamp_s, r.category, r.session_id) for r in reader.requests()]
     return rows, (reader.stats, reader.info.type_names)
 
 
@@ -57,10 +58,12 @@ def _chunked(path: Path, chunk_bytes: int, skip_bad_lines: bool = False) -> tupl
         o = chunk.offsets.tolist()
         assert chunk.timestamps is not None
         assert chunk.categories is not None
+        assert chunk.sessions is not None
         ids += zip(
             [tuple(chunk.blocks[a:b].tolist()) for a, b in pairwise(o)],
             chunk.timestamps.tolist(),
             chunk.categories.tolist(),
+            chunk.sessions.tolist(),
             strict=True,
         )
     return ids, (stats, tuple(types))

@@ -38,8 +38,9 @@ def _lcp(tmp_path: Path, records: list[dict[str, object]], name: str = "t.lcp") 
     return out
 
 
-#: Per request: its block ids, ``timestamp_s`` and ``category`` (the context the chunks carry).
-Rows = list[tuple[tuple[int, ...], float, int]]
+#: Per request: its block ids, ``timestamp_s``, ``category`` and ``session_id`` (the context
+#: the chunks carry).
+Rows = list[tuple[tuple[int, ...], float, int, int]]
 
 
 def _chunked(path: Path, chunk_bytes: int) -> tuple[Rows, ReadStats]:
@@ -52,11 +53,13 @@ def _chunked(path: Path, chunk_bytes: int) -> tuple[Rows, ReadStats]:
         assert chunk.max_id >= int(chunk.blocks.max(initial=0))
         assert chunk.timestamps is not None
         assert chunk.categories is not None
+        assert chunk.sessions is not None
         o = chunk.offsets.tolist()
         ids += zip(
             [tuple(chunk.blocks[a:b].tolist()) for a, b in pairwise(o)],
             chunk.timestamps.tolist(),
             chunk.categories.tolist(),
+            chunk.sessions.tolist(),
             strict=True,
         )
     return ids, stats
@@ -64,7 +67,7 @@ def _chunked(path: Path, chunk_bytes: int) -> tuple[Rows, ReadStats]:
 
 def _reference(path: Path) -> tuple[Rows, ReadStats]:
     reader = open_trace(path)
-    rows = [(r.block_ids, r.timestamp_s, r.category) for r in reader.requests()]
+    rows = [(r.block_ids, r.timestamp_s, r.category, r.session_id) for r in reader.requests()]
     return rows, reader.stats
 
 

@@ -9,7 +9,8 @@ kernels with the exact semantics of ``simulator.kvcache.replay.replay`` (the ref
 - ``_lfu``, ``_queues`` (S3-FIFO, S3-FIFO-D), ``_segmented`` (SLRU, 2Q, ARC), ``_heaps``
   (GDSF, Belady, AsymCache), ``_lirs`` (LIRS), ``_tinylfu`` (W-TinyLFU),
   ``_random`` (RandomCompute and its small-queue variant), ``_workload`` (WorkloadAware),
-  ``_partial`` (the partial-node policies): the other policies' array structures;
+  ``_partial`` (the partial-node policies), ``_lhd`` (LHD), ``_session`` (the session
+  policies): the other policies' array structures;
   ``_slots``: block id -> slot (the arrays' index) and slot recycling;
   ``_layout``: the constants they share.
 """

@@ -1,7 +1,7 @@
 """The compiled serve loop (numba): phases 0-3 of ``simulator.kvcache.replay`` over arrays,
 for every policy of ``engine.COMPILED``; LRU, FIFO, CLOCK and SIEVE live here, the other
 policies' structures in ``_lfu``, ``_queues``, ``_segmented``, ``_heaps``, ``_lirs``,
-``_tinylfu``, ``_random``, ``_workload``, ``_partial`` and ``_belady``.
+``_tinylfu``, ``_random``, ``_workload``, ``_partial``, ``_belady``, ``_lhd`` and ``_session``.
 
 Everything is indexed by *slot* (``_slots``: a hash table maps each block id to a slot while
 the policy remembers the block, and ``serve`` recycles slots between requests, so the arrays
@@ -60,6 +60,8 @@ from simulator.kvcache.compiled._layout import (
     K_GDSF,
     K_GDSF_COMPUTE,
     K_LFU,
+    K_LHD,
+    K_LHD_COMPUTE,
     K_LIRS,
     K_LRU,
     K_PARTIAL,
@@ -68,6 +70,7 @@ from simulator.kvcache.compiled._layout import (
     K_RANDOM_SMALL,
     K_S3FIFO,
     K_S3FIFOD,
+    K_SESSION_LRU,
     K_SIEVE,
     K_SLRU,
     K_TWOQ,
@@ -95,6 +98,7 @@ from simulator.kvcache.compiled._layout import (
     U8,
 )
 from simulator.kvcache.compiled._lfu import lfu_access, lfu_evict
+from simulator.kvcache.compiled._lhd import lhd_evict, lhd_replay
 from simulator.kvcache.compiled._lirs import lirs_evict, lirs_replay
 from simulator.kvcache.compiled._partial import partial_evict, partial_replay
 from simulator.kvcache.compiled._queues import S3_FREQ_CAP, s3fifo_evict, s3fifo_insert
@@ -107,6 +111,12 @@ from simulator.kvcache.compiled._segmented import (
     twoq_evict,
     twoq_replay,
 )
+from simulator.kvcache.compiled._session import (
+    session_begin,
+    session_evict,
+    session_replay,
+    session_room,
+)
 from simulator.kvcache.compiled._slots import FIBONACCI, make_room
 from simulator.kvcache.compiled._tinylfu import wtinylfu_evict, wtinylfu_replay
 from simulator.kvcache.compiled._workload import workload_evict, workload_replay
@@ -114,10 +124,10 @@ from simulator.kvcache.compiled._workload import workload_evict, workload_replay
 #: The kernel modules whose source ``serve`` is compiled from (see the module docstring).
 KERNEL_MODULES = (
     "_layout", "_kernels", "_lfu", "_queues", "_segmented", "_heaps", "_slots", "_lirs",
-    "_tinylfu", "_random", "_workload", "_partial", "_belady",
+    "_tinylfu", "_random", "_workload", "_partial", "_belady", "_lhd", "_session",
 )  # fmt: skip
 #: Python policy modules whose constants a kernel module imports (frozen into ``serve`` too).
-CONSTANT_MODULES = ("wtinylfu",)
+CONSTANT_MODULES = ("wtinylfu", "lhd")
 
 # The linked-list steps (unlink, push to the back or front) are written out where they are used
 # instead of being small kernels: numba does not inline a call between kernels, and passing
@@ -270,11 +280,15 @@ def _probe(
 def _evict(  # noqa: C901, PLR0911, PLR0912  (one return per policy)
     kind: int, want: int, pin: bool, cur: int, size: int, capacity: int, nxt: I64, prv: I64,
     res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64,
-    ids: I64, links: I64, sketch: I64, st: I64, fs: F64, rng: Any,
+    ids: I64, links: I64, sketch: I64, sess: I64, stable: I64, pool: I64, st: I64, fs: F64,
+    rng: Any,
 ) -> tuple[int, int]:  # fmt: skip
     """One ``evict_n(want, pinned)`` call of policy ``kind``: (freed, of which in α); freed is
     -1 where the Python policy raises because every resident block is pinned, -2 where it
     raises ``KeyError`` (``E_KEY``)."""
+    if kind >= K_SESSION_LRU:
+        return session_evict(want, kind, pin, cur, size, rng, res, aux, nxt, prv, cls, keys,
+            stamp, sess, stable, pool, nodes, st, fs)  # fmt: skip
     if kind == K_CLOCK:
         return _evict_clock(want, pin, cur, nxt, prv, res, aux, stamp, scratch)
     if kind == K_SIEVE:
@@ -300,6 +314,9 @@ def _evict(  # noqa: C901, PLR0911, PLR0912  (one return per policy)
     if kind in (K_RANDOM, K_RANDOM_SMALL):
         return random_evict(want, kind == K_RANDOM_SMALL, pin, cur, rng, res, aux, nxt, prv,
             cls, keys, heap, scratch, stamp, links, ids, st)  # fmt: skip
+    if kind in (K_LHD, K_LHD_COMPUTE):
+        return lhd_evict(want, kind == K_LHD_COMPUTE, pin, cur, rng, res, aux, nxt, prv, cls,
+            keys, heap, scratch, stamp, links, ids, st, fs)  # fmt: skip
     if kind in (K_PARTIAL, K_PARTIAL_FREQ):
         return partial_evict(want, kind == K_PARTIAL_FREQ, pin, cur, rng, res, aux, nxt, prv,
             cls, keys, heap, scratch, stamp, links, nodes, ids, st)  # fmt: skip
@@ -319,7 +336,8 @@ def _evict(  # noqa: C901, PLR0911, PLR0912  (one return per policy)
 def _allocate(
     kind: int, needed: int, pin: bool, cur: int, size: int, capacity: int, nxt: I64,
     prv: I64, res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64,
-    heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64, rng: Any,
+    heap: I64, ids: I64, links: I64, sketch: I64, sess: I64, stable: I64, pool: I64, st: I64,
+    fs: F64, rng: Any,
 ) -> tuple[int, int, int]:  # fmt: skip
     """Phase 2 (``replay._ServeLoop._allocate``): evict until ``needed`` victims outside α are
     gone. Returns (error code, resident blocks after, self-evictions). Every compiled policy
@@ -328,7 +346,8 @@ def _allocate(
     while progress < needed:
         want = needed - progress
         freed, inside = _evict(kind, want, pin, cur, size, capacity, nxt, prv, res, aux, stamp,
-            scratch, cls, nodes, keys, heap, ids, links, sketch, st, fs, rng)  # fmt: skip
+            scratch, cls, nodes, keys, heap, ids, links, sketch, sess, stable, pool, st, fs,
+            rng)  # fmt: skip
         if freed == -2:
             return E_KEY, size, self_evicted
         if freed < 0:
@@ -359,15 +378,18 @@ def _cost_sums(
 
 
 @njit()
-def _replay_other(  # noqa: PLR0911  (one return per policy)
+def _replay_other(  # noqa: C901, PLR0911, PLR0912  (one return per policy)
     kind: int, capacity: int, xs: I64, lo: int, hi: int, deepest_first: bool, size: int,
     uniform: bool, costs: F64, logcosts: F64, stamp: float, future: I64, nxt: I64, prv: I64,
     res: U8, aux: U8, cls: I64, nodes: I64, keys: F64, heap: I64, ids: I64, links: I64,
-    sketch: I64, st: I64, fs: F64,
+    sketch: I64, sess: I64, stable: I64, pool: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """Phase 3 of the policies with a per-request replay kernel (one call per request, the
     per-block loop inside it, over the slots ``xs``); returns (error code, the resident count
     after)."""
+    if kind >= K_SESSION_LRU:
+        return E_OK, session_replay(kind, xs, lo, hi, deepest_first, size, uniform, costs, res,
+            aux, nxt, prv, cls, keys, links, sess, stable, pool, nodes, st, fs)  # fmt: skip
     if kind == K_BELADY:
         return E_OK, belady_replay(xs, future, lo, hi, deepest_first, size, res, nxt, prv,
             keys, heap, ids, st)  # fmt: skip
@@ -388,6 +410,9 @@ def _replay_other(  # noqa: PLR0911  (one return per policy)
     if kind in (K_RANDOM, K_RANDOM_SMALL):
         return E_OK, random_replay(xs, lo, hi, deepest_first, size, kind == K_RANDOM_SMALL,
             uniform, costs, res, aux, nxt, prv, cls, keys, heap, links, st)  # fmt: skip
+    if kind in (K_LHD, K_LHD_COMPUTE):
+        return E_OK, lhd_replay(xs, lo, hi, deepest_first, size, uniform, costs, res, cls, keys,
+            heap, links, st, fs)  # fmt: skip
     if kind in (K_PARTIAL, K_PARTIAL_FREQ):
         return E_OK, partial_replay(xs, lo, hi, deepest_first, size, uniform, costs, res, nxt,
             prv, cls, keys, heap, links, nodes, st)  # fmt: skip
@@ -410,7 +435,8 @@ def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline:
     kind: int, top: int, capacity: int, blocks: I64, xs: I64, lo: int, hi: int,
     deepest_first: bool, verify: bool, size: int, inserts: int, uniform: bool, costs: F64,
     logcosts: F64, stamp: float, future: I64, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64,
-    nodes: I64, keys: F64, heap: I64, ids: I64, links: I64, sketch: I64, st: I64, fs: F64,
+    nodes: I64, keys: F64, heap: I64, ids: I64, links: I64, sketch: I64, sess: I64, stable: I64,
+    pool: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """Phase 3 (``replay._ServeLoop._access``, each policy's ``_replay`` body per block):
     replay α (``xs[j - lo]``: the slot of ``blocks[j]``); ``inserts`` = its distinct blocks not
@@ -420,7 +446,7 @@ def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline:
     if kind >= K_SLRU:
         code, size = _replay_other(kind, capacity, xs, lo, hi, deepest_first, size, uniform,
             costs, logcosts, stamp, future, nxt, prv, res, aux, cls, nodes, keys, heap, ids,
-            links, sketch, st, fs)  # fmt: skip
+            links, sketch, sess, stable, pool, st, fs)  # fmt: skip
         if code != E_OK:
             return code, size
     for step in range(0 if kind >= K_SLRU else hi - lo):
@@ -490,11 +516,11 @@ def _build_serve(key: int) -> Callable[..., Any]:
     @njit(cache=True)
     def serve(
         kind: int, top: int, capacity: int, blocks: I64, offsets: I64, first_index: int,
-        uniform: bool, costs: F64, cumulative: F64, logcosts: F64, rq_f: F64, future: I64,
-        stop_at_miss: bool, deepest_first: bool, pin: bool, verify: bool, xs: I64, nxt: I64,
-        prv: I64, res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64,
-        heap: I64, ids: I64, table: I64, free: I64, links: I64, sketch: I64, st: I64, fs: F64,
-        rng: Any,
+        uniform: bool, costs: F64, cumulative: F64, logcosts: F64, rq_f: F64, rq_i: I64,
+        future: I64, stop_at_miss: bool, deepest_first: bool, pin: bool, verify: bool, xs: I64,
+        nxt: I64, prv: I64, res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64,
+        keys: F64, heap: I64, ids: I64, table: I64, free: I64, links: I64, sketch: I64,
+        sess: I64, stable: I64, pool: I64, st: I64, fs: F64, rng: Any,
     ) -> int:  # fmt: skip
         """Serve requests ``offsets[r]:offsets[r+1]`` of ``blocks`` (ids in prefix order, any
         int64).
@@ -504,16 +530,19 @@ def _build_serve(key: int) -> Callable[..., Any]:
         ``cumulative[n]`` the cost of an n-block request (both at least as long as the longest
         request); ``logcosts[p]`` = log2 of ``costs[p]`` (AsymCache; else empty). ``rq_f[r]``
         is a per-request value of request ``offsets[r]:offsets[r+1]`` (AsymCache: its
-        timestamp / half_life; WorkloadAware: its category's dense index; else empty).
+        timestamp / half_life; WorkloadAware: its category's dense index; else empty);
+        ``rq_i[r]`` = (its session id, the request index of the session's next turn) for the
+        session policies (else empty), whose session table, its hash table and path pool are
+        ``sess``, ``stable`` and ``pool`` (``_session``; else empty).
         ``future[j]`` is the next access of ``blocks[j]`` (oracles; else empty).
         ``xs`` (as long as the longest request) receives the slots of the request being
         served; ``ids``, ``table`` and ``free`` are the slot structures of ``_slots``;
         ``links`` (rows of per-slot links or marks) and ``sketch`` are LIRS's and W-TinyLFU's
         (``_lirs``, ``_tinylfu``; else empty); ``rng`` is the policy's generator (the
         random policies draw from it, ``_random``). Returns
-        ``E_OK``, ``E_GROW`` (the state is consistent: grow the slots and call again with the
-        requests from ``st[S_RESUME]`` on) or another ``E_*`` code (the state is then not to
-        be used again).
+        ``E_OK``, ``E_GROW`` (the state is consistent: grow the slots, or the session arrays
+        ``st[S_SESS_NEED]``/``st[S_POOL_NEED]`` name, and call again with the requests from
+        ``st[S_RESUME]`` on) or another ``E_*`` code (the state is then not to be used again).
         """
         if key < 0:  # never: reading ``key`` makes it a cell of this closure (the cache key)
             return E_LOST
@@ -522,13 +551,16 @@ def _build_serve(key: int) -> Callable[..., Any]:
         plain = uniform or stop_at_miss
         queues = kind in (K_S3FIFO, K_S3FIFOD, K_SLRU, K_TWOQ, K_ARC, K_LIRS, K_WTINYLFU,
                           K_WORKLOAD)  # fmt: skip
+        sessions = kind >= K_SESSION_LRU
         for r in range(offsets.shape[0] - 1):
             lo = offsets[r]
             hi = offsets[r + 1]
             n = hi - lo
             # Each access may take a slot: make room (a sweep) only when they may run out.
-            if st[S_FREE_N] < n and not make_room(n, queues, res, cls, aux, stamp, ids, table,
-                                                  free, links, st):  # fmt: skip
+            if (st[S_FREE_N] < n and not make_room(n, queues, res, cls, aux, stamp, ids, table,
+                                                   free, links, st)) or (
+                sessions and not session_room(n, sess, stable, pool, st)
+            ):  # fmt: skip
                 st[S_RESUME] = r
                 st[S_SIZE] = size
                 st[S_CUR] = cur
@@ -552,21 +584,23 @@ def _build_serve(key: int) -> Callable[..., Any]:
                 fs[F_SAVED] += counted
             else:
                 _cost_sums(n, counted, saved, stop_at_miss, costs, cumulative, fs)
+            if sessions:  # ``set_request_ctx``
+                session_begin(kind, rq_i[r, 0], rq_i[r, 1], sess, stable, nodes, st, fs)
             missing = distinct - resident
             needed = missing - (capacity - size)
             self_evicted = 0
             if needed > 0:  # a call passing arrays costs reference counts: only with work
                 code, size, self_evicted = _allocate(kind, needed, pin, cur, size, capacity,
                     nxt, prv, res, aux, stamp, scratch, cls, nodes, keys, heap, ids, links,
-                    sketch, st, fs, rng)  # fmt: skip
+                    sketch, sess, stable, pool, st, fs, rng)  # fmt: skip
                 if code != E_OK:
                     return code
                 st[S_SELF] += self_evicted
             value = rq_f[r] if rq_f.shape[0] else 0.0
             code, size = _replay_request(kind, top, capacity, blocks, xs, lo, hi,
                 deepest_first, verify, size, missing + self_evicted, uniform, costs, logcosts,
-                value, future, nxt, prv, res, aux, cls, nodes, keys, heap, ids, links, sketch, st,
-                fs)  # fmt: skip
+                value, future, nxt, prv, res, aux, cls, nodes, keys, heap, ids, links, sketch,
+                sess, stable, pool, st, fs)  # fmt: skip
             if code != E_OK:
                 return code
         st[S_SIZE] = size

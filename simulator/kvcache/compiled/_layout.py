@@ -21,6 +21,10 @@ K_SLRU, K_TWOQ, K_ARC, K_GDSF, K_GDSF_COMPUTE, K_BELADY = 7, 8, 9, 10, 11, 12
 K_LIRS, K_WTINYLFU, K_ASYM, K_RANDOM, K_RANDOM_SMALL, K_WORKLOAD = 13, 14, 15, 16, 17, 18
 K_PARTIAL, K_PARTIAL_FREQ = 19, 20  # PartialNodeRandomCompute, PartialNodeRandomFreq
 K_BELADY_COMPUTE = 21
+K_LHD, K_LHD_COMPUTE = 22, 23  # Lhd, LhdCompute (``_lhd``)
+# The session policies (``_session``): every kind from K_SESSION_LRU on is one of them.
+K_SESSION_LRU, K_SESSION_BELADY, K_SESSION_RANDOM, K_SESSION_S3FIFO = 24, 25, 26, 27
+K_SESSION_ARC = 28
 
 # Indices into the int64 state vector ``st``.
 S_SIZE = 0  # resident blocks
@@ -42,10 +46,11 @@ S_SMALL_TARGET = 15  # S3-FIFO(-D)'s, RandomComputeSmallQueue's small-queue targ
 S_GHOST_CAP = 16  # S3-FIFO(-D)'s ghost-queue capacity (ids; each ghost of S3-FIFO-D)
 S_LIMIT = 17  # SLRU's protected-segment capacity; 2Q's Kin; the sampling policies' n_sample
 S_GHOST_LIMIT = 18  # 2Q's Kout (A1out capacity)
-S_SEQ = (
-    19  # GDSF's, AsymCache's access sequence number; the random policies', WorkloadAware's clock
-)
+# GDSF's, AsymCache's access sequence number; the random policies', WorkloadAware's clock;
+# session_belady's serve sequence, session_random_compute's tick
+S_SEQ = 19
 S_HEAP_N = 20  # GDSF's, Belady's and AsymCache's heap size; the random policies' resident list
+# (session_belady's heap of sessions, session_random_compute's list of them)
 S_FREE_N = 21  # free slots on the stack (``_slots``; 0 after growth: the next request sweeps)
 S_SHIFT = 22  # 64 - log2(hash table size) (``_slots``)
 S_RESUME = 23  # after ``E_GROW``: the request (index into the chunk's offsets) to resume at
@@ -55,7 +60,7 @@ S_WINDOW_TARGET = 26  # W-TinyLFU: window, main and protected targets (the polic
 S_MAIN_TARGET = 27
 S_PROTECTED_TARGET = 28
 S_ADDITIONS = 29  # W-TinyLFU's sketch: accesses recorded since the last halving (halved then)
-S_PERIOD = 30  # ... the halving period (and WorkloadAware's ``aging_period``)
+S_PERIOD = 30  # ... the halving period (WorkloadAware's ``aging_period``, LHD's ``period``)
 S_SKETCH_SHIFT = 31  # ... 64 - log2(sketch width)
 S_DOOR_GEN = 32  # ... the doorkeeper's generation (a slot is in it iff its mark equals this)
 S_DOORKEEPER = 33  # ... 1 if the doorkeeper is on
@@ -65,11 +70,22 @@ S_ROUND = 36  # ... eviction rounds so far (a node drawn in this round is marked
 S_MICRO = 37  # ... ``micro_batch`` in ``"micro"`` mode, 0 in ``"drain"`` mode
 S_CLOCK = 38  # BeladyCompute: the request clock ``now`` (``_belady``)
 S_BUCKETS = 39  # ... its cost buckets
-N_STATE = 40
+S_COARSE = 40  # LHD: the width of an age class in block accesses (``coarsening``)
+S_SESS_FREE_N = 41  # the session policies: free session slots on their stack (``_session``)
+S_SESS_SHIFT = 42  # ... 64 - log2(session table size)
+S_POOL_TOP = 43  # ... where the next path record of the pool goes
+S_SESS_NEED = 44  # ... after ``E_GROW``: session slots that must fit (0: enough)
+S_POOL_NEED = 45  # ... pool entries that must fit (0: enough)
+S_SESS_ANON = 46  # ... the key of the next request without a session (-2, -3, ...)
+S_CUR_SESSION = 47  # ... the key of the session being served
+S_CUR_NEXT = 48  # ... the request index of its next turn (session_belady)
+S_NEUMAIER = 49  # ... 1 where Python's sum() of floats is compensated (3.12 on)
+N_STATE = 50
 
 # Indices into the float64 vector ``fs``.
 F_TOTAL, F_SAVED = 0, 1  # cost sums of the serve loop
-F_POLICY = 2  # ARC's adaptive target p; GDSF's inflation L
+F_POLICY = 2  # ARC's (and session_arc's) adaptive target p; GDSF's inflation L; session_s3fifo's
+# small_ratio
 N_FLOAT = 3
 
 # Error codes.

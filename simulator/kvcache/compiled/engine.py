@@ -9,7 +9,8 @@ Same semantics, counters and warnings as ``replay(requests, make_policy(name, ca
 with the same options (``tests/kvcache/test_compiled_differential.py`` holds the two equal);
 ``replay`` stays the readable reference and the path of every other policy and option. What is
 compiled, and why the rest is not, is ``COMPILED`` and ``PYTHON_ONLY`` below (also
-``bench/README.md``, "Replay speed").
+``bench/README.md``, "Replay speed"). The session policies also keep a table of the sessions
+they remember and a pool of their latest paths (``_session``), grown like the slots.
 
 Block ids may be any int64 (dense prefix-interned or lcp ids, or sparse raw hashes): a hash
 table (``_slots``) maps each id to a *slot* while the policy remembers the block (resident, or a
@@ -30,6 +31,8 @@ module's source), so only the first run on a machine, or after an upgrade, pays 
 from __future__ import annotations
 
 import math
+import sys
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,11 +41,15 @@ from numpy.typing import NDArray
 
 from simulator.kvcache.compiled import _layout as k
 from simulator.kvcache.compiled._kernels import serve
+from simulator.kvcache.compiled._lhd import F_DENSITY, N_LHD_FLOAT
 from simulator.kvcache.compiled._partial import new_node_table
+from simulator.kvcache.compiled._session import N_SESSION_ROWS, NO_PATH, R_PATH
 from simulator.kvcache.compiled._workload import Q_WA_FIRST
 from simulator.kvcache.cost import UNIFORM, CostModel
 from simulator.kvcache.policies import make_policy
 from simulator.kvcache.policies._common import nothing_evictable
+from simulator.kvcache.policies.base import NEVER
+from simulator.kvcache.policies.session import NO_SESSION_WARNING
 from simulator.kvcache.replay import (
     MATCH_MODES,
     REPLAY_ORDERS,
@@ -51,6 +58,7 @@ from simulator.kvcache.replay import (
     ReplayResult,
 )
 from simulator.workload.chunks import BlockChunk
+from simulator.workload.future import FutureTable
 
 __all__ = ["COMPILED", "CONTEXT", "PYTHON_ONLY", "CompiledReplay", "compiled_reason"]
 
@@ -78,32 +86,37 @@ COMPILED: dict[str, int] = {
     "workload_aware": k.K_WORKLOAD,
     "partial_node_random_compute": k.K_PARTIAL,
     "partial_node_random_freq": k.K_PARTIAL_FREQ,
+    "lhd": k.K_LHD,
+    "lhd_compute": k.K_LHD_COMPUTE,
+    "session_lru": k.K_SESSION_LRU,
+    "session_belady": k.K_SESSION_BELADY,
+    "session_random_compute": k.K_SESSION_RANDOM,
+    "session_s3fifo": k.K_SESSION_S3FIFO,
+    "session_arc": k.K_SESSION_ARC,
 }
 #: Compiled policies that read the request context (``RequestContext``): their chunks must
-#: carry it (``BlockChunk.timestamps`` / ``categories``: ``chunk_requests`` and the file
-#: readers fill both), the field named here.
-CONTEXT: dict[str, str] = {"asym_cache": "timestamps", "workload_aware": "categories"}
-
-_NOT_YET = "not ported yet; its Python path is the reference and stays the only path"
-#: Every other registered policy, with why it stays on the Python path.
-PYTHON_ONLY: dict[str, str] = {
-    "lhd": f"hit-density statistics and sampling; {_NOT_YET}",
-    "lhd_compute": f"hit-density statistics and sampling; {_NOT_YET}",
-    "session_lru": f"reads the request context (sessions); {_NOT_YET}",
-    "session_belady": f"oracle with the request context; {_NOT_YET}",
-    "session_random_compute": "request context and numpy's Generator (as random_compute)",
-    "session_s3fifo": f"reads the request context (sessions); {_NOT_YET}",
-    "session_arc": f"reads the request context (sessions); {_NOT_YET}",
+#: carry it (``BlockChunk.timestamps`` / ``categories`` / ``sessions``: ``chunk_requests``
+#: and the file readers fill them), the field named here.
+CONTEXT: dict[str, str] = {
+    "asym_cache": "timestamps",
+    "workload_aware": "categories",
+    **{name: "sessions" for name, kind in COMPILED.items() if kind >= k.K_SESSION_LRU},
 }
+
+#: Every other registered policy, with why it stays on the Python path (none is left).
+PYTHON_ONLY: dict[str, str] = {}
 
 #: Kinds that keep no per-slot ``cls`` (one list and ``aux`` are all their state).
 _LIST_ONLY = frozenset({k.K_LRU, k.K_FIFO, k.K_CLOCK, k.K_SIEVE})
 #: Kinds whose blocks sit in a heap (``_heaps``): per-slot ``keys`` and a heap array.
 _HEAPS = frozenset({k.K_GDSF, k.K_GDSF_COMPUTE, k.K_BELADY, k.K_ASYM})
-#: Kinds that sample a dense list of their resident slots (``_random``, ``_partial``; in ``heap``).
-_SAMPLED = frozenset({k.K_RANDOM, k.K_RANDOM_SMALL, k.K_PARTIAL, k.K_PARTIAL_FREQ})
+#: Kinds that sample a dense list of their resident slots (``_random``, ``_partial``,
+#: ``_lhd``; in ``heap``).
+_SAMPLED = frozenset(
+    {k.K_RANDOM, k.K_RANDOM_SMALL, k.K_PARTIAL, k.K_PARTIAL_FREQ, k.K_LHD, k.K_LHD_COMPUTE}
+)
 #: Rows of per-slot ``links`` (``_lirs``: its S and Q lists; ``_tinylfu``: doorkeeper marks;
-#: ``_random``: last-access stamps; ``_partial``: nodes).
+#: ``_random``, ``_lhd``: last-access stamps; ``_partial``: nodes).
 _LINK_ROWS = {
     k.K_LIRS: 4,
     k.K_WTINYLFU: 1,
@@ -113,11 +126,17 @@ _LINK_ROWS = {
     k.K_PARTIAL: 1,
     k.K_PARTIAL_FREQ: 1,
     k.K_BELADY_COMPUTE: 3,
+    k.K_LHD: 1,
+    k.K_LHD_COMPUTE: 1,
+    **dict.fromkeys(range(k.K_SESSION_LRU, k.K_SESSION_ARC + 1), 1),  # claimed-by-request marks
 }
 _NO_FUTURE = np.zeros(0, dtype=np.int64)
+_NO_SESSIONS = np.zeros((0, 2), dtype=np.int64)
 _NO_FLOATS = np.zeros(0, dtype=np.float64)
 
 _INITIAL_SLOTS = 1024  # doubled while the blocks a policy remembers fill over 3/4 of them
+#: ``sum()`` of floats is compensated (Neumaier) from Python 3.12 on (``_session._score``).
+_NEUMAIER_SUM = sys.version_info >= (3, 12)
 
 
 def compiled_reason(name: str, *, holes: bool = False) -> str | None:
@@ -169,9 +188,14 @@ class CompiledReplay:
         policy = make_policy(name, capacity, seed=seed, **params)
         self.name = name
         self.capacity = capacity
-        self.needs_future = policy.needs_next_access
-        """Whether ``feed`` needs the chunk's next accesses (oracles)."""
         self._kind = COMPILED[name]
+        self.needs_session_future = self._kind == k.K_SESSION_BELADY
+        """Whether ``feed`` needs the next turn of each request's session (session oracle)."""
+        self.needs_future = policy.needs_next_access and not self.needs_session_future
+        """Whether ``feed`` needs the chunk's next block accesses (block oracles)."""
+        self.policy_warnings: tuple[str, ...] = ()
+        """What the Python policy would have warned through ``warnings`` so far (each message
+        also goes through ``warnings.warn`` once, as the policy issues it)."""
         self._top = (1 << int(params.get("bits", 1))) - 1  # CLOCK's counter ceiling
         self._model = cost_model
         self._stop_at_miss = match == "stop-at-first-miss"
@@ -205,6 +229,17 @@ class CompiledReplay:
             self._nodes = new_nodes(capacity)
         self._categories: dict[int, int] = {}  # WorkloadAware: category -> dense index
         self._grow(1 << max(2, (slots - 1).bit_length()))
+        self._new_sessions()
+
+    def _new_sessions(self) -> None:
+        """The session policies' session table, its hash table and path pool (``_session``),
+        as small as the block slots at the start and grown alike; one column for the others."""
+        self._sessions = self._kind >= k.K_SESSION_LRU
+        self._sess = np.zeros((N_SESSION_ROWS, 1), np.int64)
+        self._stable = self._pool = np.zeros(1, np.int64)
+        if self._sessions:
+            self._grow_sessions(len(self._ids))
+            self._pool = np.zeros(len(self._ids), np.int64)
 
     @property
     def slot_space(self) -> int:
@@ -212,7 +247,7 @@ class CompiledReplay:
         double); bounded by the cache size, ghosts and the longest request, not by the ids."""
         return len(self._ids) - 1
 
-    def _limits(self, policy: Any) -> None:
+    def _limits(self, policy: Any) -> None:  # noqa: C901  (a branch per policy family)
         """Copy the queue bounds the Python policy derived from its parameters into the state
         (so both paths round them in one place)."""
         st = self._state
@@ -231,6 +266,11 @@ class CompiledReplay:
                 st[k.S_MICRO] = policy.micro_batch if policy.eviction_mode == "micro" else 0
                 st[k.S_NODE_FREE_N] = self.capacity + 1
                 self._nodes = new_node_table(self.capacity)
+            if self._kind in {k.K_LHD, k.K_LHD_COMPUTE}:  # ``_lhd``: its clock and age tables
+                st[k.S_COARSE] = policy.coarsening
+                st[k.S_PERIOD] = policy.period
+                self._sums = _extended(self._sums, N_LHD_FLOAT)
+                self._sums[F_DENSITY:] = policy.density  # the initial 1 / (a + 1), as Python's
         elif self._kind == k.K_BELADY_COMPUTE:
             st[k.S_CLOCK] = 1  # the policy's ``_base``
             if self._model.uniform:  # one bucket, cost 1.0 (what the uniform table holds)
@@ -239,6 +279,11 @@ class CompiledReplay:
                 self._sums[k.N_FLOAT] = self._model.table(1)[0]
         elif self._kind == k.K_LIRS:
             st[k.S_LIR_TARGET] = policy.lir_target
+        elif self._kind >= k.K_SESSION_LRU:
+            st[k.S_SESS_ANON] = -2  # the Python ``_next_anonymous``
+            st[k.S_NEUMAIER] = _NEUMAIER_SUM
+            st[k.S_LIMIT] = getattr(policy, "n_sample", 0)
+            self._sums[k.F_POLICY] = getattr(policy, "small_ratio", 0.0)  # ARC's p starts at 0
         elif self._kind == k.K_WORKLOAD:
             st[k.S_PERIOD] = policy.aging_period
             self._nodes = np.zeros((6, Q_WA_FIRST), np.int64)  # the ghost FIFO; no category
@@ -253,25 +298,42 @@ class CompiledReplay:
             st[k.S_DOORKEEPER] = sketch.use_doorkeeper
             st[k.S_DOOR_GEN] = 1  # a slot's mark 0 is never the generation: not in it
 
-    def feed(self, chunk: BlockChunk, future: NDArray[np.int64] | None = None) -> None:
+    def feed(
+        self,
+        chunk: BlockChunk,
+        future: NDArray[np.int64] | None = None,
+        session_next: NDArray[np.int64] | None = None,
+    ) -> None:
         """Serve the chunk's requests, in order, after everything fed before.
 
-        ``future`` (oracles only, required then): the next access of every block of
-        ``chunk.blocks``, as ``replay`` receives it per request (``served_future``: the
-        served trace's future, so skipped requests' accesses are left out)."""
-        if self.needs_future != (future is not None):
-            need = "needs" if self.needs_future else "takes no"
-            raise ValueError(f"{self.name}: {need} next-access annotations (future)")
-        if future is not None and len(future) != len(chunk.blocks):
-            raise ValueError(f"future has {len(future)} entries for {len(chunk.blocks)} blocks")
+        ``future`` (block oracles only, required then: ``needs_future``): the next access of
+        every block of ``chunk.blocks``, as ``replay`` receives it per request
+        (``served_future``: the served trace's future, so skipped requests' accesses are left
+        out). ``session_next`` (session_belady only, required then: ``needs_session_future``):
+        per request of the chunk, the index of its session's next served request or
+        ``NEVER`` (``FutureTable.session_next`` of that served future, at the chunk's
+        requests). Raises ``ValueError`` for a missing, unexpected or mis-sized annotation or
+        context, and what ``replay`` raises where the policy breaks its contract."""
+        _check_annotation(self.name, "future", "next-access annotations", self.needs_future,
+                          future, len(chunk.blocks), "blocks")  # fmt: skip
+        _check_annotation(self.name, "session_next", "session next-turn annotations",
+                          self.needs_session_future, session_next, chunk.n_requests,
+                          "requests")  # fmt: skip
         rq_f = _NO_FLOATS
+        rq_i = _NO_SESSIONS
         if self._context is not None:
             values = getattr(chunk, self._context)
             if values is None:
                 raise ValueError(f"{self.name}: reads request {self._context}; the chunk has none")
-            # WorkloadAware: dense categories; AsymCache: what the policy computes per request
-            workload = self._kind == k.K_WORKLOAD
-            rq_f = self._dense(values) if workload else values / self._half_life
+            if self._sessions:  # (session, its next turn) per request
+                rq_i = np.full((chunk.n_requests, 2), NEVER, dtype=np.int64)
+                rq_i[:, 0] = values
+                if session_next is not None:
+                    rq_i[:, 1] = session_next
+            elif self._kind == k.K_WORKLOAD:  # dense categories
+                rq_f = self._dense(values)
+            else:  # AsymCache: what the policy computes per request
+                rq_f = values / self._half_life
         if chunk.n_requests == 0:
             return
         longest = int(np.diff(chunk.offsets).max())
@@ -282,13 +344,67 @@ class CompiledReplay:
         ahead = _NO_FUTURE if future is None else np.ascontiguousarray(future, dtype=np.int64)
         start = 0  # the first request not served yet (a sweep may leave too few free slots)
         while True:
-            code = self._serve(chunk, start, ahead, rq_f)
+            code = self._serve(chunk, start, ahead, rq_f, rq_i)
             if code != k.E_GROW:
                 break
             start += int(self._state[k.S_RESUME])
-            self._grow(_doubled(len(self._ids), int(self._state[k.S_ERR_A])))
+            self._grow_what_is_short()
+        self._warn_anonymous()
         if code != k.E_OK:
             raise self._failure(code)
+
+    def feed_served(self, chunk: BlockChunk, future: FutureTable | None, at: int) -> None:
+        """``feed`` with the chunk's slices of ``future``, the future of the whole served trace
+        (``served_future.without_skipped``; ``None`` for a policy that reads none): the next
+        accesses of its blocks, from block access ``at`` of the trace (the accesses of the
+        chunks before it), for a block oracle, the next turns of its requests (by their
+        workload index) for session_belady."""
+        if future is None:
+            self.feed(chunk)
+            return
+        first = chunk.first_index
+        self.feed(
+            chunk,
+            future.next_access[at : at + len(chunk.blocks)] if self.needs_future else None,
+            future.session_next[first : first + chunk.n_requests]
+            if self.needs_session_future
+            else None,
+        )
+
+    def _grow_what_is_short(self) -> None:
+        """After ``E_GROW``: the block slots (``st[S_ERR_A]`` slots needed), or the session
+        slots or path pool that ``_session.session_room`` found short."""
+        st = self._state
+        if st[k.S_ERR_A]:
+            self._grow(_doubled(len(self._ids), int(st[k.S_ERR_A])))
+        if st[k.S_SESS_NEED]:
+            self._grow_sessions(_doubled(self._sess.shape[1], int(st[k.S_SESS_NEED])))
+            st[k.S_SESS_NEED] = 0
+        if st[k.S_POOL_NEED]:
+            self._pool = _extended(self._pool, _doubled(len(self._pool), int(st[k.S_POOL_NEED])))
+            st[k.S_POOL_NEED] = 0
+
+    def _grow_sessions(self, size: int) -> None:
+        """Make the session table ``size`` columns long (new session slots free: ``R_PATH``
+        -1) with a hash table twice that, empty, and no free slot on the stack, so the next
+        request rebuilds both (``_session.session_room``)."""
+        old = self._sess
+        self._sess = np.zeros((N_SESSION_ROWS, size), np.int64)
+        self._sess[R_PATH] = NO_PATH
+        self._sess[:, : old.shape[1]] = old
+        self._stable = np.zeros(2 * size, np.int64)
+        self._state[k.S_SESS_SHIFT] = 64 - (2 * size).bit_length() + 1  # 64 - log2(len)
+        self._state[k.S_SESS_FREE_N] = 0
+
+    def _warn_anonymous(self) -> None:
+        """The session policies' one warning when requests carry no session id, issued once
+        as the Python policy issues it (and kept in ``policy_warnings``)."""
+        if self.policy_warnings or not self._sessions:
+            return
+        if self._state[k.S_SESS_ANON] != -2:  # an anonymous session was numbered
+            message = f"{self.name}: {NO_SESSION_WARNING}"
+            self.policy_warnings = (message,)
+            warnings.warn(message, RuntimeWarning, stacklevel=3)
 
     def _dense(self, categories: NDArray[np.int64]) -> NDArray[np.float64]:
         """WorkloadAware: the dense index of each request's category (new ones numbered in
@@ -307,7 +423,12 @@ class CompiledReplay:
         return index[inverse]
 
     def _serve(
-        self, chunk: BlockChunk, start: int, future: NDArray[np.int64], rq_f: NDArray[np.float64]
+        self,
+        chunk: BlockChunk,
+        start: int,
+        future: NDArray[np.int64],
+        rq_f: NDArray[np.float64],
+        rq_i: NDArray[np.int64],
     ) -> int:
         """One ``serve`` call on the chunk's requests from ``start`` on; returns its code."""
         return int(
@@ -323,6 +444,7 @@ class CompiledReplay:
                 self._cumulative,
                 self._logcosts,
                 rq_f[start:],
+                rq_i[start:],
                 future,
                 self._stop_at_miss,
                 self._deepest_first,
@@ -344,6 +466,9 @@ class CompiledReplay:
                 self._free,
                 self._links,
                 self._sketch,
+                self._sess,
+                self._stable,
+                self._pool,
                 self._state,
                 self._sums,
                 self._rng,
@@ -427,7 +552,7 @@ class CompiledReplay:
         self._aux = _extended(self._aux, size)
         if self._kind not in _LIST_ONLY:
             self._cls = _extended(self._cls, size)
-        if self._kind in {k.K_GDSF, k.K_GDSF_COMPUTE, k.K_ASYM} | _SAMPLED:  # not Belady
+        if self._kind in {k.K_GDSF, k.K_GDSF_COMPUTE, k.K_ASYM, k.K_SESSION_RANDOM} | _SAMPLED:
             self._keys = _extended(self._keys, size)
         if len(self._links):
             links = np.zeros((len(self._links), size), dtype=np.int64)
@@ -465,6 +590,23 @@ class CompiledReplay:
         self._sums = _extended(self._sums, k.N_FLOAT + len(buckets))
         self._sums[k.N_FLOAT :] = list(buckets)
         self._state[k.S_BUCKETS] = len(buckets)
+
+
+def _check_annotation(  # noqa: PLR0917  (one message per argument)
+    name: str,
+    arg: str,
+    what: str,
+    needed: bool,
+    given: NDArray[np.int64] | None,
+    n: int,
+    unit: str,
+) -> None:
+    """Raise ``ValueError`` unless ``feed``'s argument ``arg`` (``what``) is given exactly when
+    policy ``name`` needs it, with ``n`` entries (one per ``unit``)."""
+    if needed != (given is not None):
+        raise ValueError(f"{name}: {'needs' if needed else 'takes no'} {what} ({arg})")
+    if given is not None and len(given) != n:
+        raise ValueError(f"{arg} has {len(given)} entries for {n} {unit}")
 
 
 def _doubled(size: int, slots: int) -> int:

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-import numpy as np
-from numpy.typing import NDArray
-
 from simulator.kvcache.compiled.engine import CompiledReplay
 from simulator.kvcache.replay import ReplayResult
 from simulator.workload.chunk_reader import ChunkPass
+from simulator.workload.future import FutureTable
 from simulator.workload.trace import TraceReader
 from simulator.workload.traceinfo import ReadStats, TraceInfo
 
@@ -27,23 +25,21 @@ def replay_pass(
     *,
     skip_bad_lines: bool,
     tick: Callable[[int], None] | None = None,
-    futures: Sequence[NDArray[np.int64] | None] | None = None,
+    futures: Sequence[FutureTable | None] | None = None,
 ) -> tuple[list[ReplayResult], ReadStats, TraceInfo]:
     """Serve ``reader``'s trace through every replay; returns their results (same order) and
     the pass's statistics and trace description. ``tick(n)`` is called after each chunk with
-    its number of requests (progress). ``futures[i]`` (oracles): the next access of every
-    block access of the trace, in order, as replay ``i`` sees it
-    (``served_future.SharedFuture.next_access``); ``None`` for the others. Raises what
-    ``ChunkPass`` and ``CompiledReplay.feed`` raise (``InputError`` for a bad trace,
-    ``ValueError`` for a future that does not cover the trace)."""
+    its number of requests (progress). ``futures[i]`` (oracles): the future of the whole
+    trace as replay ``i`` sees it (``served_future.SharedFuture.served``); ``None`` for the
+    others. Raises what ``ChunkPass`` and ``CompiledReplay.feed`` raise (``InputError`` for a
+    bad trace, ``ValueError`` for a future that does not cover the trace)."""
     wanted = list(futures) if futures is not None else [None] * len(replays)
     chunks = ChunkPass(reader, skip_bad_lines=skip_bad_lines)
     at = 0  # block accesses served so far: where the next chunk's slice of a future starts
     for chunk in chunks:
-        end = at + len(chunk.blocks)
         for one, future in zip(replays, wanted, strict=True):
-            one.feed(chunk, None if future is None else future[at:end])
-        at = end
+            one.feed_served(chunk, future, at)
+        at += len(chunk.blocks)
         if tick is not None:
             tick(chunk.n_requests)
     return [one.result() for one in replays], chunks.stats, chunks.info

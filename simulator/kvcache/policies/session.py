@@ -33,7 +33,10 @@ import numpy as np
 from simulator.kvcache.policies._common import KeyedHeap, ResidentKeysPolicy, nothing_evictable
 from simulator.kvcache.policies.base import NEVER, RequestContext
 
-__all__ = ["SessionBelady", "SessionLru"]
+__all__ = ["NO_SESSION_WARNING", "SessionBelady", "SessionLru"]
+
+#: What a session policy warns (after its name) the first time a request has no session id.
+NO_SESSION_WARNING = "requests carry no session id; each request is its own session"
 
 
 class _SessionPolicy(ResidentKeysPolicy):
@@ -71,7 +74,7 @@ class _SessionPolicy(ResidentKeysPolicy):
         if not self._warned:
             self._warned = True
             warnings.warn(
-                f"{self.name}: requests carry no session id; each request is its own session",
+                f"{self.name}: {NO_SESSION_WARNING}",
                 RuntimeWarning,
                 stacklevel=3,
             )
