@@ -24,11 +24,20 @@ recipe                  weights     KV cache  what it is (source)
                                               (``*-FP8-KV``)
 ``mxfp4``               fp4         bf16      OpenAI's MXFP4 MoE weights (gpt-oss); KV in bf16
 ``int4``                int4        bf16      AWQ / GPTQ int4 (``*-AWQ``, ``*-GPTQ-Int4``)
+``int4_experts``        int4        bf16      compressed-tensors int4 of the routed experts only,
+                                              one scale per 32 weights (Kimi-K2-Thinking and
+                                              Kimi-K2.5's native INT4: ``quantization_config``
+                                              ``group_size: 32``, ``ignore`` lm_head, self_attn,
+                                              shared_experts, the dense MLP); no KV scheme
 ``int8``                int8        bf16      W8A8 int8 (``*-W8A8``, ``*-quantized.w8a8``)
 ======================  ==========  ========  =================================================
 
 ``resolve_checkpoint(name, known)`` maps a repository name to ``(base key, recipe)`` by its
 suffix: the organisation decides between ModelOpt (``nvidia/``) and the vendor's own FP8.
+``known_key(name, known)`` finds the entry a name without a recipe suffix names: whole, by its
+part after '/', or by that part without Llama's old ``Meta-`` prefix (Meta published Llama 3.1
+as ``meta-llama/Meta-Llama-3.1-70B`` and renamed it ``meta-llama/Llama-3.1-70B``; benchmarks,
+InferenceX's among them, still use the old name).
 An engine whose ``auto`` ignores the checkpoint's KV scheme (vLLM before 0.13, see
 ``simulator/data/presets/vllm.yaml``) keeps the model dtype: ``kv_precision(recipe,
 honours_checkpoint=False)``. Pure functions: no I/O.
@@ -42,7 +51,14 @@ from dataclasses import dataclass
 
 from hardware.precision import BYTES_PER_ELEMENT
 
-__all__ = ["RECIPES", "Checkpoint", "Recipe", "kv_precision", "resolve_checkpoint"]
+__all__ = [
+    "RECIPES",
+    "Checkpoint",
+    "Recipe",
+    "known_key",
+    "kv_precision",
+    "resolve_checkpoint",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,7 +74,8 @@ class Recipe:
     #: are per tensor or per channel (under 0.1% of the weights).
     scale_bits: float = 0.0
     #: Whether the attention projections stay in bf16 (gpt-oss's MXFP4 quantises the experts
-    #: only: ``quantization_config.modules_to_not_convert`` lists ``self_attn``).
+    #: only: ``quantization_config.modules_to_not_convert`` lists ``self_attn``; Kimi's INT4
+    #: ``ignore`` lists ``self_attn`` and the shared experts, which count as quantised here).
     attention_bf16: bool = False
 
     def weight_bytes(self, precision: str, quantised: float, attention: float) -> float:
@@ -83,6 +100,10 @@ RECIPES: dict[str, Recipe] = {
         Recipe("fp8_kv", "fp8", "fp8"),
         Recipe("mxfp4", "fp4", "bf16", scale_bits=8 / 32, attention_bf16=True),
         Recipe("int4", "int4", "bf16"),
+        # One 16-bit scale per group of 32 weights: the checkpoints hold I32 (eight packed int4),
+        # BF16 and F32 tensors only, so the group scales are bf16 (Hugging Face's tensor types
+        # of these repositories; an inference, not a config field).
+        Recipe("int4_experts", "int4", "bf16", scale_bits=16 / 32, attention_bf16=True),
         Recipe("int8", "int8", "bf16"),
     )
 }
@@ -134,12 +155,27 @@ def resolve_checkpoint(name: str, known: Collection[str]) -> Checkpoint | None:
     return None
 
 
+def known_key(name: str, known: Collection[str]) -> str:
+    """The key of ``known`` (lower case) that ``name`` names without a recipe suffix: itself,
+    its part after '/', or that part without Llama's old "Meta-" prefix (module doc); "" if
+    none."""
+    key = name.strip().lower()
+    if key in known:
+        return key
+    by_short = {k.rsplit("/", 1)[-1]: k for k in known}
+    return _by_short_name(key.rsplit("/", 1)[-1], by_short)
+
+
 def _base_key(org: str, stem: str, known: Collection[str], by_short: dict[str, str]) -> str:
     """The catalog key of ``stem`` (under ``org`` first, then by its short name; "" if none)."""
     if org and f"{org}/{stem}" in known:
         return f"{org}/{stem}"
+    return _by_short_name(stem, by_short)
+
+
+def _by_short_name(short: str, by_short: dict[str, str]) -> str:
     # Re-publishers spell Llama with its old "Meta-" prefix (RedHatAI/Meta-Llama-3.1-8B-...).
-    return by_short.get(stem, "") or by_short.get(stem.removeprefix("meta-"), "")
+    return by_short.get(short, "") or by_short.get(short.removeprefix("meta-"), "")
 
 
 def _org_recipe(recipe: str, org: str) -> str:

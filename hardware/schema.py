@@ -17,7 +17,7 @@ from typing import Literal, Protocol, Self, TypeVar
 from pydantic import Field, model_validator
 
 from hardware._frozen import Frozen as _Frozen
-from hardware.checkpoints import RECIPES, Checkpoint, resolve_checkpoint
+from hardware.checkpoints import RECIPES, Checkpoint, known_key, resolve_checkpoint
 from hardware.model_spec import ModelSpec
 from hardware.precision import BYTES_PER_ELEMENT, Precision
 from slo.inputfile import InputError
@@ -214,17 +214,16 @@ class Catalog(_Frozen):
         return _lookup(self.gpus, name, "GPU")
 
     def model(self, name: str) -> ModelSpec:
-        """The model called ``name`` (case-insensitive; the part after '/' also matches; a
-        quantised checkpoint's name, e.g. ``nvidia/Llama-3.1-8B-Instruct-FP8``, gives its base
-        model — ``checkpoint`` says with which recipe)."""
-        key = name.lower()
-        if key not in self.models:
-            by_short = {k.rsplit("/", 1)[-1]: k for k in self.models}
-            if key in by_short:
-                return self.models[by_short[key]]
-            resolved = resolve_checkpoint(name, self.models)
-            if resolved is not None:
-                return self.models[resolved.base]
+        """The model called ``name`` (case-insensitive; the part after '/' also matches, and
+        Llama's old ``Meta-Llama-3.1-*`` names give the ``Llama-3.1-*`` entries; a quantised
+        checkpoint's name, e.g. ``nvidia/Llama-3.1-8B-Instruct-FP8``, gives its base model —
+        ``checkpoint`` says with which recipe)."""
+        key = known_key(name, self.models)
+        if key:
+            return self.models[key]
+        resolved = resolve_checkpoint(name, self.models)
+        if resolved is not None:
+            return self.models[resolved.base]
         return _lookup(self.models, name, "model")
 
     def checkpoint(self, name: str) -> Checkpoint:

@@ -301,6 +301,7 @@ _MODE_RECIPES = {
     "int8": "int8",
     "w8a8": "int8",
     "int4": "int4",
+    "int4_wo": "int4",  # aiconfigurator's weight-only int4 (InferenceX's int4 Kimi-K2.5 rows)
     "w4a16": "int4",
     "awq": "int4",
 }

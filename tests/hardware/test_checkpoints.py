@@ -31,6 +31,29 @@ from slo.inputfile import InputError
          "fp4", "fp8"),
         ("Qwen/Qwen3-235B-A22B-Instruct-2507-FP8", "Qwen/Qwen3-235B-A22B-Instruct-2507",
          "fp8_block", "fp8", "bf16"),
+        # Llama 3.1's names before Meta renamed the repositories (InferenceX's llama70b rows)
+        ("meta-llama/Meta-Llama-3.1-70B", "meta-llama/Llama-3.1-70B", "none", "bf16", "bf16"),
+        ("meta-llama/Meta-Llama-3.1-70B-Instruct", "meta-llama/Llama-3.1-70B-Instruct", "none",
+         "bf16", "bf16"),
+        ("meta-llama/Meta-Llama-3.1-8B-Instruct", "meta-llama/Llama-3.1-8B-Instruct", "none",
+         "bf16", "bf16"),
+        ("Meta-Llama-3.1-8B", "meta-llama/Llama-3.1-8B", "none", "bf16", "bf16"),
+        # Kimi: native INT4 experts (K2.5, K2-Thinking), block FP8 (K2-Instruct), ModelOpt NVFP4
+        ("moonshotai/Kimi-K2.5", "moonshotai/Kimi-K2.5", "int4_experts", "int4", "bf16"),
+        ("moonshotai/Kimi-K2-Thinking", "moonshotai/Kimi-K2-Thinking", "int4_experts", "int4",
+         "bf16"),
+        ("moonshotai/Kimi-K2-Instruct", "moonshotai/Kimi-K2-Instruct", "fp8_block", "fp8",
+         "bf16"),
+        ("nvidia/Kimi-K2.5-NVFP4", "moonshotai/Kimi-K2.5", "modelopt_nvfp4", "fp4", "fp8"),
+        ("Qwen/Qwen3.5-397B-A17B", "Qwen/Qwen3.5-397B-A17B", "none", "bf16", "bf16"),
+        ("Qwen/Qwen3.5-397B-A17B-FP8", "Qwen/Qwen3.5-397B-A17B", "fp8_block", "fp8", "bf16"),
+        ("nvidia/Qwen3.5-397B-A17B-NVFP4", "Qwen/Qwen3.5-397B-A17B", "modelopt_nvfp4", "fp4",
+         "fp8"),
+        ("Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8", "Qwen/Qwen3-Coder-480B-A35B-Instruct",
+         "fp8_block", "fp8", "bf16"),
+        ("zai-org/GLM-4.7-FP8", "zai-org/GLM-4.7", "fp8_block", "fp8", "bf16"),
+        ("zai-org/GLM-4.6", "zai-org/GLM-4.6", "none", "bf16", "bf16"),
+        ("deepseek-ai/DeepSeek-V3.1", "deepseek-ai/DeepSeek-V3.1", "fp8_block", "fp8", "bf16"),
     ],
 )  # fmt: skip
 def test_names_resolve_to_base_and_recipe(
@@ -64,6 +87,35 @@ def test_unknown_bases_stay_unknown() -> None:
     assert resolve_checkpoint("nvidia/NotAModel-FP8", catalog.models) is None
     with pytest.raises(InputError, match="unknown model"):
         catalog.model("nvidia/NotAModel-FP8")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        # DeepSeek Sparse Attention (glm_moe_dsa): no catalog form for a top-k token selection
+        "zai-org/GLM-5",
+        "zai-org/GLM-5-FP8",
+        "nvidia/GLM-5-NVFP4",
+        # sliding window + compressed KV attention (DeepSeek-V4)
+        "deepseek-ai/DeepSeek-V4-Pro",
+        "sgl-project/DeepSeek-V4-Pro-FP8",
+        # no config.json found in the stored public copies
+        "MiniMaxAI/MiniMax-M3",
+    ],
+)
+def test_models_left_out_stay_unknown(name: str) -> None:
+    with pytest.raises(InputError, match="unknown model"):
+        shipped_catalog().model(name)
+
+
+def test_int4_experts_keeps_attention_in_bf16_and_stores_group_scales() -> None:
+    recipe = RECIPES["int4_experts"]
+    assert (recipe.weights, recipe.kv_cache, recipe.attention_bf16) == ("int4", "bf16", True)
+    # one bf16 scale per 32 int4 weights: 4 + 16/32 = 4.5 bits per quantised weight
+    assert recipe.weight_bytes("int4", 64.0, 0.0) == 64 * 4.5 / 8
+    assert recipe.weight_bytes("int4", 64.0, 16.0) == 48 * 4.5 / 8 + 16 * 2
+    # another precision is a plain re-quantisation: no scales, attention included
+    assert recipe.weight_bytes("fp8", 64.0, 16.0) == 64.0
 
 
 def test_blackwell_ultra_and_gb200_are_in_the_catalog() -> None:

@@ -132,6 +132,9 @@ def test_alias_entries_share_the_shape(catalog: Catalog) -> None:
         ("meta-llama/Llama-3.1-70B", "meta-llama/Llama-3.1-70B-Instruct"),
         ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-R1"),
         ("Qwen/Qwen3-235B-A22B", "Qwen/Qwen3-235B-A22B-FP8"),
+        ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3.1"),
+        ("moonshotai/Kimi-K2.5", "moonshotai/Kimi-K2-Thinking"),
+        ("zai-org/GLM-4.7", "zai-org/GLM-4.6"),
     ]
     for base, alias in pairs:
         a, b = catalog.model(base), catalog.model(alias)
@@ -246,3 +249,103 @@ def test_minimax_m25_published_totals(catalog: Catalog) -> None:
     assert model.param_count() / 1e9 == pytest.approx(230, rel=0.01)
     active_without_embeddings = model.active_param_count() - 2 * 200_064 * 3072
     assert active_without_embeddings / 1e9 == pytest.approx(10, rel=0.03)
+
+
+# ----- models the InferenceX / aiconfigurator benchmarks name ------------------------------------
+def _mla_moe_params(
+    *,
+    layers: int,
+    dense_layers: int,
+    h: int,
+    heads: int,
+    q_rank: int,
+    kv_rank: int,
+    nope: int,
+    rope: int,
+    v: int,
+    ffn: int,
+    experts: int,
+    shared: int,
+    expert_ffn: int,
+    vocab: int,
+) -> int:
+    """Parameters of a DeepSeek-V3-style decoder (MLA + MoE after ``dense_layers`` dense
+    layers, untied embeddings), written out by hand: all experts counted."""
+    q = h * q_rank + q_rank + q_rank * heads * (nope + rope)  # down-projection, norm, up
+    kv = h * (kv_rank + rope) + kv_rank + kv_rank * heads * (nope + v)
+    attention = q + kv + heads * v * h
+    moe = (experts + shared) * 3 * h * expert_ffn + h * experts  # experts + router
+    per_layer = attention + 2 * h
+    return (
+        layers * per_layer
+        + dense_layers * 3 * h * ffn
+        + (layers - dense_layers) * moe
+        + 2 * vocab * h
+        + h
+    )
+
+
+def test_kimi_k2_5_by_hand(catalog: Catalog) -> None:
+    model = catalog.model("moonshotai/Kimi-K2.5")
+    expected = _mla_moe_params(
+        layers=61, dense_layers=1, h=7168, heads=64, q_rank=1536, kv_rank=512, nope=128,
+        rope=64, v=128, ffn=18432, experts=384, shared=1, expert_ffn=2048, vocab=163840,
+    )  # fmt: skip
+    assert model.param_count() == expected == 1_026_408_209_408
+    # Published: 1T total, 32B active (model card).
+    assert model.param_count() / 1e12 == pytest.approx(1.0, rel=0.03)
+    assert model.active_param_count() / 1e9 == pytest.approx(32, rel=0.03)
+    # MLA: one 512-wide latent plus the 64-wide RoPE key per layer and token.
+    assert model.kv_bytes_per_token("bf16") == 61 * (512 + 64) * 2
+    assert model.num_moe_layers == 60
+
+
+def test_kimi_int4_expert_checkpoint_weight_bytes(catalog: Catalog) -> None:
+    model = catalog.model("moonshotai/Kimi-K2.5")
+    embeddings = 2 * 163840 * 7168  # embedding + LM head, bf16
+    attention = 61 * model.attention_params_per_layer()  # kept bf16 (ignore: self_attn)
+    rest = model.param_count() - embeddings - attention  # int4 + one bf16 scale per 32
+    assert model.weight_bytes("int4") == math.ceil(rest * 4.5 / 8 + (attention + embeddings) * 2)
+    assert model.weight_bytes("int4") / 1e9 == pytest.approx(590, rel=0.01)
+    # Kimi-K2-Instruct: the same shape in block FP8, with a 128K context.
+    instruct = catalog.model("moonshotai/Kimi-K2-Instruct")
+    same = {"name", "checkpoint_recipe", "max_context_tokens"}
+    assert instruct.model_dump(exclude=same) == model.model_dump(exclude=same)
+    assert (instruct.max_context_tokens, model.max_context_tokens) == (131072, 262144)
+
+
+@pytest.mark.parametrize(
+    ("name", "total_b", "active_b", "active_rel"),
+    [
+        ("Qwen/Qwen3.5-397B-A17B", 397, 17, 0.03),
+        ("Qwen/Qwen3-Coder-480B-A35B-Instruct", 480, 35, 0.02),
+        ("deepseek-ai/DeepSeek-V3.1", 671, 37, 0.02),
+    ],
+)
+def test_new_moe_published_totals(
+    catalog: Catalog, name: str, total_b: float, active_b: float, active_rel: float
+) -> None:
+    model = catalog.model(name)
+    assert model.param_count() / 1e9 == pytest.approx(total_b, rel=0.01)
+    assert model.active_param_count() / 1e9 == pytest.approx(active_b, rel=active_rel)
+
+
+def test_glm_4_7_published_totals(catalog: Catalog) -> None:
+    # Published 355B total, 32B active; the active figure leaves out the 1.55B of embedding +
+    # LM head (2 x 151,552 x 5120), as MiniMax-M2.5's does.
+    for name in ("zai-org/GLM-4.7", "zai-org/GLM-4.6"):
+        model = catalog.model(name)
+        assert model.param_count() / 1e9 == pytest.approx(355, rel=0.01)
+        active = model.active_param_count() - 2 * 151_552 * 5120
+        assert active / 1e9 == pytest.approx(32, rel=0.01)
+        assert (model.num_moe_layers, model.max_context_tokens) == (89, 202752)
+
+
+def test_qwen3_5_hybrid_layers(catalog: Catalog) -> None:
+    model = catalog.model("Qwen/Qwen3.5-397B-A17B")
+    # layer_types: 3 x linear_attention then full_attention, 15 times.
+    assert (model.full_attention_layers, model.linear_attention_layers) == (15, 45)
+    assert model.kv_bytes_per_token("bf16") == 15 * 2 * 2 * 256 * 2
+    # Per request: 64 value heads x 128 x 128 fp32 state + 3 conv inputs of 2x16x128 + 64x128.
+    per_layer = 64 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 64 * 128) * 2
+    assert model.linear_state_bytes() == 45 * per_layer
