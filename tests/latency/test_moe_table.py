@@ -57,6 +57,7 @@ def test_measured_grid_points_are_returned_verbatim() -> None:
     frame = read_moe_profile(_shipped_moe("sglang"))
     rows = frame[
         (frame["hidden"] == 7168)
+        & (frame["experts"] == 256)  # DeepSeek-R1's layer (Kimi's shares the hidden size)
         & (frame["moe_tp"] == 16)
         & (frame["moe_ep"] == 1)
         & (frame["dtype"] == "fp8_block")

@@ -155,7 +155,8 @@ def test_shipped_profiles_cover_every_class_and_stay_small() -> None:
     assert set(profiles.context_attention["kv_dtype"]) == {"bf16", "fp8"}
     root = shipped_profiles_dir().parent
     files = list(root.glob("*/*.csv.gz"))
-    assert sum(f.stat().st_size for f in files) < 6_000_000  # six GPUs x three engines
+    # Six GPUs x three engines, cut to the catalog's shapes (7.0 MB with the 2026-12-07 models).
+    assert sum(f.stat().st_size for f in files) < 8_000_000
     for gpu in ("a100_sxm", "h100_sxm", "h200_sxm", "b200_sxm", "b300_sxm", "l40s"):
         for engine in ("vllm", "sglang", "trtllm"):
             located = resolve_profile_files(gpu, engine)
