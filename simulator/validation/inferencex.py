@@ -9,21 +9,33 @@ the running caps, memory fractions and step budgets are per script. ``LAUNCHES``
 read from the scripts (paths and commit prefixes in each entry's ``source``); the settings that
 held over the versions stored of each script, where the versions disagree the one in use in the
 2026 exports (images of ``.github/configs/nvidia-master.yaml`` and the image-update issue #1154,
-around 2026-02 to 2026-05).
+around 2026-02 to 2026-05; for the ``fixed_seq_len`` scripts the tree of commit 8eec0d4e, which
+has ``perf-changelog.yaml`` changes of that period such as Kimi-K2.5 FP4 B200's FP8 KV cache, PR
+#1047, and not the later ones such as its profiler switch, PR #1395).
 
 Families are matched on the row's model name (``gpt-oss-120b``, ``deepseek-r1`` /
-``deepseek-v3``, ``llama-3.x-70b``, ``minimax-m2.5``), GPUs on its ``system`` resolved to the
-catalog key (through the catalog's aliases, e.g. aiconfigurator's ``gb200_sxm``). B300 and GB200
-take the B200 recipes: the B300 scripts say they reuse them as-is, and the single-node GB200
-TensorRT-LLM script has the B200 settings. A row no entry covers keeps the harness's generic
-rule (``rules.py``) and the checkpoint's KV precision.
-Not modelled: stream intervals, scheduler receive intervals, CUDA-graph sizes, MoE backends.
+``deepseek-v3``, ``llama-3.x-70b``, ``minimax-m2.5``, ``kimi-k2.5``, ``glm-5``,
+``deepseek-v4-pro``, ``qwen3.5-397b``: the names aiconfigurator's InferenceX adapter gives the
+harness's keys, ``sdk/config_adapter/inferencex.py`` ``MODEL_PATHS``), GPUs on its ``system``
+resolved to the catalog key (through the catalog's aliases, e.g. aiconfigurator's ``gb200_sxm``).
+For gpt-oss, DeepSeek-R1 and Llama-70B, B300 and GB200 take the B200 recipes: the B300 scripts
+say they reuse them as-is, and the single-node GB200 TensorRT-LLM script has the B200 settings.
+The families added since (Kimi-K2.5, GLM-5, DeepSeek-V4-Pro, Qwen3.5, MiniMax on Blackwell) have
+B200 and B300 scripts of their own, read each (most B300 ones say they reuse the B200 recipe
+as-is, and do; Kimi-K2.5 FP4's kept the B200 recipe from before its FP8 KV cache), and no
+single-node GB200 or GB300 script: their GB200/GB300 rows ran Dynamo srt-slurm recipes
+(``runners/launch_gb{200,300}-nv.sh``), not read here. GB300 is in no set: InferenceX runs it only
+through those recipes, and no script or changelog entry says it reuses the B200/B300 settings.
+A row no entry covers keeps the harness's generic rule (``rules.py``) and the checkpoint's KV
+precision.
+Not modelled: stream intervals, scheduler receive intervals, CUDA-graph sizes, MoE backends,
+SGLang's SWA token ratios.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -35,13 +47,25 @@ __all__ = ["LAUNCHES", "Launch", "launch_for"]
 
 _HOPPER = frozenset({"h100_sxm", "h200_sxm"})
 _BLACKWELL = frozenset({"b200_sxm", "b300_sxm", "gb200"})
+_H200 = frozenset({"h200_sxm"})
+_B200 = frozenset({"b200_sxm"})
+_B300 = frozenset({"b300_sxm"})
+#: The families whose scripts are per B200 and B300 only (module doc).
+_B200_B300 = _B200 | _B300
 
-#: Model families by a part of the row's model name, first match wins.
+#: Model families by a part of the row's model name, first match wins. GLM-5.1 and 5.2 come
+#: before GLM-5 so that ``glm-5`` does not claim them: InferenceX has no NVIDIA fixed-length
+#: script of theirs (GLM-5.1 only on MI355X), so their family has no entry.
 _FAMILIES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("gptoss", ("gpt-oss-120b",)),
     ("dsr1", ("deepseek-r1", "deepseek-v3")),
     ("70b", ("llama-3.3-70b", "llama-3.1-70b")),
     ("minimax", ("minimax-m2.5",)),
+    ("kimik2.5", ("kimi-k2.5",)),
+    ("glm5.x", ("glm-5.1", "glm-5.2")),
+    ("glm5", ("glm-5",)),
+    ("dsv4", ("deepseek-v4-pro",)),
+    ("qwen3.5", ("qwen3.5-397b",)),
 )
 
 
@@ -60,16 +84,29 @@ class Launch:
     source: str
 
 
-def _vllm(running: int | None, budget: int = 8192, memory: float = 0.90) -> Callable[..., Any]:
-    """``vllm serve --max-num-seqs R --max-num-batched-tokens B --gpu-memory-utilization M``;
-    async scheduling (on by default from v0.14, set in the earlier scripts)."""
+#: vLLM's ``--max-num-seqs`` where a script leaves it unset (``EngineArgs`` default for the API
+#: server on GPUs of 70 GiB and more); a script's ``$CONC`` is None below.
+_VLLM_SEQS = 1024
+#: SGLang's ``--max-prefill-tokens`` where a script leaves it unset (``ServerArgs`` default).
+_SGLANG_PREFILL = 16384
+
+
+def _vllm(
+    running: int | None,
+    budget: int | Callable[[MeasuredRow], int] = 8192,
+    memory: float = 0.90,
+) -> Callable[[MeasuredRow], dict[str, Any]]:
+    """``vllm serve --max-num-seqs R --max-num-batched-tokens B --gpu-memory-utilization M``
+    (B a number, or of the row: ``$((ISL * 2))``); async scheduling (on by default from v0.14,
+    set in the earlier scripts)."""
 
     def settings(row: MeasuredRow) -> dict[str, Any]:
         cap = row.concurrency if running is None else running
+        tokens = budget(row) if callable(budget) else budget
         return {
             "max_running_requests": cap,
-            "max_batched_tokens": max(budget, cap),
-            "chunk_tokens": budget,
+            "max_batched_tokens": max(tokens, cap),
+            "chunk_tokens": tokens,
             "hbm_utilization": memory,
             "overlap_scheduling": True,
         }
@@ -77,15 +114,36 @@ def _vllm(running: int | None, budget: int = 8192, memory: float = 0.90) -> Call
     return settings
 
 
-def _sglang(running: int, chunk: int, memory: float) -> dict[str, Any]:
-    """``--max-running-requests R --chunked-prefill-size C --max-prefill-tokens C
-    --mem-fraction-static M``."""
-    return {
-        "max_running_requests": running,
-        "chunk_tokens": chunk,
-        "max_batched_tokens": chunk,
-        "hbm_utilization": memory,
-    }
+def _twice_isl(row: MeasuredRow) -> int:
+    """``--max-num-batched-tokens "$((ISL * 2))"``."""
+    return 2 * row.isl
+
+
+def _sglang(
+    running: int | None, chunk: int | None, memory: float, prefill: int | None = None
+) -> dict[str, Any]:
+    """``--max-running-requests R --chunked-prefill-size C --max-prefill-tokens P
+    --mem-fraction-static M``. P None: C (the scripts set both); R or C None: not set (SGLang
+    sizes R from the KV pool and C from the GPU's memory: the preset's). The step budget is the
+    larger of P and C: with attention DP a rank's chunk (C / ranks) bounds it anyway
+    (``BackendPreset.rank_limits``)."""
+    settings: dict[str, Any] = {"hbm_utilization": memory}
+    if running is not None:
+        settings["max_running_requests"] = running
+    if chunk is not None:
+        settings["chunk_tokens"] = chunk
+        settings["max_batched_tokens"] = max(chunk, prefill or chunk)
+    return settings
+
+
+def _each(settings: dict[str, Any]) -> Callable[[MeasuredRow], dict[str, Any]]:
+    """The same settings for every row of a script."""
+
+    def fixed(row: MeasuredRow) -> dict[str, Any]:
+        del row
+        return dict(settings)
+
+    return fixed
 
 
 def _sglang_dsr1_h200(row: MeasuredRow) -> dict[str, Any]:
@@ -137,12 +195,104 @@ def _trt_70b(row: MeasuredRow) -> dict[str, Any]:
     return {"max_batched_tokens": 16384}
 
 
+def _sglang_glm5_fp8(row: MeasuredRow) -> dict[str, Any]:
+    return _sglang(row.concurrency, 32768, 0.85)
+
+
+def _sglang_qwen_fp8_b300(row: MeasuredRow) -> dict[str, Any]:
+    return _sglang(row.concurrency, 16384, 0.80)
+
+
+def _vllm_dsv4_b200(row: MeasuredRow) -> dict[str, Any]:
+    """Attention DP: ``--gpu-memory-utilization 0.85`` (else vLLM's 0.9); budget ISL at 8k
+    prompts and CONC <= 128, else 2048."""
+    tokens = row.isl if row.isl == 8192 and row.concurrency <= 128 else 2048
+    return _vllm(_VLLM_SEQS, tokens, 0.85 if _dp(row) > 1 else 0.90)(row)
+
+
+def _vllm_dsv4_b300(row: MeasuredRow) -> dict[str, Any]:
+    """Budget 2048 with attention DP, else ISL x 2; memory fraction not set (0.9)."""
+    return _vllm(_VLLM_SEQS, 2048 if _dp(row) > 1 else _twice_isl(row))(row)
+
+
+def _dsv4_running(row: MeasuredRow) -> int:
+    """``--max-running-requests "$((CONC * 3 / 2))"`` (at least 8 in the later scripts)."""
+    return max(row.concurrency * 3 // 2, 8)
+
+
+def _sglang_dsv4_h200(row: MeasuredRow) -> dict[str, Any]:
+    return _sglang(_dsv4_running(row), 4096, 0.88, _SGLANG_PREFILL)
+
+
+def _sglang_dsv4_b200(row: MeasuredRow) -> dict[str, Any]:
+    """Attention DP: chunk 32768, else 8192; running CONC x 3/2 (no floor), memory 0.90."""
+    chunk = 32768 if _dp(row) > 1 else 8192
+    return _sglang(row.concurrency * 3 // 2, chunk, 0.90, _SGLANG_PREFILL)
+
+
+#: dsv4_fp4_b300_sglang.sh's attention-DP recipes at CONC 2048/4096/8192: (running, memory).
+_DSV4_B300_HIGH = {2048: (2560, 0.87), 4096: (4352, 0.835), 8192: (8192, 0.80)}
+
+
+def _sglang_dsv4_b300(row: MeasuredRow) -> dict[str, Any]:
+    """TP: chunk 8192, memory 0.90. Attention DP: CONC 2048/4096/8192 chunk 65536 with the
+    table's running cap and memory; else chunk 16384, memory 0.94, running 768 with EP 8 (the
+    mega-MoE recipe), CONC x 3/2 otherwise."""
+    if _dp(row) <= 1:
+        return _sglang(_dsv4_running(row), 8192, 0.90, _SGLANG_PREFILL)
+    if row.concurrency in _DSV4_B300_HIGH:
+        running, memory = _DSV4_B300_HIGH[row.concurrency]
+        return _sglang(running, 65536, memory, _SGLANG_PREFILL)
+    running = 768 if _count(row, "moe_ep") == 8 else _dsv4_running(row)
+    return _sglang(running, 16384, 0.94, _SGLANG_PREFILL)
+
+
+def _trt_dsv4(row: MeasuredRow) -> dict[str, Any]:
+    """``--max_batch_size max(CONC, 16) --max_num_tokens max(ISL + OSL + 256, 8192)``,
+    ``free_gpu_memory_fraction`` 0.50 (the step budget at least the batch, as the engine needs)."""
+    batch = max(row.concurrency, 16)
+    tokens = max(row.isl + row.osl + 256, 8192)
+    return {"max_running_requests": batch, "max_batched_tokens": max(tokens, batch),
+            "hbm_utilization": 0.50}  # fmt: skip
+
+
+def _per_gpu(
+    scripts: Mapping[str, Callable[[MeasuredRow], dict[str, Any]]],
+) -> Callable[[MeasuredRow], dict[str, Any]]:
+    """One entry's settings from its scripts per GPU (catalog key): for a family whose scripts
+    differ per GPU but share engine, weights and KV cache dtype (``launch_for`` returns the
+    entry only for its GPUs, the keys)."""
+
+    def settings(row: MeasuredRow) -> dict[str, Any]:
+        return scripts[_gpu_key(row.system)](row)
+
+    return settings
+
+
+#: DeepSeek-V4-Pro's scripts per GPU (vLLM, SGLang).
+_VLLM_DSV4 = {"h200_sxm": _vllm(512, 512, 0.95), "b200_sxm": _vllm_dsv4_b200,
+              "b300_sxm": _vllm_dsv4_b300}  # fmt: skip
+_SGLANG_DSV4 = {"h200_sxm": _sglang_dsv4_h200, "b200_sxm": _sglang_dsv4_b200,
+                "b300_sxm": _sglang_dsv4_b300}  # fmt: skip
+
+
+def _count(row: MeasuredRow, column: str) -> int:
+    """A layout column of the row (1 where the row has none)."""
+    value = getattr(row, column, 1)
+    return value if isinstance(value, int) else 1
+
+
 def _tp(row: MeasuredRow) -> int:
-    tp = getattr(row, "tp", 1)
-    return tp if isinstance(tp, int) else 1
+    return _count(row, "tp")
+
+
+def _dp(row: MeasuredRow) -> int:
+    """Attention-DP ranks (the scripts' ``DP_ATTENTION=true`` when more than one)."""
+    return _count(row, "attention_dp")
 
 
 _IX = "SemiAnalysisAI/InferenceX "
+_FSL = "benchmarks/single_node/fixed_seq_len/"
 #: The scripts' settings (module doc), one entry per script family.
 LAUNCHES: tuple[Launch, ...] = (
     # ----- vLLM --------------------------------------------------------------------------------
@@ -166,6 +316,29 @@ LAUNCHES: tuple[Launch, ...] = (
     Launch("vllm", "minimax", frozenset({"h200_sxm"}), "any", "auto", _vllm(None, memory=0.95),
            _IX + "benchmarks/single_node/fixed_seq_len/minimaxm2.5_fp8_h200.sh @8eec0d4e: "
            "--gpu-memory-utilization 0.95, KV cache and max-num-seqs not set"),
+    Launch("vllm", "minimax", _B200_B300, "any", "fp8", _vllm(_VLLM_SEQS, _twice_isl),
+           _IX + _FSL + "minimaxm2.5_fp{8,4}_b{200,300}.sh @8eec0d4e (B300: the B200 recipe "
+           "as-is): kv-cache-dtype fp8, max-num-batched-tokens ISL x 2, 0.90, max-num-seqs "
+           "not set (the first B200 ones, single_node @07e171a3/@56245be3: no KV dtype or budget)"),
+    Launch("vllm", "kimik2.5", _B200, "fp4", "fp8", _vllm(None, _twice_isl),
+           _IX + _FSL + "kimik2.5_fp4_b200.sh @8eec0d4e/@380b685d: kv-cache-dtype fp8, "
+           "--max-num-seqs $CONC, max-num-batched-tokens ISL x 2, 0.90 (PR #1047; before, "
+           "neither KV dtype nor budget)"),
+    Launch("vllm", "kimik2.5", _B300, "fp4", "auto", _vllm(None),
+           _IX + _FSL + "kimik2.5_fp4_b300.sh @8eec0d4e, single_node @56324839: the B200 "
+           "recipe before PR #1047: --max-num-seqs $CONC, 0.90, KV cache and budget not set "
+           "(FP8 KV and ISL x 2 only after 2026-06, @3274c535)"),
+    # After the FP4 entries (first match wins): the INT4 checkpoint's scripts.
+    Launch("vllm", "kimik2.5", _H200 | _B200_B300, "any", "auto", _vllm(None, memory=0.95),
+           _IX + _FSL + "kimik2.5_int4_{h200,b200,b300}.sh @8eec0d4e (single_node h200 "
+           "@34bc7c40; B300: the B200 recipe as-is): --max-num-seqs $CONC, "
+           "--gpu-memory-utilization 0.95, KV cache and budget not set (the first B200 one, "
+           "@2b7b6949: 0.97, no running cap)"),
+    Launch("vllm", "dsv4", frozenset(_VLLM_DSV4), "any", "fp8", _per_gpu(_VLLM_DSV4),
+           _IX + _FSL + "dsv4_fp8_h200.sh, dsv4_fp4_b{200,300}_vllm.sh @8eec0d4e: kv-cache-dtype "
+           "fp8 in all; H200: --max-num-seqs 512, --max-num-batched-tokens 512, 0.95 (0.90 from "
+           "v0.21.0, PR #1461); B200: budget ISL at 8k1k CONC <= 128 else 2048, attention DP "
+           "0.85; B300: budget 2048 with attention DP else ISL x 2; else not set"),
     # ----- SGLang ------------------------------------------------------------------------------
     Launch("sglang", "dsr1", frozenset({"h200_sxm"}), "any", "auto", _sglang_dsr1_h200,
            _IX + "benchmarks/dsr1_fp8_h200.sh @1fc5d73c/@d1c47c8c: --max-running-requests 512 "
@@ -179,6 +352,40 @@ LAUNCHES: tuple[Launch, ...] = (
            _IX + "benchmarks/dsr1_fp4_b200.sh @1fc5d73c/@df64f87f: --kv-cache-dtype fp8_e4m3, "
            "--max-running-requests 256, --mem-fraction-static 0.85, --chunked-prefill-size "
            "16384"),
+    Launch("sglang", "glm5", _H200, "any", "auto", _each(_sglang(None, None, 0.85)),
+           _IX + _FSL + "glm5_fp8_h200.sh @8eec0d4e: --mem-fraction-static 0.85; running, "
+           "chunk and KV cache not set"),
+    Launch("sglang", "glm5", _B200_B300, "fp8", "fp8", _sglang_glm5_fp8,
+           _IX + _FSL + "glm5_fp8_b{200,300}.sh @8eec0d4e, single_node @4eca3fe0 (B300: the "
+           "B200 recipe as-is): --kv-cache-dtype fp8_e4m3, --max-running-requests $CONC, "
+           "0.85, chunk and prefill 32768"),
+    Launch("sglang", "glm5", _B200_B300, "fp4", "fp8", _each(_sglang(None, 32768, 0.90)),
+           _IX + _FSL + "glm5_fp4_b{200,300}.sh @8eec0d4e (B300: the B200 recipe as-is; PR "
+           "#1011): --kv-cache-dtype fp8_e4m3, 0.9, chunk and prefill 32768, running not set"),
+    Launch("sglang", "dsv4", frozenset(_SGLANG_DSV4), "any", "auto", _per_gpu(_SGLANG_DSV4),
+           _IX + _FSL + "dsv4_fp8_h200_sglang.sh, dsv4_fp4_b200.sh, dsv4_fp4_b300_sglang.sh "
+           "@8eec0d4e: running CONC x 3/2, chunk and memory per GPU, DP and CONC "
+           "(_SGLANG_DSV4); prefill and KV cache not set"),
+    Launch("sglang", "qwen3.5", _B200, "fp8", "fp8", _each(_sglang(None, 16384, 0.80)),
+           _IX + _FSL + "qwen3.5_fp8_b200.sh @8eec0d4e: --kv-cache-dtype fp8_e4m3, 0.8, "
+           "chunk and prefill 16384, running not set"),
+    Launch("sglang", "qwen3.5", _B200, "fp4", "fp8", _each(_sglang(None, 16384, 0.80)),
+           _IX + _FSL + "qwen3.5_fp4_b200.sh @8eec0d4e: as FP8 (PR #1018; before, chunk and "
+           "prefill 81920 with a running cap)"),
+    Launch("sglang", "qwen3.5", _B300, "fp8", "fp8", _sglang_qwen_fp8_b300,
+           _IX + _FSL + "qwen3.5_fp8_b300.sh @8eec0d4e: fp8_e4m3, --max-running-requests $CONC,"
+           " 0.8, chunk and prefill 16384"),
+    Launch("sglang", "qwen3.5", _B300, "fp4", "fp8", _each(_sglang(128, 32768, 0.80)),
+           _IX + _FSL + "qwen3.5_fp4_b300.sh @8eec0d4e: fp8_e4m3, running 128, 0.8, chunk and "
+           "prefill 32768"),
+    # After the FP8/FP4 entries (first match wins): the BF16 checkpoint's scripts.
+    Launch("sglang", "qwen3.5", _B200_B300, "any", "auto", _each(_sglang(128, 32768, 0.82)),
+           _IX + _FSL + "qwen3.5_bf16_b200.sh @8eec0d4e, qwen3.5_bf16_b300.sh @f89cdfe2: "
+           "running 128, 0.82, chunk and prefill 32768, KV cache not set"),
+    Launch("sglang", "qwen3.5", _H200, "any", "fp8",
+           _each(_sglang(128, 16384, 0.80, _SGLANG_PREFILL)),
+           _IX + _FSL + "qwen3.5_fp8_h200.sh @8eec0d4e: fp8_e4m3, running 128, chunk 16384, "
+           "0.8, prefill not set (16384)"),
     # ----- TensorRT-LLM ------------------------------------------------------------------------
     Launch("trtllm", "gptoss", frozenset({"h200_sxm"}), "any", "auto", _trt_gptoss(None),
            _IX + "benchmarks/gptoss_fp4_h200_trt.sh @111f0312/@ffdb196e: --max_batch_size "
@@ -200,6 +407,10 @@ LAUNCHES: tuple[Launch, ...] = (
     Launch("trtllm", "70b", _HOPPER | _BLACKWELL, "any", "fp8", _trt_70b,
            _IX + "benchmarks/70b_fp8_h200_trt_slurm.sh @a267b4bd, 70b_fp{8,4}_b200_trt_*.sh: "
            "kv_cache_config.dtype fp8, --max_num_tokens 16384, fraction not set"),
+    Launch("trtllm", "dsv4", _B200_B300, "any", "fp8", _trt_dsv4,
+           _IX + _FSL + "dsv4_fp4_b{200,300}_trt.sh @8eec0d4e: kv_cache_config.dtype fp8, "
+           "free_gpu_memory_fraction 0.50, --max_batch_size max(CONC, 16), --max_num_tokens "
+           "max(ISL + OSL + 256, 8192)"),
 )  # fmt: skip
 
 

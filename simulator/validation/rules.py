@@ -14,8 +14,9 @@ the row, recognised by its ``silicon_data_source`` (``harness``):
   for Llama-3.1-70B FP8 on H100) run ``vllm serve … --quantization=modelopt
   --gpu-memory-utilization=0.9 --max-num-seqs=$CONC --max-num-batched-tokens=8192
   --async-scheduling``; where its script for the row's model family, GPU and engine was read
-  (``inferencex.LAUNCHES``: gpt-oss, DeepSeek-R1, Llama-70B and MiniMax on vLLM, SGLang and
-  TensorRT-LLM, Hopper and Blackwell), that script's settings and KV-cache precision instead.
+  (``inferencex.LAUNCHES``: gpt-oss, DeepSeek-R1, Llama-70B, MiniMax, Kimi-K2.5, GLM-5,
+  DeepSeek-V4-Pro and Qwen3.5 on vLLM, SGLang and TensorRT-LLM, Hopper and Blackwell), that
+  script's settings and KV-cache precision instead.
   Recognising the harness from the source's format is an inference from the data, not a field
   of it.
 - ``unknown``: anything else: the engine's own defaults (its preset).
