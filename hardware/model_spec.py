@@ -14,6 +14,11 @@ from hardware.precision import BYTES_PER_ELEMENT
 
 __all__ = ["ModelSpec"]
 
+#: The indexer key's FP8 values share one fp32 scale per this many (vLLM's
+#: ``Indexer.quant_block_size`` 128, a 4-byte scale: ``head_dim // quant_block_size * 4``).
+_INDEX_KEY_SCALE_BLOCK = 128
+_INDEX_KEY_SCALE_BYTES = 4
+
 
 class ModelSpec(Frozen):
     """A transformer LLM's shape: everything the latency and memory models need.
@@ -23,6 +28,16 @@ class ModelSpec(Frozen):
     ``experts_per_token``) plus ``num_shared_experts`` always-on experts of the same size.
     ``attention='mla'`` (DeepSeek) caches one compressed latent of ``kv_lora_rank +
     qk_rope_head_dim`` elements per token and layer instead of per-head K and V.
+
+    **DeepSeek Sparse Attention** (DSA: DeepSeek-V3.2, GLM-5; ``index_topk`` > 0, MLA only):
+    every MLA layer has a *lightning indexer* — ``index_n_heads`` heads of ``index_head_dim``
+    whose queries come from the compressed query (``q_lora_rank``) and whose one key per token
+    is cached in FP8 — that scores every earlier token; the layer's attention then reads only the
+    ``index_topk`` best of them. The indexer's weights (``wq_b``, ``wk``, its key LayerNorm and
+    ``weights_proj``) count with the attention block; its key, ``index_head_dim`` FP8 bytes and
+    one fp32 scale per 128 of them (vLLM's ``DeepseekV32IndexerCache``), adds to each cached
+    token's KV whatever the KV precision. Every MLA layer has its own indexer (no layers sharing
+    another's selection: GLM-5.2's ``index_topk_freq`` is not modelled).
     """
 
     name: str = Field(description="Hugging Face id, e.g. 'Qwen/Qwen3-32B' (case-insensitive).")
@@ -90,6 +105,16 @@ class ModelSpec(Frozen):
         default=False, description="Full-attention query projection also emits a sigmoid "
         "gate per head (Qwen3-Next: q_proj twice as wide).",
     )  # fmt: skip
+    # ----- DeepSeek Sparse Attention (class doc) ----------------------------------------------
+    index_topk: int = Field(
+        default=0, ge=0, description="DSA: cached tokens each query of an MLA layer attends, "
+        "the indexer's top-k (0 = dense attention).",
+    )  # fmt: skip
+    index_n_heads: int = Field(default=0, ge=0, description="DSA: lightning-indexer heads.")
+    index_head_dim: int = Field(
+        default=0, ge=0, description="DSA: width of an indexer head and of the indexer key "
+        "cached per token and layer (FP8).",
+    )  # fmt: skip
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -109,7 +134,20 @@ class ModelSpec(Frozen):
         ):
             raise ValueError("MLA needs kv_lora_rank, qk_nope_head_dim and qk_rope_head_dim")
         self._check_layer_families()
+        self._check_sparse_attention()
         return self
+
+    def _check_sparse_attention(self) -> None:
+        indexer = (self.index_topk, self.index_n_heads, self.index_head_dim)
+        if not any(indexer):
+            return
+        if not all(indexer):
+            raise ValueError("index_topk, index_n_heads and index_head_dim go together (all > 0)")
+        if self.attention != "mla" or not self.q_lora_rank:
+            raise ValueError(
+                "DeepSeek Sparse Attention (index_*) is modelled for MLA attention with "
+                "q_lora_rank > 0 (the indexer's queries come from the compressed query)"
+            )
 
     def _check_layer_families(self) -> None:
         if bool(self.sliding_window) != bool(self.sliding_window_layers):
@@ -162,6 +200,31 @@ class ModelSpec(Frozen):
         """Keys one query of a sliding-window layer attends to at context length ``tokens``."""
         return min(tokens, self.sliding_window) if self.sliding_window else tokens
 
+    @property
+    def sparse_attention_layers(self) -> int:
+        """Layers with DeepSeek Sparse Attention (every full-attention MLA layer of a model with
+        ``index_topk``; 0 otherwise): each runs its own indexer."""
+        return self.full_attention_layers if self.index_topk else 0
+
+    def indexer_params_per_layer(self) -> int:
+        """Weights of one lightning indexer, in elements: ``wq_b`` (compressed query to every
+        indexer head), ``wk`` (hidden to the key), the key's LayerNorm (weight and bias) and
+        ``weights_proj`` (hidden to one weight per head); 0 without DSA."""
+        if not self.index_topk:
+            return 0
+        heads, width, h = self.index_n_heads, self.index_head_dim, self.hidden_size
+        return self.q_lora_rank * heads * width + h * width + 2 * width + h * heads
+
+    def index_key_bytes_per_layer_token(self) -> int:
+        """Bytes of the indexer key one DSA layer caches per token: ``index_head_dim`` FP8
+        values and one fp32 scale per 128 of them (vLLM ``DeepseekV32IndexerCache``:
+        ``head_dim + head_dim // 128 * 4``; SGLang's index-key pool stores the same); 0
+        without DSA. Independent of the KV precision."""
+        if not self.index_topk:
+            return 0
+        blocks = -(-self.index_head_dim // _INDEX_KEY_SCALE_BLOCK)
+        return self.index_head_dim + blocks * _INDEX_KEY_SCALE_BYTES
+
     def attention_params_per_layer(self) -> int:
         """Weights of one attention block (projections and their norms), in elements."""
         h = self.hidden_size
@@ -176,7 +239,7 @@ class ModelSpec(Frozen):
             kv = h * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
             kv += self.kv_lora_rank * self.num_attention_heads * (self.qk_nope_head_dim + v_head)
             o = self.num_attention_heads * v_head * h
-            return q + kv + o
+            return q + kv + o + self.indexer_params_per_layer()
         q_width = self.num_attention_heads * self.head_dim
         kv_width = self.num_kv_heads * self.head_dim
         gate = q_width if self.attention_output_gate else 0
@@ -265,8 +328,12 @@ class ModelSpec(Frozen):
 
     def kv_bytes_per_token(self, kv_precision: str = "bf16") -> float:
         """KV-cache bytes per cached token, for the whole model (all TP ranks; see
-        ``kv_elements_per_token``)."""
-        return self.kv_elements_per_token() * BYTES_PER_ELEMENT[kv_precision]
+        ``kv_elements_per_token``), with a DSA model's indexer keys (FP8 whatever
+        ``kv_precision``: ``index_key_bytes_per_layer_token``)."""
+        kv = self.kv_elements_per_token() * BYTES_PER_ELEMENT[kv_precision]
+        if self.index_topk:
+            kv += self.sparse_attention_layers * self.index_key_bytes_per_layer_token()
+        return kv
 
     def window_kv_bytes(self, kv_precision: str = "bf16") -> float:
         """KV bytes the sliding-window layers hold for one request at most (its last

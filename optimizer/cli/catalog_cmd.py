@@ -36,6 +36,7 @@ from simulator.latency import LATENCY_MODELS, Deployment, make_latency_model, me
 from simulator.presets import BackendPreset, load_preset
 
 __all__ = [
+    "DSA_APPROXIMATIONS",
     "STANDARD_BATCHES",
     "deployment_figures",
     "gpu_figures",
@@ -131,16 +132,36 @@ def layer_figures(model: ModelSpec) -> dict[str, Any]:
     if model.linear_attention_layers:
         out["linear_attention"] = f"{model.linear_attention_layers} {model.linear_attention}"
         out["state_mib_per_request"] = model.linear_state_bytes() / 2**20
+    if model.index_topk:
+        out["sparse_attention"] = (
+            f"{model.sparse_attention_layers} x top {model.index_topk} tokens (DSA; indexer "
+            f"{model.index_n_heads} x {model.index_head_dim}, FP8 key "
+            f"{model.index_key_bytes_per_layer_token()} B per token and layer)"
+        )
+        out["sparse_attention_approximations"] = DSA_APPROXIMATIONS
     return out
+
+
+#: What DeepSeek Sparse Attention's pricing leaves out or approximates (``compose.py`` module
+#: doc, "DeepSeek Sparse Attention"), said in one line by ``models show``.
+DSA_APPROXIMATIONS = (
+    "indexer priced on the roofline (no measured kernel; FP8 scores, top-k as one fp32 score "
+    "write + read); sparse attention as dense MLA over min(context, top-k) tokens (gather, "
+    "absorbed sparse prefill and 656-byte FP8 latent layout not modelled); every layer its own "
+    "indexer"
+)
 
 
 _LINEAR_SHORT = {"gated_deltanet": "gdn", "mamba2": "mamba2"}
 
 
 def attention_label(model: ModelSpec) -> str:
-    """``gqa``, ``mla``, or the mix: ``gqa+swa`` (sliding-window layers), ``gqa+gdn`` (Gated
-    DeltaNet layers), ``gqa+mamba2``; ``models show`` has the counts."""
+    """``gqa``, ``mla``, or the mix: ``mla+dsa`` (DeepSeek Sparse Attention), ``gqa+swa``
+    (sliding-window layers), ``gqa+gdn`` (Gated DeltaNet layers), ``gqa+mamba2``; ``models
+    show`` has the counts."""
     label: str = model.attention
+    if model.index_topk:
+        label += "+dsa"
     if model.sliding_window_layers:
         label += "+swa"
     if model.linear_attention_layers:

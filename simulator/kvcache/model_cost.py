@@ -9,7 +9,9 @@ after the ``p`` blocks before it: what a prefix-cache hit on that block saves. P
   linear-attention layer's recurrence (``4 · value heads · key width · value width``);
 - attention: ``4 · heads · head_dim`` FLOPs per key (QKᵀ and PV; MLA: ``2 · heads · (QK + V
   width)``), over ``t + 1`` keys in a full-attention layer and ``min(t + 1, window)`` in a
-  sliding-window layer.
+  sliding-window layer; a DeepSeek Sparse Attention layer attends ``min(t + 1, index_topk)``
+  keys and its indexer scores all ``t + 1`` (``2 · index_n_heads · index_head_dim`` FLOPs per
+  key; its projections are among the active parameters).
 
 So a deep block of a full-attention model costs more than a shallow one (the ``position``
 model's shape, with the model's own intercept), while for gpt-oss half the layers stop growing
@@ -50,12 +52,23 @@ def model_block_cost(model: ModelSpec, block_tokens: int) -> Callable[[int], flo
         model.sliding_window_layers,
         model.sliding_window,
     )
+    topk = model.index_topk
+    per_index_key = 2.0 * model.index_n_heads * model.index_head_dim
 
     def cost(p: int) -> float:
         first = p * b
         keys_full = b * first + b * (b + 1) // 2  # sum of t + 1 over the block
         keys_window = sum(min(t + 1, window) for t in range(first, first + b)) if windowed else 0
-        flops = per_token * b + per_key * (full * keys_full + windowed * keys_window)
+        attended = _capped_keys(first, b, topk) if topk else keys_full
+        flops = per_token * b + per_key * (full * attended + windowed * keys_window)
+        if topk:
+            flops += per_index_key * model.sparse_attention_layers * keys_full
         return flops / _GFLOP
 
     return cost
+
+
+def _capped_keys(first: int, tokens: int, limit: int) -> int:
+    """``sum(min(t + 1, limit) for t in range(first, first + tokens))``, in closed form."""
+    ramp = max(0, min(limit - first, tokens))  # tokens whose t + 1 is still below the limit
+    return ramp * first + ramp * (ramp + 1) // 2 + (tokens - ramp) * limit

@@ -45,6 +45,35 @@ sub-problems, so it pays the fixed per-kernel cost once: the plan prices each su
 own and adds a *launch credit*, the smallest call of that kind with count ``-(n - 1)``. This works
 for any kernel source, measured or modelled.
 
+**DeepSeek Sparse Attention** (DSA; ``ModelSpec.index_topk``: DeepSeek-V3.2, GLM-5). Each MLA
+layer's queries attend only the ``index_topk`` cached tokens its lightning indexer picks:
+
+- attention: the MLA calls above with every query's keys capped at ``min(position, topk)``
+  — a decode reads ``min(kv_len, topk)`` latents; a prefill is the causal shape of the same
+  pairs (``min(cached + i + 1, topk)`` for its ``i``-th new token), written as sliding-window
+  layers are (``_capped_prefill_call``). Up to ``topk`` tokens of context this is exactly the
+  dense MLA layer;
+- the indexer: its projections per token (``wq_b`` from the compressed query at the attention
+  weights' precision, ``wk`` and ``weights_proj`` fused in bf16, as vLLM runs them; replicated
+  on every GPU, not split by TP — vLLM's and SGLang's ``ReplicatedLinear``), its key norm,
+  RoPE, FP8 quantisation and key-cache write as elementwise traffic (op ``dsa_indexer_proj``);
+  and its scoring of *every* earlier token (op ``dsa_indexer``: ``2 · index_n_heads ·
+  index_head_dim`` FP8 FLOPs per query-key pair, the keys read once per request and step:
+  ``roofline.dsa_indexer_work``), one call per prefill shape and one per step for all decodes
+  (the engines' paged-logits kernel takes the whole decode batch). No measured profile times
+  the indexer (``shared/data/profiles`` has none), so every kernel source prices it with the
+  deployment GPU's roofline (``kernels.IndexerTimer``).
+
+Approximations: the top-k selection is counted as one write and one read of the fp32 scores,
+not its sorting; the sparse kernels' gather of ``topk`` scattered latents is priced as a dense
+read of that many (a measured MLA table, where the model has DeepSeek's latent shape, answers
+with the dense kernel at ``min(kv_len, topk)``); beyond ``topk`` tokens the engines run prefill
+absorbed into the latent space (FlashMLA's sparse prefill, 2-3.4x the FLOPs per attended pair,
+no decompression) where this keeps the dense-MLA form (decompressed K/V of every cached token,
+pairs capped); vLLM's FP8 latent layout (656 bytes: the RoPE part in bf16 and four scales) is
+counted as ``kv_precision`` latents; every layer runs its own indexer (GLM-5.2's shared
+indexers, ``index_topk_freq``, are not modelled).
+
 What this is not: a scheduler (the batch is given), or a simulator of overlap between
 communication and compute (all-reduces are serial, as in vLLM's default TP).
 """
@@ -64,7 +93,9 @@ __all__ = ["ROUTED_EXPERT_OPS", "CallKind", "ComposeParams", "KernelCall", "Oper
 #: (grouped gate+up and down GEMMs; activation and token permutation as ``moe_permute``).
 ROUTED_EXPERT_OPS = frozenset({"moe_experts", "moe_permute"})
 
-CallKind = Literal["gemm", "context_attention", "generation_attention", "nccl", "elementwise"]
+CallKind = Literal[
+    "gemm", "context_attention", "generation_attention", "nccl", "elementwise", "dsa_indexer"
+]
 
 #: Chunk length of the chunked linear-attention kernels (flash-linear-attention's Gated DeltaNet
 #: and Mamba-2 SSD kernels use 64-token chunks), and the precision they compute in.
@@ -72,6 +103,9 @@ _LINEAR_CHUNK = 64
 _RECURRENCE_DTYPE = "bf16"
 _ROUTER_DTYPE = "bf16"  # routers and LM heads stay in 16 bit in every engine we model
 _LM_HEAD_DTYPE = "bf16"
+#: vLLM fuses the DSA indexer's ``wk`` and ``weights_proj`` into one unquantised GEMM
+#: (``Indexer.wk_weights_proj``: ``quant_config=None``, FP8 ``wk`` upcast to bf16 at load).
+_INDEXER_WK_DTYPE = "bf16"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +113,8 @@ class KernelCall:
     """One primitive call of a step, ``count`` times (negative for a launch credit).
 
     ``args`` are the positional arguments of the ``KernelTimer`` method for ``kind`` ('nccl' =
-    ``all_reduce``); for 'elementwise' they are ``(bytes, kernels)``, priced by the composer.
+    ``all_reduce``); for 'elementwise' they are ``(bytes, kernels)``, priced by the composer;
+    for 'dsa_indexer' those of ``kernels.IndexerTimer.dsa_indexer``.
     ``op`` names the operator in breakdowns ('qkv_proj', 'attn_decode', ...).
     """
 
@@ -188,6 +223,9 @@ class OperatorPlanner:
             self.decode_dim = self.latent // 2
         else:
             self.attn_dim = m.head_dim
+        # DeepSeek Sparse Attention (module doc): 0 layers and no cap without an indexer.
+        self.sparse_layers = m.sparse_attention_layers
+        self.topk = m.index_topk
 
     # ----- attention shapes -------------------------------------------------------------------
     def prefill_args(self, count: int, new: int, cached: int) -> tuple[Any, ...]:
@@ -230,6 +268,8 @@ class OperatorPlanner:
         if self.tp > 1:  # vocab-parallel embedding sums its shards
             calls.append(KernelCall("all_reduce", "nccl", (t * h * a, self.tp), 1))
         calls += self._mla_projections(t) if self.mla else self._gqa_projections(t)
+        if self.sparse_layers:
+            calls += self._indexer_projections(t)
         if self.linear_layers:
             calls += self._linear_mixer(t)
         if self.tp > 1:
@@ -263,8 +303,16 @@ class OperatorPlanner:
         shape, a launch credit for the ragged kernel, and MLA's latent decompression."""
         calls = []
         for c, n, k in groups:
-            args = self.prefill_args(k, n, c)
-            calls.append(KernelCall("attn_prefill", "context_attention", args, self.full_layers))
+            if self.topk:
+                calls.append(
+                    self._capped_prefill_call(c, n, k, self.topk, "attn_prefill", self.full_layers)
+                )
+                calls.append(self.indexer_prefill_call(c, n, k))
+            else:
+                args = self.prefill_args(k, n, c)
+                calls.append(
+                    KernelCall("attn_prefill", "context_attention", args, self.full_layers)
+                )
             if self.window_layers:
                 calls.append(self._window_prefill_call(c, n, k))
         if len(groups) > 1:
@@ -275,20 +323,54 @@ class OperatorPlanner:
             calls += [self.mla_decompress_call(c, n, k) for c, n, k in groups]
         return calls
 
-    def _window_prefill_call(self, cached: int, new: int, count: int) -> KernelCall:
-        """A sliding-window layer's prefill of ``new`` tokens after ``cached`` ones, as causal
-        calls of the same FLOPs: query ``i`` attends to ``min(cached + i + 1, window)`` keys.
-        Up to ``window`` new tokens this is one call over an equivalent shorter prefix; longer
-        prefills are ``ceil(new / window)`` equal chunks, each over the prefix that gives the
-        chunk its share of the FLOPs (K/V bytes follow the same shape, approximately)."""
-        w = self.window
+    def _capped_prefill_call(  # noqa: PLR0917  (a group's shape, then its layer family)
+        self, cached: int, new: int, count: int, limit: int, op: str, layers: int
+    ) -> KernelCall:
+        """A prefill of ``new`` tokens after ``cached`` ones in layers whose queries attend at
+        most ``limit`` keys (a sliding window; DSA's top-k), as causal calls of the same FLOPs:
+        query ``i`` attends to ``min(cached + i + 1, limit)`` keys. Up to ``limit`` new tokens
+        this is one call over an equivalent shorter prefix (the plain call itself while
+        ``cached + new <= limit``); longer prefills are ``ceil(new / limit)`` equal chunks, each
+        over the prefix that gives the chunk its share of the FLOPs (K/V bytes follow the same
+        shape, approximately)."""
+        w = limit
         chunks = -(-new // w)
         size = -(-new // chunks)
         first = max(0, min(w - cached, new))  # queries whose window is not yet full
         keys = first * cached + first * (first + 1) // 2 + (new - first) * w
         prefix = max(0, round((keys / chunks - size * (size + 1) / 2) / size))
         args = self.prefill_args(count * chunks, size, prefix)
-        return KernelCall("attn_prefill_window", "context_attention", args, self.window_layers)
+        return KernelCall(op, "context_attention", args, layers)
+
+    def _window_prefill_call(self, cached: int, new: int, count: int) -> KernelCall:
+        """A sliding-window layer's prefill (``_capped_prefill_call`` at the window)."""
+        return self._capped_prefill_call(
+            cached, new, count, self.window, "attn_prefill_window", self.window_layers
+        )
+
+    def indexer_prefill_call(self, cached: int, new: int, count: int) -> KernelCall:
+        """The DSA indexer of ``count`` prefills of ``new`` tokens after ``cached``: each new
+        token scores every earlier token and itself (``new·cached + new(new+1)/2`` pairs per
+        request), reading the request's ``cached + new`` keys once (module doc)."""
+        pairs = count * (new * cached + new * (new + 1) // 2)
+        args = (count * new, pairs, count * (cached + new), *self._indexer_heads())
+        return KernelCall("dsa_indexer", "dsa_indexer", args, self.sparse_layers)
+
+    def indexer_decode_call(self, num_decode: int, total_kv: int) -> KernelCall:
+        """The DSA indexer of ``num_decode`` decodes whose KV lengths sum to ``total_kv``: one
+        call for the whole batch, each decode scoring (and reading the key of) every cached
+        token (module doc)."""
+        args = (num_decode, total_kv, total_kv, *self._indexer_heads())
+        return KernelCall("dsa_indexer", "dsa_indexer", args, self.sparse_layers)
+
+    def _indexer_heads(self) -> tuple[int, int]:
+        m = self.deployment.model
+        return m.index_n_heads, m.index_head_dim
+
+    def sparse_kv(self, kv_len: int) -> int:
+        """Cached tokens one decode of a full-attention layer reads at ``kv_len``: the DSA
+        top-k where the model has one."""
+        return min(kv_len, self.topk) if self.topk else kv_len
 
     def mla_decompress_call(self, cached: int, new: int, count: int) -> KernelCall:
         """MLA prefill: up-project the cached and new latents of ``count`` requests to K and V."""
@@ -305,7 +387,7 @@ class OperatorPlanner:
         """Attention of decode groups ``(kv_len, count)`` plus the launch credit."""
         calls = []
         for kv, k in groups:
-            args = self.decode_args(k, kv)
+            args = self.decode_args(k, self.sparse_kv(kv))
             calls.append(KernelCall("attn_decode", "generation_attention", args, self.full_layers))
             if self.window_layers:
                 args = self.decode_args(k, min(kv, self.window))
@@ -315,6 +397,9 @@ class OperatorPlanner:
             floor = self.decode_floor()
             credit = -(len(groups) - 1) * self.attention_layers
             calls.append(KernelCall(floor.op, floor.kind, floor.args, credit))
+        if self.sparse_layers and groups:
+            total = sum(kv * k for kv, k in groups)
+            calls.append(self.indexer_decode_call(sum(k for _, k in groups), total))
         return calls
 
     def decode_token_calls(self, num_decode: int) -> list[KernelCall]:
@@ -373,6 +458,26 @@ class OperatorPlanner:
             calls.append(KernelCall("q_proj", "gemm", (t, q_n, h, w), n_layers))
         calls.append(KernelCall("o_proj", "gemm", (t, h, self.heads * self.v_dim, w), n_layers))
         return calls
+
+    def _indexer_projections(self, t: int) -> list[KernelCall]:
+        """The DSA indexer's per-token work in every sparse layer, replicated on each GPU
+        (module doc): ``wq_b`` (compressed query to all indexer heads), ``wk`` and
+        ``weights_proj`` as one bf16 GEMM, and as elementwise traffic the key's LayerNorm,
+        RoPE on queries and key, the queries' FP8 quantisation and the FP8 key-cache write."""
+        m, h, a = self.deployment.model, self.hidden, self.act
+        heads, width = m.index_n_heads, m.index_head_dim
+        queries = heads * width
+        moved = t * queries * (3.0 * a + 1.0)  # RoPE in place, then read again and write FP8
+        moved += t * width * 4.0 * a  # key LayerNorm and RoPE
+        moved += t * (width * a + m.index_key_bytes_per_layer_token())  # FP8 key-cache write
+        n = self.sparse_layers
+        return [
+            KernelCall(
+                "dsa_indexer_proj", "gemm", (t, queries, m.q_lora_rank, self.attn_wdtype), n
+            ),
+            KernelCall("dsa_indexer_proj", "gemm", (t, width + heads, h, _INDEXER_WK_DTYPE), n),
+            KernelCall("dsa_indexer_proj", "elementwise", (moved, 3), n),
+        ]
 
     def _attention_elementwise(self, t: int) -> KernelCall:
         """Per layer: two fused add+RMSNorms (read x and residual, write both), RoPE on Q and K,

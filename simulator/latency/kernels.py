@@ -17,9 +17,9 @@ estimate answer exactly the same question.
 
 from __future__ import annotations
 
-from typing import Literal, Protocol
+from typing import Literal, Protocol, runtime_checkable
 
-__all__ = ["KERNEL_CLASSES", "KernelClass", "KernelTimer"]
+__all__ = ["KERNEL_CLASSES", "IndexerTimer", "KernelClass", "KernelTimer"]
 
 KernelClass = Literal["gemm", "context_attention", "generation_attention", "nccl"]
 #: The kernel classes, in the order calibration files and accuracy reports list them.
@@ -68,4 +68,18 @@ class KernelTimer(Protocol):
 
     def all_reduce(self, message_bytes: float, num_gpus: int) -> float:
         """NCCL all-reduce of ``message_bytes`` across ``num_gpus`` GPUs (0 if ``num_gpus`` = 1)."""
+        ...
+
+
+@runtime_checkable
+class IndexerTimer(Protocol):
+    """A kernel source that times DeepSeek Sparse Attention's lightning indexer (the roofline:
+    ``RooflineKernels.dsa_indexer``). No measured profile has one; the composition prices the
+    indexer with the deployment GPU's roofline when its kernel source is not one of these."""
+
+    def dsa_indexer(
+        self, queries: int, pairs: int, keys: int, num_heads: int, head_dim: int
+    ) -> float:
+        """Seconds of one indexer call: ``queries`` query tokens scoring ``pairs`` query-key
+        pairs over ``keys`` cached indexer keys, ``num_heads`` heads of ``head_dim``."""
         ...

@@ -19,12 +19,18 @@ depend on few integers and caches each part by them:
   (``mla_measured.MeasuredMla``: the table model, carried to a stand-in GPU; DeepSeek's
   latent shape), else the generic attention calls the planner writes for MLA;
 - prefill attention per distinct ``(count, new_tokens, cache_len)`` group;
+- a DSA model's indexer (``compose.py``, "DeepSeek Sparse Attention"): per prefill group with
+  its attention; for the decodes one call per step over their summed KV lengths (one kernel
+  for the batch), priced by the kernel source where it times the indexer, else by the
+  deployment GPU's roofline;
 - decode attention per *octave bucket* of KV length ``[2^(e-1), 2^e)``: the bucket's requests are
   one group of ``b`` requests at their mean KV length, priced by linear interpolation between the
   bucket's edges (cached per ``(b, e)``). Exact whenever the kernel time is linear in KV length
   within a bucket — the roofline's memory-bound decode is, and the H100 profile's grid is
   powers of two, so a table interpolates the same way. Requests in different buckets are
-  different groups, never averaged together.
+  different groups, never averaged together. A DSA layer reads ``min(kv_len, index_topk)``
+  latents: linear within every bucket when ``index_topk`` is a power of two (2048 in every
+  catalog model), else interpolated across the one bucket that holds it.
 
 A warm decode step of 256 requests costs ~8 µs from a prebuilt ``Batch`` and ~35 µs from a list
 of pairs (building the batch included), measured on the shared development machine; see
@@ -47,7 +53,7 @@ from simulator.latency.compose import (
     OperatorPlanner,
 )
 from simulator.latency.deployment import Deployment
-from simulator.latency.kernels import KernelTimer
+from simulator.latency.kernels import IndexerTimer, KernelTimer
 from simulator.latency.mla_measured import MeasuredMla
 from simulator.latency.mla_table import MlaTimer, measured_mla_shape
 from simulator.latency.moe_table import MARLIN_DTYPES, FusedMoeTimer, MarlinMoeTimer
@@ -110,6 +116,11 @@ class ComposedLatencyModel:
             "nccl": self._all_reduce,
             "elementwise": self._elementwise,
         }
+        if self._planner.sparse_layers:
+            # No measured indexer table exists: the deployment GPU's roofline where the kernel
+            # source does not time it (``kernels.IndexerTimer``).
+            indexer = timer if isinstance(timer, IndexerTimer) else RooflineKernels(deployment.gpu)
+            self._price["dsa_indexer"] = indexer.dsa_indexer
         if isinstance(timer, MlaTimer) and measured_mla_shape(deployment.model):
             # Measured MLA attention cores where the kernel source has them (module doc).
             mla = MeasuredMla(timer, timer, deployment.kv_precision)
@@ -168,6 +179,8 @@ class ComposedLatencyModel:
         if b.decode_buckets:
             seconds += self._decode_seconds(b.decode_buckets)
             seconds += self._absorb_seconds(int(b.decode_kv_lens.shape[0]))
+            if self._planner.sparse_layers:
+                seconds += self._indexer_decode_seconds(b.decode_buckets)
         return seconds
 
     def split_step_seconds(
@@ -199,6 +212,8 @@ class ComposedLatencyModel:
         if buckets:
             seconds += self._decode_seconds(buckets)
             seconds += self._absorb_seconds(len(kv_lens) + n_bucketed)
+            if self._planner.sparse_layers:
+                seconds += self._indexer_decode_seconds(buckets)
         return seconds
 
     def decode_step_pricer(self, cache_lens: Sequence[int]) -> Callable[[int], float]:
@@ -220,6 +235,14 @@ class ComposedLatencyModel:
             parts = self._store(self._run_parts, n, (head, self._absorb_seconds(n)))
         head, absorb = parts
         decode, buckets = self._decode_seconds, run.buckets
+        if self._planner.sparse_layers:
+            indexer = self._indexer_decode_seconds
+
+            def sparse(k: int) -> float:
+                at = buckets(k)
+                return head + decode(at) + absorb + indexer(at)
+
+            return sparse
         return lambda k: head + decode(buckets(k)) + absorb
 
     def breakdown(self, batch: BatchLike) -> StepBreakdown:
@@ -243,6 +266,9 @@ class ComposedLatencyModel:
             out[call.op] = out.get(call.op, 0.0) + call.count * each
         if b.num_decode:
             out["attn_decode"] = self._decode_seconds(b.decode_buckets)
+            if self._planner.sparse_layers:
+                indexer = self._indexer_decode_seconds(b.decode_buckets)
+                out["dsa_indexer"] = out.get("dsa_indexer", 0.0) + indexer
         out["step_overhead"] = self._params.step_overhead_s
         out["request_overhead"] = self._params.request_overhead_s * b.size
         return StepBreakdown.of(out)
@@ -407,6 +433,14 @@ class ComposedLatencyModel:
             seconds += hit[0] + hit[1] * (s / b - (1 << (e - 1)))
         return seconds
 
+    def _indexer_decode_seconds(self, buckets: Sequence[tuple[int, int, int]]) -> float:
+        """A DSA model's indexer over every decode of the step, one call for the batch: the
+        decodes and their summed KV lengths from ``Batch.decode_buckets``."""
+        count = sum(b for _, b, _ in buckets)
+        total = sum(s for _, _, s in buckets)
+        call = self._planner.indexer_decode_call(count, total)
+        return call.count * self._price["dsa_indexer"](*call.args)
+
     def _bucket(self, count: int, exponent: int) -> tuple[float, float]:
         """(seconds at the bucket's lower edge, seconds per token of KV) for ``count`` decodes."""
         lo, hi = 1 << (exponent - 1), 1 << exponent
@@ -417,7 +451,9 @@ class ComposedLatencyModel:
         """Decode attention of ``count`` requests at ``kv_len`` over every attention layer; a
         sliding-window layer reads at most its window (linear between the bucket's edges)."""
         planner, attention = self._planner, self._price["generation_attention"]
-        seconds = planner.full_layers * attention(*planner.decode_args(count, kv_len))
+        seconds = planner.full_layers * attention(
+            *planner.decode_args(count, planner.sparse_kv(kv_len))
+        )
         if planner.window_layers:
             window = min(kv_len, planner.window)
             seconds += planner.window_layers * attention(*planner.decode_args(count, window))

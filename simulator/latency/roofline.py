@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hardware.schema import BYTES_PER_ELEMENT, GpuSpec
+from hardware.schema import BYTES_PER_ELEMENT, GpuSpec, Precision
 
 __all__ = [
     "LOW_PRECISION_GEMM",
@@ -47,6 +47,7 @@ __all__ = [
     "Work",
     "all_reduce_work",
     "context_attention_work",
+    "dsa_indexer_work",
     "gemm_work",
     "generation_attention_work",
 ]
@@ -56,6 +57,11 @@ __all__ = [
 LOW_PRECISION_GEMM: dict[str, float] = {"fp8": 1.0, "int8": 1.0, "fp4": 0.5}
 _OUTPUT_BYTES = 2.0  # GEMM and attention outputs are written in bf16
 _QUERY_BYTES = 2.0  # attention runs its queries and outputs in bf16 (FA3 bf16 kernels)
+#: The DSA indexer scores in FP8 (DeepGEMM ``fp8_mqa_logits``, vLLM and SGLang): FP8 queries
+#: and keys, one fp32 scale per 128-wide key and one fp32 weight per query head; fp32 scores.
+_INDEX_DTYPE: Precision = "fp8"
+_INDEX_SCALE_BYTES = 4.0
+_INDEX_SCORE_BYTES = 4.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +175,22 @@ def generation_attention_work(  # noqa: PLR0917  (mirrors KernelTimer's signatur
     )
 
 
+def dsa_indexer_work(queries: int, pairs: int, keys: int, num_heads: int, head_dim: int) -> Work:
+    """DeepSeek Sparse Attention's lightning indexer over a batch: ``queries`` query tokens,
+    ``pairs`` query-key pairs scored (every earlier token of each query's request), ``keys``
+    cached indexer keys read (each request's, once). FLOPs: ``2 · heads · head_dim`` per pair
+    (the FP8 dot products; the ReLU and the weighted sum over heads, ``3 · heads`` per pair, are
+    left out). Bytes: the FP8 keys with their fp32 scales, the FP8 queries with one fp32 weight
+    per head, and the fp32 score of every pair written once and read once by the top-k
+    selection (its sorting work is not counted)."""
+    key_bytes = keys * (head_dim * BYTES_PER_ELEMENT[_INDEX_DTYPE] + _INDEX_SCALE_BYTES)
+    query_bytes = queries * num_heads * (head_dim * BYTES_PER_ELEMENT[_INDEX_DTYPE] + 4.0)
+    return Work(
+        flops=2.0 * num_heads * head_dim * pairs,
+        bytes=key_bytes + query_bytes + 2.0 * _INDEX_SCORE_BYTES * pairs,
+    )
+
+
 def all_reduce_work(message_bytes: float, num_gpus: int) -> Work:
     """Ring all-reduce: each GPU sends and receives ``2(n-1)/n`` of the message; the FLOPs of
     the reduction are negligible and not counted."""
@@ -274,6 +296,20 @@ class RooflineKernels:
         )
         # Decode attention is memory-bound; the compute term only matters for huge head counts.
         return self._attention_seconds(w)
+
+    def dsa_indexer(
+        self, queries: int, pairs: int, keys: int, num_heads: int, head_dim: int
+    ) -> float:
+        """Seconds of one DSA indexer call (``dsa_indexer_work``): an attention-like kernel on
+        FP8 tensor cores, so the attention terms with the FP8 peak (the bf16 one where the GPU
+        has no FP8) at the prefill-attention efficiency, and the attention's fixed cost (the
+        score kernel and the top-k kernel after it)."""
+        w = dsa_indexer_work(queries, pairs, keys, num_heads, head_dim)
+        p = self._params
+        peak = self._gpu.dense_tflops.get(_INDEX_DTYPE, 0.0) * 1e12 or self._bf16_flops
+        compute = w.flops / (peak * p.context_attention_compute_efficiency)
+        memory = w.bytes / (self._hbm * p.attention_memory_efficiency)
+        return max(compute, memory) + p.attention_overhead_s
 
     def _attention_seconds(self, w: Work) -> float:
         """Prefill and decode attention alike: bf16 tensor-core compute at the prefill

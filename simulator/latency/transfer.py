@@ -125,7 +125,8 @@ def storage_link(tier: StorageTierSpec, direction: Direction) -> Link:
 def kv_bytes(model: ModelSpec, tokens: int, kv_precision: str = "bf16") -> float:
     """KV bytes of ``tokens`` cached tokens for the whole model (every full-attention layer; all
     TP shards together, counting each KV head once). GQA: ``2 · kv_heads · head_dim`` per layer
-    and token; MLA: one latent of ``kv_lora_rank + qk_rope_head_dim``."""
+    and token; MLA: one latent of ``kv_lora_rank + qk_rope_head_dim`` (plus a DSA model's FP8
+    indexer key, ``ModelSpec.index_key_bytes_per_layer_token``)."""
     return tokens * model.kv_bytes_per_token(kv_precision)
 
 
@@ -133,9 +134,12 @@ def kv_bytes_per_gpu(model: ModelSpec, tokens: int, kv_precision: str, tp: int) 
     """KV bytes of ``tokens`` cached tokens on each GPU of a TP group (full-attention layers).
 
     GQA: ``max(1, kv_heads // tp)`` heads per GPU (heads are replicated when ``tp`` exceeds
-    them, as vLLM does); MLA: the whole latent on every GPU (replicated across TP ranks).
+    them, as vLLM does); MLA: the whole latent on every GPU (replicated across TP ranks), and a
+    DSA model's indexer key too (vLLM and SGLang replicate the indexer: ``ReplicatedLinear``).
     """
     per_layer = _kv_elements_per_layer_gpu(model, tp) * BYTES_PER_ELEMENT[kv_precision]
+    if model.index_topk:
+        per_layer += model.index_key_bytes_per_layer_token()
     return tokens * model.full_attention_layers * per_layer
 
 

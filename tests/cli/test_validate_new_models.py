@@ -1,6 +1,7 @@
 """``kvplan validate`` on rows naming the models InferenceX benchmarks use: H100 rows relabelled
-(Kimi-K2.5 moved to H200, where its INT4 experts fit on eight GPUs) simulate; a model left out
-of the catalog is skipped with its reason, never a crash."""
+(Kimi-K2.5 moved to H200, where its INT4 experts fit on eight GPUs; GLM-5 and DeepSeek-V3.2, the
+DeepSeek Sparse Attention models, on B200 and H200) simulate; a model left out of the catalog
+(GLM-5.2: its shared indexers are not modelled) is skipped with its reason, never a crash."""
 
 from __future__ import annotations
 
@@ -26,6 +27,11 @@ ROWS = [
     "qwen35,sglang,Qwen/Qwen3.5-397B-A17B-FP8,h100_sxm,fp8,agg,1024,128,fp8_block,fp8_block,"
     "4,8,1,1,8,300.0,20.0",
     "glm5,sglang,nvidia/GLM-5-NVFP4,b200_sxm,fp4,agg,1024,128,nvfp4,nvfp4,4,8,1,1,8,300.0,20.0",
+    "glm5_fp8,sglang,zai-org/GLM-5-FP8,h200_sxm,fp8,agg,8192,1024,fp8_block,fp8_block,"
+    "16,8,1,1,8,900.0,30.0",
+    "dsv32,vllm,deepseek-ai/DeepSeek-V3.2,h200_sxm,fp8,agg,8192,1024,fp8_block,fp8_block,"
+    "16,8,1,1,8,900.0,30.0",
+    "glm52,sglang,nvidia/GLM-5.2-NVFP4,b200_sxm,fp4,agg,1024,128,nvfp4,nvfp4,4,8,1,1,8,300.0,20.0",
 ]
 
 
@@ -38,10 +44,10 @@ def test_rows_naming_new_models_simulate(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     rows = {row["id"]: row for row in data["rows"]}
-    assert set(rows) == {"kimi", "kimi_nvfp4", "llama", "qwen35"}
+    assert set(rows) == {"kimi", "kimi_nvfp4", "llama", "qwen35", "glm5", "glm5_fp8", "dsv32"}
     for row in rows.values():
         assert row["predicted_ttft_ms"] > 0
         assert row["predicted_tpot_ms"] > 0
     assert [(s["id"], s["reason"]) for s in data["skipped"]] == [
-        ("glm5", "unknown model 'nvidia/GLM-5-NVFP4'")
+        ("glm52", "unknown model 'nvidia/GLM-5.2-NVFP4'")
     ]

@@ -66,6 +66,27 @@ def test_names_resolve_to_base_and_recipe(
     assert (checkpoint.recipe.weights, kv_precision(checkpoint.recipe)) == (weights, kv)
 
 
+#: DeepSeek Sparse Attention checkpoints -> (base, recipe): GLM-5's bf16 original, the vendor's
+#: block FP8 and ModelOpt NVFP4 (FP8 KV); GLM-5.1; DeepSeek-V3.2's native block FP8.
+SPARSE_ATTENTION_CHECKPOINTS = {
+    "zai-org/GLM-5": ("zai-org/GLM-5", "none"),
+    "zai-org/GLM-5-FP8": ("zai-org/GLM-5", "fp8_block"),
+    "nvidia/GLM-5-NVFP4": ("zai-org/GLM-5", "modelopt_nvfp4"),
+    "zai-org/GLM-5.1-FP8": ("zai-org/GLM-5.1", "fp8_block"),
+    "deepseek-ai/DeepSeek-V3.2": ("deepseek-ai/DeepSeek-V3.2", "fp8_block"),
+    "deepseek-ai/DeepSeek-V3.2-Exp": ("deepseek-ai/DeepSeek-V3.2-Exp", "fp8_block"),
+    "nvidia/DeepSeek-V3.2-NVFP4": ("deepseek-ai/DeepSeek-V3.2", "modelopt_nvfp4"),
+}
+
+
+def test_sparse_attention_checkpoints_resolve() -> None:
+    catalog = shipped_catalog()
+    for name, (base, recipe) in SPARSE_ATTENTION_CHECKPOINTS.items():
+        model = catalog.model(name)
+        assert (model.name, catalog.checkpoint(name).recipe.name) == (base, recipe)
+        assert model.index_topk == 2048
+
+
 def test_re_releases_keep_the_architecture_and_their_own_context() -> None:
     catalog = shipped_catalog()
     r1, r1_0528 = catalog.model("DeepSeek-R1"), catalog.model("DeepSeek-R1-0528")
@@ -92,10 +113,9 @@ def test_unknown_bases_stay_unknown() -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        # DeepSeek Sparse Attention (glm_moe_dsa): no catalog form for a top-k token selection
-        "zai-org/GLM-5",
-        "zai-org/GLM-5-FP8",
-        "nvidia/GLM-5-NVFP4",
+        # GLM-5.2: IndexShare (one indexer's top-k reused by the next layers) is not modelled
+        "zai-org/GLM-5.2",
+        "nvidia/GLM-5.2-NVFP4",
         # sliding window + compressed KV attention (DeepSeek-V4)
         "deepseek-ai/DeepSeek-V4-Pro",
         "sgl-project/DeepSeek-V4-Pro-FP8",

@@ -7,6 +7,7 @@ import math
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from hardware import Catalog, InputError, ModelSpec, shipped_catalog
 
@@ -349,3 +350,100 @@ def test_qwen3_5_hybrid_layers(catalog: Catalog) -> None:
     # Per request: 64 value heads x 128 x 128 fp32 state + 3 conv inputs of 2x16x128 + 64x128.
     per_layer = 64 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 64 * 128) * 2
     assert model.linear_state_bytes() == 45 * per_layer
+
+
+# ----- DeepSeek Sparse Attention: GLM-5, GLM-5.1, DeepSeek-V3.2 ----------------------------------
+def _indexer_params(*, h: int, q_rank: int, heads: int, width: int) -> int:
+    """One lightning indexer by hand: wq_b, wk, the key's LayerNorm (weight, bias), weights_proj."""
+    return q_rank * heads * width + h * width + 2 * width + h * heads
+
+
+#: GLM-5's config.json in ``_mla_moe_params``'s terms (hardware/data/models.yaml cites it).
+GLM_5_SHAPE = {
+    "layers": 78, "dense_layers": 3, "h": 6144, "heads": 64, "q_rank": 2048, "kv_rank": 512,
+    "nope": 192, "rope": 64, "v": 256, "ffn": 12288, "experts": 256, "shared": 1,
+    "expert_ffn": 2048, "vocab": 154880,
+}  # fmt: skip
+
+
+def test_glm_5_by_hand_and_published_totals(catalog: Catalog) -> None:
+    model = catalog.model("zai-org/GLM-5")
+    dense_mla = _mla_moe_params(**GLM_5_SHAPE)
+    indexer = _indexer_params(h=6144, q_rank=2048, heads=32, width=128)
+    assert indexer == model.indexer_params_per_layer() == 9_371_904
+    assert model.param_count() == dense_mla + 78 * indexer == 743_911_199_232
+    # Published: 744B total, 40B active (the active figure without embedding and LM head).
+    assert model.param_count() / 1e9 == pytest.approx(744, rel=0.001)
+    active = model.active_param_count() - 2 * 154880 * 6144
+    assert active / 1e9 == pytest.approx(40, rel=0.01)
+    # GLM-5.1's checkpoint (its weight list: 753,864,139,008 parameters) adds the MTP layer —
+    # one more MoE decoder layer with its indexer, eh_proj (2h -> h) and three norms — and the
+    # 76 routers' 256 fp32 score biases: the derived count matches it to the parameter.
+    h = 6144
+    mtp_layer = model.attention_params_per_layer() + 2 * h + 257 * 3 * h * 2048 + h * 256
+    mtp = mtp_layer + 2 * h * h + 3 * h
+    glm_5_1 = catalog.model("zai-org/GLM-5.1")
+    assert glm_5_1.param_count() + mtp + 76 * 256 == 753_864_139_008
+    assert (model.num_moe_layers, model.sparse_attention_layers) == (75, 78)
+    assert (model.max_context_tokens, model.index_topk) == (202752, 2048)
+
+
+def test_deepseek_v3_2_is_deepseek_v3_with_an_indexer_per_layer(catalog: Catalog) -> None:
+    v3, v32 = catalog.model("deepseek-ai/DeepSeek-V3"), catalog.model("deepseek-ai/DeepSeek-V3.2")
+    indexer = _indexer_params(h=7168, q_rank=1536, heads=64, width=128)
+    assert v32.param_count() - v3.param_count() == 61 * indexer == 61 * 13_959_424
+    assert v32.active_param_count() - v3.active_param_count() == 61 * indexer
+    # Published 671B total, 37B active (the DeepSeek-V3 figures; the 0.85B of indexers are in
+    # the derived 671.9B and 38.4B).
+    assert v32.param_count() / 1e9 == pytest.approx(671, rel=0.01)
+    assert v32.active_param_count() / 1e9 == pytest.approx(37, rel=0.04)
+    same = {"name", "index_topk", "index_n_heads", "index_head_dim"}
+    assert v32.model_dump(exclude=same) == v3.model_dump(exclude=same | {"name"})
+    assert (v32.index_topk, v32.index_n_heads, v32.index_head_dim) == (2048, 64, 128)
+
+
+@pytest.mark.parametrize(
+    ("base", "alias"),
+    [
+        ("zai-org/GLM-5", "zai-org/GLM-5.1"),
+        ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek-ai/DeepSeek-V3.2"),
+        ("deepseek-ai/DeepSeek-V3.2-Exp", "deepseek-ai/DeepSeek-V3.2-Speciale"),
+    ],
+)
+def test_sparse_attention_re_releases_share_the_shape(
+    catalog: Catalog, base: str, alias: str
+) -> None:
+    assert catalog.model(base).model_dump(exclude={"name"}) == catalog.model(alias).model_dump(
+        exclude={"name"}
+    )
+
+
+def test_sparse_attention_kv_holds_the_fp8_indexer_key(catalog: Catalog) -> None:
+    # Per layer and token: the 576-element latent at the KV precision, plus the indexer key's
+    # 128 FP8 bytes and one fp32 scale whatever that precision.
+    model = catalog.model("zai-org/GLM-5")
+    assert model.index_key_bytes_per_layer_token() == 132
+    assert model.kv_elements_per_token() == 78 * 576
+    assert model.kv_bytes_per_token("bf16") == 78 * (2 * 576 + 132)
+    assert model.kv_bytes_per_token("fp8") == 78 * (576 + 132)
+    dense = catalog.model("deepseek-ai/DeepSeek-V3")
+    assert dense.index_key_bytes_per_layer_token() == dense.indexer_params_per_layer() == 0
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"index_topk": 2048}, "index_topk, index_n_heads and index_head_dim go together"),
+        ({"index_n_heads": 0}, "index_topk, index_n_heads and index_head_dim go together"),
+        ({"attention": "gqa"}, "modelled for MLA attention with q_lora_rank > 0"),
+        ({"q_lora_rank": 0}, "modelled for MLA attention with q_lora_rank > 0"),
+    ],
+)
+def test_inconsistent_sparse_attention_is_refused(
+    catalog: Catalog, fields: dict[str, object], message: str
+) -> None:
+    glm = catalog.model("zai-org/GLM-5").model_dump()
+    if "index_topk" in fields:  # only one of the three fields, on a dense MLA model
+        glm |= {"index_n_heads": 0, "index_head_dim": 0}
+    with pytest.raises(ValidationError, match=message):
+        ModelSpec.model_validate(glm | fields)

@@ -50,3 +50,20 @@ def test_bad_model_specs_are_one_line(spec: str, message: str) -> None:
         parse_cost_model(spec)
     assert "\n" not in str(info.value)
     assert str(info.value).startswith("cost model")
+
+
+def test_sparse_attention_blocks_grow_by_their_indexer_only_past_top_k() -> None:
+    # GLM-5, 512-token blocks: past top-k (2048 tokens, 4 blocks) a query attends 2048 keys
+    # however deep, so a deeper block adds only its indexer's keys: 512 more per query row in
+    # each of 78 layers at 2 x 32 heads x 128 FLOPs per key.
+    model = shipped_catalog().model("zai-org/GLM-5")
+    sparse = CostModel("s", model_block_cost(model, 512))
+    step = 78 * 2 * 32 * 128 * 512 * 512 / 1e9
+    assert sparse.cost(11) - sparse.cost(10) == pytest.approx(step, rel=1e-9)
+    # Within top-k attention is the dense model's; the indexer adds its weights and its keys.
+    dense = model.model_copy(update={"index_topk": 0, "index_n_heads": 0, "index_head_dim": 0})
+    full = CostModel("d", model_block_cost(dense, 512))
+    keys = 512 * 512 + 512 * 513 // 2  # block 1: sum of t + 1 over tokens 512..1023
+    extra = 2 * 78 * model.indexer_params_per_layer() * 512 + 78 * 2 * 32 * 128 * keys
+    assert sparse.cost(1) - full.cost(1) == pytest.approx(extra / 1e9, rel=1e-9)
+    assert full.cost(11) - full.cost(10) > 4 * (sparse.cost(11) - sparse.cost(10))
