@@ -337,6 +337,10 @@ def test_recorder_pools_the_gaps_it_was_given() -> None:
         singles.extend(gaps)
         if len(repeated):
             chunks.append((repeated, weight))
+        for _ in range(int(rng.integers(0, 3))):  # a cohort step's equal gaps, in their place
+            same, n = float(rng.random()), int(rng.integers(0, 4))
+            recorder.same_gaps(same, n)
+            singles.extend([same] * n)
     recorder.gap(0.25)
     singles.append(0.25)
     values, weights = recorder.itl_values()
