@@ -12,7 +12,7 @@ batches or run lengths, and it does not apply what the steps did (``progress.py`
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 from numpy.typing import NDArray
@@ -43,8 +43,11 @@ class InFlight:
         on_end: Callable[[], None],
         *,
         split: StepSplit | None = None,
+        cache_lens: Sequence[int] | None = None,
     ) -> None:
-        """``split``: ``batch``'s shapes if the scheduler gathered them (priced from them)."""
+        """``split``: ``batch``'s shapes if the scheduler gathered them (priced from them);
+        ``cache_lens``: a run's processed tokens per request where they are not the
+        requests' ``processed`` (``StepPricer.decode_run``)."""
         now = kernel.now
         if k == 1:
             # One step (half the events): a float, no array (``ends`` is empty).
@@ -53,7 +56,7 @@ class InFlight:
         else:
             # ``now + cumsum``, bit for bit, without numpy's function dispatch (µs per call):
             # the ufunc's accumulate is the method's own loop, reached in fewer steps.
-            ends = _accumulate(pricer.decode_run(batch, k))
+            ends = _accumulate(pricer.decode_run(batch, k, cache_lens))
             ends += now
             end_s = ends.item(k - 1)
         self.batch = batch

@@ -7,6 +7,7 @@ not: it does not schedule, preempt or time anything.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from itertools import islice
 
@@ -126,7 +127,13 @@ def _commit_members(
 
 
 def apply_run(
-    batch: Batch, ends: NDArray[np.float64], end_s: float, kv: KVManager, recorder: Recorder
+    batch: Batch,
+    ends: NDArray[np.float64],
+    end_s: float,
+    kv: KVManager,
+    recorder: Recorder,
+    *,
+    cohort: DecodeCohort | None = None,
 ) -> Progress:
     """Apply ``len(ends)`` identical decode steps ending at ``ends`` (absolute times; the
     last, ``end_s``, as a float: the run has it, and each numpy read costs a call).
@@ -134,7 +141,9 @@ def apply_run(
     Every request gains one token per step; its first gap is from its previous token to
     ``ends[0]``, the others are the step durations (recorded once, weighted by the batch
     size). The L1 blocks the growth needs are allocated here (the run length was bounded so
-    that they fit).
+    that they fit). The members of a decode ``cohort`` (not empty) are the first requests of
+    ``batch``: the cohort advances them (``DecodeCohort.run_ended``: their first gaps are all
+    ``ends[0]`` minus its last step's end), this function the rest, after them.
     """
     m = len(ends)
     durations = ends[1:] - ends[:-1]  # np.diff, without its dispatch
@@ -143,11 +152,20 @@ def apply_run(
     # reduce, which dominated on runs of a few hundred steps.
     repeated_max: float = durations.item(durations.argmax()) if m > 1 else 0.0
     first_end: float = ends.item(0)  # ``item``: a Python float in one call
-    first_gaps = [first_end - req.last_token_s for req in batch]
-    recorder.gaps(first_gaps, durations, len(batch))
+    members = len(cohort.members) if cohort is not None else 0
+    rest: Collection[EngineRequest] = list(islice(batch, members, None)) if members else batch
+    first_gaps = [first_end - req.last_token_s for req in rest]
     progress = Progress([], decode_tokens=m * len(batch), steps=m)
     done = progress.done
-    for req, gap in zip(batch, first_gaps, strict=True):
+    if cohort is not None and members:
+        member_gap = first_end - cohort.end_s
+        recorder.same_gaps(member_gap, members)  # before the others' (batch order)
+        recorder.gaps(first_gaps, durations, len(batch))
+        top = member_gap if member_gap > repeated_max else repeated_max
+        done += cohort.run_ended(m, end_s, top, kv.grow)
+    else:
+        recorder.gaps(first_gaps, durations, len(batch))
+    for req, gap in zip(rest, first_gaps, strict=True):
         processed = req.processed = req.processed + m
         generated = req.generated = req.generated + m
         req.computed_total += m

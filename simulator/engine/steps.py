@@ -18,7 +18,8 @@ elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from itertools import islice
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
@@ -33,6 +34,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DecodeRunTimer",
+    "LazyDecoders",
     "StepPricer",
     "StepTimer",
     "decode_run_durations",
@@ -131,9 +133,17 @@ class StepPricer:
         # A LatencyModel's step_seconds takes the prebuilt batch (BatchLike).
         return self.timer.step_seconds(shapes)  # type: ignore[arg-type]
 
-    def decode_run(self, batch: Iterable[EngineRequest], n_steps: int) -> NDArray[np.float64]:
-        """Durations of ``n_steps`` decode steps of ``batch`` (``decode_run_durations``)."""
-        cache_lens = [req.processed for req in batch]
+    def decode_run(
+        self,
+        batch: Iterable[EngineRequest],
+        n_steps: int,
+        cache_lens: Sequence[int] | None = None,
+    ) -> NDArray[np.float64]:
+        """Durations of ``n_steps`` decode steps of ``batch`` (``decode_run_durations``);
+        ``cache_lens``: its requests' processed tokens, in any order, where they are not
+        their ``processed`` (a decode cohort's members)."""
+        if cache_lens is None:
+            cache_lens = [req.processed for req in batch]
         closed_form, pricer = self._closed_form, self._run_pricer
         return _run_durations(self.timer, cache_lens, n_steps, closed_form, pricer=pricer)
 
@@ -209,16 +219,43 @@ def _run_durations(
     return out
 
 
+class LazyDecoders(Protocol):
+    """Steady decoders at the head of a batch whose counters are held elsewhere
+    (``cohort.DecodeCohort``): what a decode run's length needs of them."""
+
+    @property
+    def members(self) -> Sized:
+        """The decoders, the first ``len(members)`` entries of the batch."""
+        ...
+
+    def steps_left(self, k: int) -> int:
+        """``k``, or fewer: the steps until the first of them produces its last token."""
+        ...
+
+    def kv_lens(self) -> list[int]:
+        """Tokens each has processed (its KV length before the next step)."""
+        ...
+
+
 def quiescent_decode_steps(
-    batch: Mapping[EngineRequest, int], max_steps: int, block_tokens: int, budget: int
+    batch: Mapping[EngineRequest, int],
+    max_steps: int,
+    block_tokens: int,
+    budget: int,
+    lazy: LazyDecoders | None = None,
 ) -> int:
     """Steps a batch of every running request can repeat unchanged, at most ``max_steps``:
     1 unless every request decodes (one token each), else until the first one finishes or
-    the KV growth exceeds ``budget`` free + evictable L1 blocks (``memory_bound``)."""
+    the KV growth exceeds ``budget`` free + evictable L1 blocks (``memory_bound``). The
+    first ``len(lazy.members)`` requests are ``lazy``'s decoders (their counters are not
+    read; ``None``: none)."""
     if max(batch.values()) != 1:  # a prefill chunk (checked in C: batches are large)
         return 1
-    k = max_steps
-    for req in batch:
+    k, head = max_steps, 0
+    if lazy is not None:
+        k, head = lazy.steps_left(k), len(lazy.members)
+    rest = islice(batch, head, None) if head else batch
+    for req in rest:
         generated = req.generated
         # ``req.decoding``, inlined (every request of every decode run passes here).
         if not (generated > 0 and req.processed + 1 == req.prompt_len + generated):
@@ -228,20 +265,23 @@ def quiescent_decode_steps(
             k = left
     if k <= 1:
         return 1
-    return memory_bound(batch, k, block_tokens, budget)
+    kv_lens: Iterable[int] = (req.processed for req in islice(batch, head, None))
+    if lazy is not None:
+        kv_lens = [*kv_lens, *lazy.kv_lens()]
+    return memory_bound(kv_lens, k, block_tokens, budget)
 
 
-def memory_bound(batch: Iterable[EngineRequest], k: int, block_tokens: int, budget: int) -> int:
+def memory_bound(kv_lens: Iterable[int], k: int, block_tokens: int, budget: int) -> int:
     """Largest decode-run length ≤ ``k`` whose KV growth fits in ``budget`` free + evictable
-    L1 blocks.
+    L1 blocks, for requests that have processed ``kv_lens`` tokens (any order).
 
     Step 0 is already allocated; step j ≥ 1 of a request that has processed ``c`` tokens
     needs a new block when ``c + j`` is a multiple of the block size.
     """
     bt = block_tokens
     offsets: list[int] = []
-    for req in batch:
-        first = (-req.processed) % bt or bt
+    for processed in kv_lens:
+        first = (-processed) % bt or bt
         if first < k:  # most requests meet no block boundary in a run: no range to add
             offsets.extend(range(first, k, bt))
     if len(offsets) <= budget:
