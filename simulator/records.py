@@ -79,7 +79,7 @@ class Recorder:
         """Runs of equal individual gaps (``same_gaps``), in order: ``(place, gap (s), how
         many)``, ``place`` being the number of ``_gaps`` recorded before the run. Expanded
         only by ``itl_values`` (a cohort step records one tuple, not ~100 doubles)."""
-        self._gap_chunks: list[tuple[NDArray[np.float64], int]] = []
+        self._gap_chunks: list[tuple[NDArray[np.float64] | array[float], int]] = []
         # ``itl_values`` once built: it is read twice at the end of a run (summary, result),
         # and turning millions of gaps into arrays costs as much as a tenth of an overloaded
         # run. Any new gap drops it.
@@ -128,8 +128,14 @@ class Recorder:
         self._same.append((len(self._gaps), gap_s, n))
         self._itl = None
 
-    def gaps(self, gaps_s: Sequence[float], repeated: NDArray[np.float64], weight: int) -> None:
-        """Individual gaps, plus gaps ``repeated`` that ``weight`` requests each experienced."""
+    def gaps(
+        self,
+        gaps_s: Sequence[float],
+        repeated: NDArray[np.float64] | array[float],
+        weight: int,
+    ) -> None:
+        """Individual gaps, plus gaps ``repeated`` that ``weight`` requests each experienced
+        (kept as given: an array, or raw doubles for a short decode run)."""
         self._gaps.extend(gaps_s)
         if len(repeated):
             self._gap_chunks.append((repeated, weight))
