@@ -238,16 +238,16 @@ class DecodeCohort:
         self._end_s = end_s
         self._add_gap(top_gap_s)
         # A member's block boundary at tick t < ``tick`` fell inside the run (its entry at
-        # ``tick`` is the next scheduling's, ``take``'s); entries are never older than the run.
-        grown = self._due_before(self._grow_due, tick)
-        for seq, req in grown:
+        # ``tick`` is the next scheduling's, ``take``'s); entries are never older than the run
+        # (``take`` took those of its start).
+        for seq, req in self._due_between(self._grow_due, start + 1, tick):
             if req.cohort_seq == seq and req.cohort_base >= 0:
                 self._write(req)
                 if req.processed > req.kv_room:
                     grow(req, req.processed)
                 self._due_grow(seq, req, tick)
         done = []
-        for seq, req in self._due_before(self._done_due, tick + 1):
+        for seq, req in self._due_between(self._done_due, start + 1, tick + 1):
             if req.cohort_seq == seq and req.cohort_base >= 0:
                 self.leave(req)
                 done.append(req)
@@ -352,10 +352,12 @@ class DecodeCohort:
         del self._peak_gaps[:drop]
 
     @staticmethod
-    def _due_before(due: dict[int, _Due], tick: int) -> _Due:
-        """The entries of ``due`` at ticks before ``tick``, removed, in batch order (stale
-        ones included)."""
-        entries = [entry for t in [t for t in due if t < tick] for entry in due.pop(t)]
+    def _due_between(due: dict[int, _Due], first: int, end: int) -> _Due:
+        """The entries of ``due`` at ticks ``first`` to ``end − 1``, removed, in batch order
+        (stale ones included): by tick where the run is shorter than the entries, by entry
+        otherwise."""
+        ticks = range(first, end) if end - first < len(due) else list(due)
+        entries = [entry for t in ticks if first <= t < end for entry in due.pop(t, ())]
         entries.sort()
         return entries
 
