@@ -218,24 +218,30 @@ def _bucketed_picks(
     (integers below 2**53), so the bucket where the cumulative weight reaches a quantile's
     target is found exactly and holds the answer: only its values are sorted. Ties cannot
     change the answer: any ascending order has the same cumulative weight at the ends of each
-    run of equal values.
+    run of equal values. The chosen buckets' values are taken out in one pass for all the
+    quantiles (boolean indexing keeps their order), then each bucket's from those.
     """
     keys = values.view(np.int64)
-    if int(keys.min()) < 0:
+    lowest = int(keys.min())
+    if lowest < 0:
         return None
     buckets = keys >> _BUCKET_SHIFT
-    buckets -= buckets.min()
+    buckets -= lowest >> _BUCKET_SHIFT  # the lowest bucket (the shift keeps the order)
     cum = np.cumsum(np.bincount(buckets, weights=weights))
     total = float(cum[-1])
+    targets = [q * total for q in qs]
+    chosen = [min(len(cum) - 1, int(np.searchsorted(cum, target))) for target in targets]
+    wanted = np.zeros(len(cum), dtype=bool)
+    wanted[chosen] = True
+    taken = wanted[buckets]
+    taken_buckets, taken_values, taken_weights = buckets[taken], values[taken], weights[taken]
     picks = []
-    for q in qs:
-        target = q * total
-        j = min(len(cum) - 1, int(np.searchsorted(cum, target)))
+    for target, j in zip(targets, chosen, strict=True):
         before = float(cum[j - 1]) if j else 0.0
-        chosen = buckets == j
-        bucket_values = values[chosen]
+        inside_j = taken_buckets == j
+        bucket_values = taken_values[inside_j]
         order = np.argsort(bucket_values, kind="stable")
-        inside = before + np.cumsum(weights[chosen][order])
+        inside = before + np.cumsum(taken_weights[inside_j][order])
         k = min(len(bucket_values) - 1, int(np.searchsorted(inside, target)))
         picks.append(float(bucket_values[order[k]]))
     return picks
