@@ -197,12 +197,16 @@ def hit_tokens(
     and ``cached`` tokens skipped; L2 blocks its prefetch brought count as L3. Tokens beyond
     ``cached`` (the recomputed last token, a cap) are taken from the lowest tier first."""
     bt, prompt = block_tokens, req.prompt_len
-    counts = [0, 0, 0]
-    l3 = req.l3_blocks
-    for i, (block, in_l2) in enumerate(zip(req.blocks, match.from_l2, strict=False)):
-        size = min(prompt, (i + 1) * bt) - i * bt
-        slot = (2 if block in l3 else 1) if in_l2 else 0
-        counts[slot] += size
+    if not match.n_l2_blocks:
+        # Every matched block in L1 (most admissions): the sizes below add up to this.
+        counts = [min(prompt, match.n_blocks * bt), 0, 0]
+    else:
+        counts = [0, 0, 0]
+        l3 = req.l3_blocks
+        for i, (block, in_l2) in enumerate(zip(req.blocks, match.from_l2, strict=False)):
+            size = min(prompt, (i + 1) * bt) - i * bt
+            slot = (2 if block in l3 else 1) if in_l2 else 0
+            counts[slot] += size
     surplus = sum(counts) - cached
     for slot in (2, 1, 0):
         take = min(surplus, counts[slot])

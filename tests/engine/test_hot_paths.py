@@ -24,8 +24,8 @@ import pytest
 from hardware import shipped_catalog
 from simulator.engine.analytic import LinearLatency
 from simulator.engine.invariants import check_split
-from simulator.engine.kvmanager import KVManager
-from simulator.engine.progress import record_of
+from simulator.engine.kvmanager import KVManager, PrefixMatch
+from simulator.engine.progress import hit_tokens, record_of
 from simulator.engine.request import EngineRequest
 from simulator.engine.scheduler import StepPlan, StepSplit
 from simulator.engine.steps import (
@@ -441,3 +441,19 @@ def test_admission_announces_to_a_policy_with_hooks() -> None:
         RequestContext(index=5, timestamp_s=1.25, n_blocks=3, category=2, session=9),
         (4, 5, 6),
     ]
+
+
+def test_hit_tokens_of_an_all_l1_match_add_up_the_block_sizes() -> None:
+    # ``hit_tokens`` sums an all-L1 match in one expression: the per-block sizes it stands for.
+    rng = np.random.default_rng(11)
+    for _ in range(500):
+        bt = int(rng.choice([16, 512]))
+        prompt = int(rng.integers(1, 20 * bt))
+        n_blocks = -(-prompt // bt)
+        trace = TraceRequest(0, 0.0, prompt, 5, tuple(range(1, n_blocks + 1)))
+        req = EngineRequest(trace, bt, 0, 0.0)
+        matched = int(rng.integers(0, n_blocks + 1))
+        cached = min(matched * bt, prompt, prompt - 1)
+        sizes = sum(min(prompt, (i + 1) * bt) - i * bt for i in range(matched))
+        expected = (min(sizes, cached), 0, 0)
+        assert hit_tokens(req, PrefixMatch((False,) * matched, 0), cached, bt) == expected
