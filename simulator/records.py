@@ -79,7 +79,12 @@ class Recorder:
         """Runs of equal individual gaps (``same_gaps``), in order: ``(place, gap (s), how
         many)``, ``place`` being the number of ``_gaps`` recorded before the run. Expanded
         only by ``itl_values`` (a cohort step records one tuple, not ~100 doubles)."""
-        self._gap_chunks: list[tuple[NDArray[np.float64] | array[float], int]] = []
+        self._repeated = array("d")
+        """Every repeated gap (``gaps``' ``repeated``), in the order given, as raw doubles
+        (one buffer: thousands of decode runs give thousands of chunks)."""
+        self._repeats: list[int] = []
+        self._weights: list[float] = []
+        """Per ``gaps`` call with repeated gaps: how many, and the requests each stands for."""
         # ``itl_values`` once built: it is read twice at the end of a run (summary, result),
         # and turning millions of gaps into arrays costs as much as a tenth of an overloaded
         # run. Any new gap drops it.
@@ -134,11 +139,15 @@ class Recorder:
         repeated: NDArray[np.float64] | array[float],
         weight: int,
     ) -> None:
-        """Individual gaps, plus gaps ``repeated`` that ``weight`` requests each experienced
-        (kept as given: an array, or raw doubles for a short decode run)."""
+        """Individual gaps, plus gaps ``repeated`` (an array, or raw doubles for a short decode
+        run) that ``weight`` requests each experienced."""
         self._gaps.extend(gaps_s)
         if len(repeated):
-            self._gap_chunks.append((repeated, weight))
+            # Contiguous doubles either way (a run's differences): copied as raw bytes.
+            raw = memoryview(repeated) if isinstance(repeated, array) else repeated.data
+            self._repeated.frombytes(raw.cast("B"))
+            self._repeats.append(len(repeated))
+            self._weights.append(float(weight))
         self._itl = None
 
     def sample(self, now: float, queues: tuple[int, int, int, int], *, weight: float = 1.0) -> None:
@@ -167,13 +176,11 @@ class Recorder:
         Built once and then shared: both arrays are read-only (a caller that needs to change
         them copies)."""
         if self._itl is None:
-            chunks = self._gap_chunks
             singles = self._individual_gaps()
-            values_all = np.concatenate([singles, *(values for values, _ in chunks)])
-            # Weight 1 for every individual gap, then each chunk's weight over its gaps.
-            sizes = [len(singles)] + [len(values) for values, _ in chunks]
-            per_part = np.array([1.0] + [float(weight) for _, weight in chunks])
-            weights_all = np.repeat(per_part, sizes)
+            values_all = np.concatenate([singles, np.frombuffer(self._repeated)])
+            # Weight 1 for every individual gap, then each call's weight over its gaps.
+            per_part = np.array([1.0, *self._weights])
+            weights_all = np.repeat(per_part, [len(singles), *self._repeats])
             values_all.flags.writeable = False
             weights_all.flags.writeable = False
             self._itl = (values_all, weights_all)

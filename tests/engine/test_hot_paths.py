@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -46,8 +47,8 @@ from simulator.kvcache.policies.lru import LRU
 from simulator.latency import ComposedLatencyModel, Deployment, make_latency_model
 from simulator.latency import batch as batch_module
 from simulator.latency.batch import Batch, DecodeRun, split_groups
-from simulator.metrics import _weighted_picks, stable_argsort
-from simulator.records import Recorder
+from simulator.metrics import _weighted_picks, per_request_ms, stable_argsort
+from simulator.records import Recorder, RequestRecord
 from simulator.workload.request import TraceRequest
 
 
@@ -457,3 +458,32 @@ def test_hit_tokens_of_an_all_l1_match_add_up_the_block_sizes() -> None:
         sizes = sum(min(prompt, (i + 1) * bt) - i * bt for i in range(matched))
         expected = (min(sizes, cached), 0, 0)
         assert hit_tokens(req, PrefixMatch((False,) * matched, 0), cached, bt) == expected
+
+
+def test_per_request_arrays_are_the_records_properties_in_ms() -> None:
+    # ``per_request_ms`` reads the fields once and does the properties' arithmetic on arrays:
+    # the same doubles as the properties, NaN for a one-token output, rejected rows inf.
+    rng = np.random.default_rng(12)
+    records = []
+    for i in range(2000):
+        arrival = float(rng.uniform(0, 100))
+        first = arrival + float(rng.uniform(0, 5))
+        finish = first + float(rng.uniform(0, 50))
+        queues = rng.random(3).tolist()
+        out = int(rng.choice([1, 2, 3, 700]))
+        records.append(
+            RequestRecord(i, 0, arrival, first, finish, 9, out, 0, 0, 0, *queues, 0, 9, 0.1)
+        )
+    arrays = per_request_ms(records, 3)
+    tail = [math.inf] * 3
+    properties = {
+        "ttft_ms": [r.ttft_s for r in records],
+        "tpot_ms": [r.tpot_s for r in records],
+        "itl_ms": [r.max_itl_s for r in records],
+        "e2e_ms": [r.e2e_s for r in records],
+        "queue_ms": [r.queue_s for r in records],
+    }
+    for name, values in properties.items():
+        expected = np.concatenate([np.array(values) * 1e3, tail])
+        assert arrays[name].tobytes() == expected.tobytes(), name
+    assert all(len(a) == 2 for a in per_request_ms([], 2).values())
