@@ -239,7 +239,11 @@ class ComposedLatencyModel:
         Every part but decode attention depends only on the batch size, constant over the
         run, so it is priced once; a call prices the step's octave buckets
         (``batch.DecodeRun.buckets``) and adds them in ``step_seconds``'s order, so the floats
-        are the same bit for bit.
+        are the same bit for bit. Up to the last step where no request has left its octave
+        (``DecodeRun.steady``: most runs, whole) the buckets' exponents, counts and prices
+        are those of step 0 and only their KV sums grow, so a call is the bucket terms'
+        arithmetic alone (``_decode_seconds``'s, term for term); a DSA model's indexer reads
+        each step's buckets, so its calls bucket the batch.
         """
         run = DecodeRun(cache_lens)
         n = run.size
@@ -252,6 +256,7 @@ class ComposedLatencyModel:
         head, absorb = parts
         decode, buckets = self._decode_seconds, run.buckets
         if self._planner.sparse_layers:
+            # The DSA indexer reads the step's buckets too: every call buckets the batch.
             indexer = self._indexer_decode_seconds
 
             def sparse(k: int) -> float:
@@ -259,7 +264,23 @@ class ComposedLatencyModel:
                 return head + decode(at) + absorb + indexer(at)
 
             return sparse
-        return lambda k: head + decode(buckets(k)) + absorb
+        first, steady = run.steady()
+        floor = -(len(first) - 1) * self._decode_floor
+        cache, price = self._bucket_cache, self._bucket_price
+        terms = []
+        for e, b, s in first:
+            edge_s, per_token_s = cache.get((b, e)) or price(b, e)
+            terms.append((edge_s, per_token_s, b, s, 1 << (e - 1)))
+
+        def at(k: int) -> float:
+            if k > steady:
+                return head + decode(buckets(k)) + absorb
+            seconds = floor
+            for at_edge, per_token, b, s, edge in terms:
+                seconds += at_edge + per_token * ((s + b * k) / b - edge)
+            return head + seconds + absorb
+
+        return at
 
     def breakdown(self, batch: BatchLike) -> StepBreakdown:
         """Seconds per operator; the values sum to ``step_seconds(batch)``."""
@@ -491,7 +512,7 @@ class ComposedLatencyModel:
         for e, b, s in buckets:
             hit = cache.get((b, e))
             if hit is None:
-                hit = self._store(cache, (b, e), self._bucket(b, e))
+                hit = self._bucket_price(b, e)
             seconds += hit[0] + hit[1] * (s / b - (1 << (e - 1)))
         return seconds
 
@@ -502,6 +523,14 @@ class ComposedLatencyModel:
         total = sum(s for _, _, s in buckets)
         call = self._planner.indexer_decode_call(count, total)
         return call.count * self._price["dsa_indexer"](*call.args)
+
+    def _bucket_price(self, count: int, exponent: int) -> tuple[float, float]:
+        """``_bucket(count, exponent)``, cached."""
+        cache = self._bucket_cache
+        hit = cache.get((count, exponent))
+        if hit is None:
+            hit = self._store(cache, (count, exponent), self._bucket(count, exponent))
+        return hit
 
     def _bucket(self, count: int, exponent: int) -> tuple[float, float]:
         """(seconds at the bucket's lower edge, seconds per token of KV) for ``count`` decodes."""

@@ -133,6 +133,21 @@ def test_decode_run_interpolation_is_numpys_linspace() -> None:
         assert np.array_equal(out[2 : n + 2], np.linspace(a, b, n))
 
 
+def test_decode_run_steady_buckets_only_grow_their_sums() -> None:
+    # Up to ``steady()``'s last step every request stays in its octave: step k's buckets are
+    # step 0's with each KV sum count x k larger; the step after, one has moved up.
+    rng = np.random.default_rng(13)
+    for _ in range(300):
+        cache = rng.integers(0, 40_000, size=int(rng.integers(1, 60))).tolist()
+        run = DecodeRun(cache)
+        first, steady = run.steady()
+        assert first == run.buckets(0)
+        for k in {0, steady // 2, steady}:
+            assert run.buckets(k) == [(e, b, s + b * k) for e, b, s in first]
+        moved = run.buckets(steady + 1)
+        assert [(e, b) for e, b, _ in moved] != [(e, b) for e, b, _ in first]
+
+
 def test_decode_run_batches_price_as_their_pairs() -> None:
     rng = np.random.default_rng(2)
     for _ in range(300):
@@ -169,7 +184,8 @@ def test_decode_step_pricer_prices_as_the_pairs(spec: str) -> None:
     for _ in range(60):
         cache = rng.integers(0, 40_000, size=int(rng.integers(1, 300))).tolist()
         at = model.decode_step_pricer(cache)
-        for k in (0, 1, int(rng.integers(2, 3000))):
+        steady = DecodeRun(cache).steady()[1]  # the last step priced from step 0's buckets
+        for k in (0, 1, int(rng.integers(2, 3000)), steady, steady + 1, steady + 2):
             assert at(k) == model.step_seconds([(c + k, 1) for c in cache])
 
 
