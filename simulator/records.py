@@ -79,12 +79,11 @@ class Recorder:
         """Runs of equal individual gaps (``same_gaps``), in order: ``(place, gap (s), how
         many)``, ``place`` being the number of ``_gaps`` recorded before the run. Expanded
         only by ``itl_values`` (a cohort step records one tuple, not ~100 doubles)."""
-        self._repeated = array("d")
-        """Every repeated gap (``gaps``' ``repeated``), in the order given, as raw doubles
-        (one buffer: thousands of decode runs give thousands of chunks)."""
+        self._repeated: list[NDArray[np.float64] | array[float]] = []
         self._repeats: list[int] = []
         self._weights: list[float] = []
-        """Per ``gaps`` call with repeated gaps: how many, and the requests each stands for."""
+        """Per ``gaps`` call with repeated gaps: the gaps as given (kept, one concatenation
+        at the end), how many, and the requests each stands for."""
         # ``itl_values`` once built: it is read twice at the end of a run (summary, result),
         # and turning millions of gaps into arrays costs as much as a tenth of an overloaded
         # run. Any new gap drops it.
@@ -143,9 +142,7 @@ class Recorder:
         run) that ``weight`` requests each experienced."""
         self._gaps.extend(gaps_s)
         if len(repeated):
-            # Contiguous doubles either way (a run's differences): copied as raw bytes.
-            raw = memoryview(repeated) if isinstance(repeated, array) else repeated.data
-            self._repeated.frombytes(raw.cast("B"))
+            self._repeated.append(repeated)
             self._repeats.append(len(repeated))
             self._weights.append(float(weight))
         self._itl = None
@@ -177,7 +174,7 @@ class Recorder:
         them copies)."""
         if self._itl is None:
             singles = self._individual_gaps()
-            values_all = np.concatenate([singles, np.frombuffer(self._repeated)])
+            values_all = np.concatenate([singles, *self._repeated])
             # Weight 1 for every individual gap, then each call's weight over its gaps.
             per_part = np.array([1.0, *self._weights])
             weights_all = np.repeat(per_part, [len(singles), *self._repeats])
