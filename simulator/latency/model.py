@@ -6,7 +6,8 @@ depend on few integers and caches each part by them:
 
 - everything that depends only on the step's total new tokens ``T`` (projections, MLP/MoE,
   all-reduces, norms): one float per distinct ``T`` (on the roofline, for a model without MoE
-  layers, priced for a block of 256 counts at once with numpy, bit for bit: ``_token_block``);
+  or DSA layers, priced for a block of 256 counts at once with numpy, bit for bit:
+  ``_token_block``);
 
   the routed experts of an MoE layer (``compose.ROUTED_EXPERT_OPS``) come from the kernel
   source's measured fused-MoE layer where it has one (``moe_table.FusedMoeTimer``: the table
@@ -152,9 +153,11 @@ class ComposedLatencyModel:
         self._plain_prefill = not (self._planner.window_layers or self._planner.mla)
         # Token counts priced by the block (``_token_block``) where every kernel of
         # ``token_calls`` has an exact array form: the roofline's, for a model without MoE
-        # layers (their routing and measured layers are per count).
+        # layers (their routing and measured layers are per count) or DSA indexers (whose
+        # token work ``tests/latency/test_compose.py`` does not hold equal: no such model).
         self._price_many: dict[str, Callable[..., Any]] | None = None
-        if type(timer) is RooflineKernels and not self._planner.moe_layers:
+        planner = self._planner
+        if type(timer) is RooflineKernels and not (planner.moe_layers or planner.sparse_layers):
             self._price_many = {
                 "gemm": timer.gemm_many,
                 "nccl": self._all_reduce_many,
