@@ -75,7 +75,15 @@ class Recorder:
         # Raw doubles, not a list of float objects: millions of gaps in an overloaded run, and
         # the array becomes numpy's without a conversion (``itl_values``).
         self._gaps = array("d")
-        self._gap_chunks: list[tuple[NDArray[np.float64], int]] = []
+        self._same: list[tuple[int, float, int]] = []
+        """Runs of equal individual gaps (``same_gaps``), in order: ``(place, gap (s), how
+        many)``, ``place`` being the number of ``_gaps`` recorded before the run. Expanded
+        only by ``itl_values`` (a cohort step records one tuple, not ~100 doubles)."""
+        self._repeated: list[NDArray[np.float64] | array[float]] = []
+        self._repeats: list[int] = []
+        self._weights: list[float] = []
+        """Per ``gaps`` call with repeated gaps: the gaps as given (kept, one concatenation
+        at the end), how many, and the requests each stands for."""
         # ``itl_values`` once built: it is read twice at the end of a run (summary, result),
         # and turning millions of gaps into arrays costs as much as a tenth of an overloaded
         # run. Any new gap drops it.
@@ -119,16 +127,24 @@ class Recorder:
         self._itl = None
 
     def same_gaps(self, gap_s: float, n: int) -> None:
-        """``n`` individual gaps of ``gap_s`` each (a decode cohort's step: one array copy,
-        not a float object per gap)."""
-        self._gaps += array("d", (gap_s,)) * n  # ``+=``: half of ``extend``'s call cost
+        """``n`` individual gaps of ``gap_s`` each (a decode cohort's step), recorded as one
+        run: ``itl_values`` puts them in their place, after the gaps recorded before."""
+        self._same.append((len(self._gaps), gap_s, n))
         self._itl = None
 
-    def gaps(self, gaps_s: Sequence[float], repeated: NDArray[np.float64], weight: int) -> None:
-        """Individual gaps, plus gaps ``repeated`` that ``weight`` requests each experienced."""
+    def gaps(
+        self,
+        gaps_s: Sequence[float],
+        repeated: NDArray[np.float64] | array[float],
+        weight: int,
+    ) -> None:
+        """Individual gaps, plus gaps ``repeated`` (an array, or raw doubles for a short decode
+        run) that ``weight`` requests each experienced."""
         self._gaps.extend(gaps_s)
         if len(repeated):
-            self._gap_chunks.append((repeated, weight))
+            self._repeated.append(repeated)
+            self._repeats.append(len(repeated))
+            self._weights.append(float(weight))
         self._itl = None
 
     def sample(self, now: float, queues: tuple[int, int, int, int], *, weight: float = 1.0) -> None:
@@ -157,18 +173,29 @@ class Recorder:
         Built once and then shared: both arrays are read-only (a caller that needs to change
         them copies)."""
         if self._itl is None:
-            chunks = self._gap_chunks
-            parts = [np.frombuffer(self._gaps, dtype=np.float64)]
-            parts += [values for values, _ in chunks]
-            values_all = np.concatenate(parts)
-            # Weight 1 for every individual gap, then each chunk's weight over its gaps.
-            sizes = [len(self._gaps)] + [len(values) for values, _ in chunks]
-            per_part = np.array([1.0] + [float(weight) for _, weight in chunks])
-            weights_all = np.repeat(per_part, sizes)
+            singles = self._individual_gaps()
+            values_all = np.concatenate([singles, *self._repeated])
+            # Weight 1 for every individual gap, then each call's weight over its gaps.
+            per_part = np.array([1.0, *self._weights])
+            weights_all = np.repeat(per_part, [len(singles), *self._repeats])
             values_all.flags.writeable = False
             weights_all.flags.writeable = False
             self._itl = (values_all, weights_all)
         return self._itl
+
+    def _individual_gaps(self) -> NDArray[np.float64]:
+        """Every individual gap in the order recorded: ``_gaps`` with the runs of ``_same``
+        expanded in their places. Without runs it is a view of ``_gaps``, which cannot grow
+        while the view lives (``itl_values`` copies it at once)."""
+        recorded = np.frombuffer(self._gaps, dtype=np.float64)
+        if not self._same:
+            return recorded
+        places, gaps, counts = zip(*self._same, strict=True)
+        # Each run's gap goes in before the recorded gap at its place (runs at one place in
+        # the order recorded), then repeated: one count per entry, 1 for a recorded gap.
+        entries = np.insert(recorded, places, gaps)
+        repeats = np.insert(np.ones(len(recorded), dtype=np.intp), places, counts)
+        return np.repeat(entries, repeats)
 
     def queue_samples(self, interval_s: float) -> QueueSamples:
         """The sampled queue lengths as arrays."""

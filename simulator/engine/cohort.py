@@ -13,25 +13,29 @@ Contract (``EngineInstance`` keeps it; ``check`` verifies it under ``check_invar
   end (``extend``, after a step) and leave anywhere (order kept), so they are the first entries
   of every batch the scheduler builds with ``take`` (one token each).
 - Every instance step while the cohort is not empty is a *cohort step* (``take`` at scheduling,
-  ``commit`` at its end), else the cohort is dissolved first (every member written back, the
-  eager passes take over): a budget that does not cover every member, a step that preempted,
-  a decode run.
+  ``commit`` at its end), or a decode run of every running request with the members at its
+  head (``steps_left`` and ``kv_lens`` when it is planned, ``run_ended`` at its end: a run of
+  ``n`` steps is ``n`` ticks at once), else the cohort is dissolved first (every member written
+  back, the eager passes take over): a budget that does not cover every member, a step that
+  preempted.
 - A member's ``processed``, ``generated``, ``computed_total``, ``last_token_s`` and ``max_gap_s``
-  are those at its base tick ``req.cohort_base``; ``n`` cohort steps later its eager values are
-  ``+ n`` on the three counts, the last step's end, and the maximum with the step gaps since the
-  base (``_write``). They are written back at its next block boundary (before its ``grow``), its
+  are those at its base tick ``req.cohort_base``; ``n`` ticks later its eager values are ``+ n``
+  on the three counts, the last step's end, and the maximum with the step gaps since the base
+  (``_write``). They are written back at its next block boundary (before its ``grow``), its
   last token, its preemption, a dissolution, and for any reader outside the three passes
   (``sync``).
 
 Bit-identical to the eager passes: a member's gap in a step is ``end − last_token_s`` with its
 last token at the previous step's end, so it is the one subtraction ``end − previous end`` the
-cohort does per step; maxima and integer KV sums do not depend on order; the members' grows,
+cohort does per step (in a decode run: its first gap, then the run's step durations, which every
+request shares); maxima and integer KV sums do not depend on order; the members' grows,
 finishes and gaps come in batch order (by ``cohort_seq``, their order in ``running``).
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from simulator.engine.request import RUNNING, EngineRequest
@@ -43,6 +47,10 @@ __all__ = ["CohortHost", "DecodeCohort"]
 
 #: Due entries: ``(cohort_seq, request)`` (the seq orders them and tells a stale entry).
 _Due = list[tuple[int, EngineRequest]]
+
+#: Ticks between two looks for the step-gap peaks no member's base needs any more (``_trim``;
+#: only memory depends on it).
+_TRIM_TICKS = 4096
 
 #: Fewest decoders a cohort forms with. A cohort step has a fixed cost of a few µs (buckets,
 #: their merge, the commit), an eager decode ~0.3 µs: a handful of members (a lightly loaded
@@ -65,12 +73,13 @@ class DecodeCohort:
 
     __slots__ = (
         "_done_due",
-        "_ends",
-        "_first",
-        "_gaps",
+        "_end_s",
         "_grow_due",
         "_offsets",
+        "_peak_gaps",
+        "_peak_ticks",
         "_seq",
+        "_trim_tick",
         "members",
         "min_members",
         "tick",
@@ -86,14 +95,16 @@ class DecodeCohort:
         self.tick = 0
         """The cohort's clock: its steps and the steps of decode runs it lived through (it
         never goes back); a member advances one token per tick."""
-        self._first = 0
-        """Tick of ``_ends[0]``: no member's base tick is older (set when the cohort forms and
-        after a decode run, which writes every member back)."""
-        self._ends: list[float] = [0.0]
-        """End (s) of the step of each tick from ``_first`` on."""
-        self._gaps: list[float] = [0.0]
-        """``_gaps[i] = _ends[i] − _ends[i − 1]`` (s), i ≥ 1: every member's gap in the step
-        of tick ``_first + i``."""
+        self._end_s = 0.0
+        """End (s) of the step of the current tick: every member's last token."""
+        self._peak_ticks: list[int] = []
+        """The ticks whose step gap (every member's: the step's end minus the previous one's)
+        is at least every later tick's, ascending; a decode run counts as its last tick, with
+        its largest gap (a member's base is never inside a run)."""
+        self._peak_gaps: list[float] = []
+        """Their gaps (s), non-increasing: the largest gap after base tick ``b`` is the first
+        of a tick above ``b`` (``_largest_gap_since``), and the first of equal ones, as
+        ``max`` over the ticks' gaps would pick."""
         self._offsets: list[int] = []
         """``processed − cohort_base`` of every member, sorted: its KV length in the step
         after tick t is ``offset + t + 1``."""
@@ -102,6 +113,8 @@ class DecodeCohort:
         self._done_due: dict[int, _Due] = {}
         """Tick at whose commit a member produces its last token → entries."""
         self._seq = 0
+        self._trim_tick = _TRIM_TICKS
+        """Tick from which ``_trim`` next looks for peaks no member needs."""
 
     # ----- the three passes -----------------------------------------------------------------------
     def take(self, host: CohortHost, budget: int) -> dict[EngineRequest, int] | None:
@@ -146,10 +159,10 @@ class DecodeCohort:
     def commit(self, end_s: float) -> tuple[float, list[EngineRequest]]:
         """A cohort step ended at ``end_s``: ``(every member's gap (s), the members that
         produced their last token, written back and out of the cohort, in batch order)``."""
-        gap = end_s - self._ends[-1]  # each member's ``end_s - last_token_s``, the same float
+        gap = end_s - self._end_s  # each member's ``end_s - last_token_s``, the same float
         self.tick += 1
-        self._ends.append(end_s)
-        self._gaps.append(gap)
+        self._end_s = end_s
+        self._add_gap(gap)
         due = self._done_due.pop(self.tick, None)
         if not due:
             return gap, []
@@ -185,26 +198,60 @@ class DecodeCohort:
         for req in running[i:j]:
             self._join(req)
 
-    def after_run(self, end_s: float, n_steps: int, done: Sequence[EngineRequest]) -> None:
-        """A decode run of ``n_steps`` steps of every running request ended at ``end_s``,
-        applied eagerly to the members (``sync``ed when it was planned): the cohort goes on
-        from there, ``n_steps`` ticks later (offsets and due ticks unchanged: counters and
-        base ticks moved alike), without the members in ``done`` (their last token was the
-        run's)."""
-        tick = self.tick = self.tick + n_steps
-        self._restart_ends(end_s)
-        for req in self.members:
-            req.cohort_base = tick
-        # A member whose boundary came during the run may have been grown by it (its
-        # ``kv_room`` moved): enter those again; the others' ``kv_room`` did not change.
-        grow_due = self._grow_due
-        for t in [t for t in grow_due if t <= tick]:
-            for seq, req in grow_due.pop(t):
-                if req.cohort_seq == seq and req.cohort_base >= 0:
-                    self._due_grow(seq, req, tick)
-        for req in done:
-            if req.cohort_base >= 0:
+    @property
+    def end_s(self) -> float:
+        """End (s) of the last step of the current tick: every member's last token."""
+        return self._end_s
+
+    def steps_left(self, k: int) -> int:
+        """``k``, or the steps until the first member produces its last token if fewer (a
+        decode run's bound, ``steps.quiescent_decode_steps``): from the due ticks."""
+        done_due = self._done_due
+        while done_due:
+            first = min(done_due)
+            if any(req.cohort_seq == seq and req.cohort_base >= 0 for seq, req in done_due[first]):
+                return min(k, first - self.tick)
+            del done_due[first]  # every entry stale: those members left
+        return k
+
+    def kv_lens(self) -> list[int]:
+        """Every member's processed tokens now, ascending (a decode run's pricing and memory
+        bound read them; the members are not written back)."""
+        tick = self.tick
+        return [offset + tick for offset in self._offsets]
+
+    def run_ended(
+        self,
+        n_steps: int,
+        end_s: float,
+        top_gap_s: float,
+        grow: Callable[[EngineRequest, int], None],
+    ) -> list[EngineRequest]:
+        """A decode run of ``n_steps`` steps of every running request, the members at its
+        head, ended at ``end_s``; ``top_gap_s`` is each member's largest gap in it (its first
+        gap or a step's duration). The members advance ``n_steps`` ticks; those whose KV grew
+        past the blocks they hold are written back and grown (``grow(req, processed)``, as
+        ``progress.apply_run`` grows every request, in batch order); those that produced their
+        last token are written back and leave. Returns the latter, in batch order."""
+        start = self.tick
+        tick = self.tick = start + n_steps
+        self._end_s = end_s
+        self._add_gap(top_gap_s)
+        # A member's block boundary at tick t < ``tick`` fell inside the run (its entry at
+        # ``tick`` is the next scheduling's, ``take``'s); entries are never older than the run
+        # (``take`` took those of its start).
+        for seq, req in self._due_between(self._grow_due, start + 1, tick):
+            if req.cohort_seq == seq and req.cohort_base >= 0:
+                self._write(req)
+                if req.processed > req.kv_room:
+                    grow(req, req.processed)
+                self._due_grow(seq, req, tick)
+        done = []
+        for seq, req in self._due_between(self._done_due, start + 1, tick + 1):
+            if req.cohort_seq == seq and req.cohort_base >= 0:
                 self.leave(req)
+                done.append(req)
+        return done
 
     def leave(self, req: EngineRequest) -> None:
         """``req`` (a member) leaves with its counters written back."""
@@ -216,9 +263,8 @@ class DecodeCohort:
 
     def sync(self) -> None:
         """Write back every member's counters (they stay members): for readers outside the
-        three passes. (``_write`` inlined: this runs before every decode run.)"""
-        tick, gaps, first = self.tick, self._gaps, self._first
-        end_s = self._ends[-1]
+        three passes. (``_write`` inlined: every member may be read.)"""
+        tick, end_s = self.tick, self._end_s
         tops: dict[int, float] = {}  # the members that joined or synced together share it
         for req in self.members:
             base = req.cohort_base
@@ -231,7 +277,7 @@ class DecodeCohort:
             req.last_token_s = end_s
             top = tops.get(base)
             if top is None:
-                top = tops[base] = max(gaps[base + 1 - first : tick + 1 - first])
+                top = tops[base] = self._largest_gap_since(base)
             if top > req.max_gap_s:  # noqa: PLR1730  (the eager passes' comparison)
                 req.max_gap_s = top
             req.cohort_base = tick
@@ -264,7 +310,7 @@ class DecodeCohort:
         for req in members:
             if req.state != RUNNING or not req.decoding or req.cohort_base != self.tick:
                 raise AssertionError(f"{req}: not a steady decoder in step with the cohort")
-            if req.last_token_s != self._ends[-1]:
+            if req.last_token_s != self._end_s:
                 raise AssertionError(f"{req}: its last token is not the last step's")
             done_at = self.tick + req.stop_at - req.generated
             if (req.cohort_seq, req) not in self._done_due.get(done_at, ()):
@@ -273,16 +319,47 @@ class DecodeCohort:
     # ----- internals ------------------------------------------------------------------------------
     def _reset(self, end_s: float) -> None:
         """A new cohort forms after the step that ended at ``end_s``."""
-        self._restart_ends(end_s)
+        self._end_s = end_s
+        self._peak_ticks.clear()
+        self._peak_gaps.clear()
         self._grow_due.clear()
         self._done_due.clear()
 
-    def _restart_ends(self, end_s: float) -> None:
-        """Every member's base is the current tick, whose step ended at ``end_s``: older step
-        ends are not needed any more."""
-        self._first = self.tick
-        self._ends = [end_s]
-        self._gaps = [0.0]
+    def _add_gap(self, gap_s: float) -> None:
+        """Every member's gap (s) in the step (or decode run) that brought the current tick:
+        the peaks it tops are dropped (amortised O(1))."""
+        ticks, gaps = self._peak_ticks, self._peak_gaps
+        while gaps and gaps[-1] < gap_s:
+            ticks.pop()
+            gaps.pop()
+        ticks.append(self.tick)
+        gaps.append(gap_s)
+        if self.tick >= self._trim_tick:
+            self._trim()
+
+    def _largest_gap_since(self, base: int) -> float:
+        """The largest step gap (s) of the ticks after ``base`` up to the current one (at
+        least one), the first of equal ones."""
+        return self._peak_gaps[bisect_right(self._peak_ticks, base)]
+
+    def _trim(self) -> None:
+        """Drop the peaks at or before every member's base (memory only: gaps that shrink
+        tick after tick add one each; O(members) once per ``_TRIM_TICKS`` ticks)."""
+        self._trim_tick = self.tick + _TRIM_TICKS
+        oldest = min((req.cohort_base for req in self.members), default=self.tick)
+        drop = bisect_right(self._peak_ticks, oldest)
+        del self._peak_ticks[:drop]
+        del self._peak_gaps[:drop]
+
+    @staticmethod
+    def _due_between(due: dict[int, _Due], first: int, end: int) -> _Due:
+        """The entries of ``due`` at ticks ``first`` to ``end − 1``, removed, in batch order
+        (stale ones included): by tick where the run is shorter than the entries, by entry
+        otherwise."""
+        ticks = range(first, end) if end - first < len(due) else list(due)
+        entries = [entry for t in ticks if first <= t < end for entry in due.pop(t, ())]
+        entries.sort()
+        return entries
 
     def _join(self, req: EngineRequest) -> None:
         tick = self.tick
@@ -311,9 +388,8 @@ class DecodeCohort:
         req.processed += n
         req.generated += n
         req.computed_total += n
-        req.last_token_s = self._ends[-1]
-        first = self._first
-        top = max(self._gaps[base + 1 - first : tick + 1 - first])
+        req.last_token_s = self._end_s
+        top = self._largest_gap_since(base)
         if top > req.max_gap_s:  # noqa: PLR1730  (the eager passes' comparison)
             req.max_gap_s = top
         req.cohort_base = tick

@@ -45,16 +45,15 @@ step runs a prefill (``_lag_first_tokens``), at the end of step k otherwise.
 
 Decode runs (``inflight.py``): a quiescent pure-decode step is planned as ``K`` steps handled
 in one event. The decode cohort (``cohort.py``): while prefills queue, the steady decoders at
-the head of ``running`` hold their counters lazily, so a mixed step costs them O(1) each.
+the head of ``running`` hold their counters lazily, so a mixed step, or a decode run, costs
+them O(1) each.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-
-import numpy as np
-from numpy.typing import NDArray
+from itertools import islice
 
 from simulator.core import Kernel
 from simulator.engine.admission import AdmissionControl
@@ -72,7 +71,7 @@ from simulator.engine.remote import Handoff, admit_remote
 from simulator.engine.request import FINISHED, SENDING, SWAPPED, WAITING, EngineRequest
 from simulator.engine.scheduler import SCHEDULERS, Batch, StepPlan
 from simulator.engine.stats import InstanceStats, StepTotals
-from simulator.engine.steps import StepPricer, StepTimer, quiescent_decode_steps
+from simulator.engine.steps import RunTimes, StepPricer, StepTimer, quiescent_decode_steps
 from simulator.engine.transfer import Channel, LoadLink
 from simulator.records import Recorder
 from simulator.workload.request import TraceRequest
@@ -373,7 +372,15 @@ class EngineInstance:
             check_split(plan, self.cohort)
         # Requests not yet seen must get their turn at the next boundary, not after a run.
         k = 1 if unseen else self._run_length(plan)
-        self._run = InFlight(self.kernel, self._pricer, batch, k, self._end_run, split=plan.split)
+        self._run = InFlight(
+            self.kernel,
+            self._pricer,
+            batch,
+            k,
+            self._end_run,
+            split=plan.split,
+            cache_lens=self._run_kv_lens(batch) if k > 1 else None,
+        )
         self._streamed = 0
         if self._lagging:
             self._lag_first_tokens(self._run)
@@ -390,12 +397,21 @@ class EngineInstance:
         if plan.preempted or len(batch) != len(self.running) or (plan.split and plan.split.chunks):
             return 1
         cohort = self.cohort
-        if cohort is not None and cohort.members:
-            cohort.sync()  # a decode run reads and applies every counter (``after_run``)
-        k = quiescent_decode_steps(batch, MAX_RUN_STEPS, self.block_tokens, self.kv.l1.available())
+        lazy = cohort if cohort is not None and cohort.members else None  # the batch's head
+        budget = self.kv.l1.available()
+        k = quiescent_decode_steps(batch, MAX_RUN_STEPS, self.block_tokens, budget, lazy)
         if k > 1 and self.admission.policy == "reserve_estimate":
             k = self.admitter.head_fit_step(k, min(self.chunk_tokens, self.max_batched_tokens))
         return k
+
+    def _run_kv_lens(self, batch: Batch) -> list[int] | None:
+        """The processed tokens of a decode run's requests where the decode cohort's members
+        (its head) hold theirs lazily (any order: the pricer sorts them), else None."""
+        cohort = self.cohort
+        if cohort is None or not cohort.members:
+            return None
+        rest = islice(batch, len(cohort.members), None)
+        return [*cohort.kv_lens(), *(req.processed for req in rest)]
 
     def _queued_after(self, time_s: float) -> bool:
         """Whether a waiting request was queued after ``time_s`` (FIFO: check both ends, a
@@ -462,14 +478,12 @@ class EngineInstance:
         if cohort is not None and progress.prefill_tokens and self.waiting:
             cohort.extend(self.running, end_s)
 
-    def _commit_run(
-        self, batch: Batch, start_s: float, ends: NDArray[np.float64], end_s: float
-    ) -> None:
+    def _commit_run(self, batch: Batch, start_s: float, ends: RunTimes, end_s: float) -> None:
         """Apply ``len(ends)`` identical decode steps (a decode run) that ended at ``end_s``
         (``ends[-1]``, as a float)."""
-        progress = apply_run(batch, ends, end_s, self.kv, self.recorder)
-        if self.cohort is not None and self.cohort.members:
-            self.cohort.after_run(end_s, len(ends), progress.done)
+        cohort = self.cohort
+        lazy = cohort if cohort is not None and cohort.members else None  # the batch's head
+        progress = apply_run(batch, ends, end_s, self.kv, self.recorder, cohort=lazy)
         self._account(progress, start_s, end_s)
         self.kv_use.run_ended(end_s)
         delivered = end_s

@@ -7,8 +7,11 @@ not: it does not schedule, preempt or time anything.
 
 from __future__ import annotations
 
+from array import array
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from itertools import islice
+from operator import sub
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,6 +20,7 @@ from simulator.engine.cohort import DecodeCohort
 from simulator.engine.kvmanager import KVManager, PrefixMatch
 from simulator.engine.request import EngineRequest
 from simulator.engine.scheduler import Batch
+from simulator.engine.steps import RunTimes
 from simulator.records import Recorder, RequestRecord
 
 __all__ = ["Progress", "apply_run", "apply_step", "hit_tokens", "record_of"]
@@ -126,7 +130,13 @@ def _commit_members(
 
 
 def apply_run(
-    batch: Batch, ends: NDArray[np.float64], end_s: float, kv: KVManager, recorder: Recorder
+    batch: Batch,
+    ends: RunTimes,
+    end_s: float,
+    kv: KVManager,
+    recorder: Recorder,
+    *,
+    cohort: DecodeCohort | None = None,
 ) -> Progress:
     """Apply ``len(ends)`` identical decode steps ending at ``ends`` (absolute times; the
     last, ``end_s``, as a float: the run has it, and each numpy read costs a call).
@@ -134,20 +144,37 @@ def apply_run(
     Every request gains one token per step; its first gap is from its previous token to
     ``ends[0]``, the others are the step durations (recorded once, weighted by the batch
     size). The L1 blocks the growth needs are allocated here (the run length was bounded so
-    that they fit).
+    that they fit). The members of a decode ``cohort`` (not empty) are the first requests of
+    ``batch``: the cohort advances them (``DecodeCohort.run_ended``: their first gaps are all
+    ``ends[0]`` minus its last step's end), this function the rest, after them.
     """
     m = len(ends)
-    durations = ends[1:] - ends[:-1]  # np.diff, without its dispatch
-    # The largest duration through ``argmax`` (the first maximum, or the first NaN, as the
-    # ufunc's reduce would give): a fraction of the dispatch of ``ndarray.max`` or of the
-    # reduce, which dominated on runs of a few hundred steps.
-    repeated_max: float = durations.item(durations.argmax()) if m > 1 else 0.0
-    first_end: float = ends.item(0)  # ``item``: a Python float in one call
-    first_gaps = [first_end - req.last_token_s for req in batch]
-    recorder.gaps(first_gaps, durations, len(batch))
+    durations: NDArray[np.float64] | array[float]
+    if isinstance(ends, list):  # a short run (``steps.SHORT_RUN``): plain floats, no numpy
+        durations = array("d", map(sub, islice(ends, 1, None), ends))
+        repeated_max = max(durations) if m > 1 else 0.0
+        first_end = ends[0]
+    else:
+        durations = ends[1:] - ends[:-1]  # np.diff, without its dispatch
+        # The largest duration through ``argmax`` (the first maximum, or the first NaN, as
+        # the ufunc's reduce would give): a fraction of the dispatch of ``ndarray.max`` or of
+        # the reduce, which dominated on runs of a few hundred steps.
+        repeated_max = durations.item(durations.argmax()) if m > 1 else 0.0
+        first_end = ends.item(0)  # ``item``: a Python float in one call
+    members = len(cohort.members) if cohort is not None else 0
+    rest: Collection[EngineRequest] = list(islice(batch, members, None)) if members else batch
+    first_gaps = [first_end - req.last_token_s for req in rest]
     progress = Progress([], decode_tokens=m * len(batch), steps=m)
     done = progress.done
-    for req, gap in zip(batch, first_gaps, strict=True):
+    if cohort is not None and members:
+        member_gap = first_end - cohort.end_s
+        recorder.same_gaps(member_gap, members)  # before the others' (batch order)
+        recorder.gaps(first_gaps, durations, len(batch))
+        top = member_gap if member_gap > repeated_max else repeated_max
+        done += cohort.run_ended(m, end_s, top, kv.grow)
+    else:
+        recorder.gaps(first_gaps, durations, len(batch))
+    for req, gap in zip(rest, first_gaps, strict=True):
         processed = req.processed = req.processed + m
         generated = req.generated = req.generated + m
         req.computed_total += m
@@ -170,12 +197,16 @@ def hit_tokens(
     and ``cached`` tokens skipped; L2 blocks its prefetch brought count as L3. Tokens beyond
     ``cached`` (the recomputed last token, a cap) are taken from the lowest tier first."""
     bt, prompt = block_tokens, req.prompt_len
-    counts = [0, 0, 0]
-    l3 = req.l3_blocks
-    for i, (block, in_l2) in enumerate(zip(req.blocks, match.from_l2, strict=False)):
-        size = min(prompt, (i + 1) * bt) - i * bt
-        slot = (2 if block in l3 else 1) if in_l2 else 0
-        counts[slot] += size
+    if not match.n_l2_blocks:
+        # Every matched block in L1 (most admissions): the sizes below add up to this.
+        counts = [min(prompt, match.n_blocks * bt), 0, 0]
+    else:
+        counts = [0, 0, 0]
+        l3 = req.l3_blocks
+        for i, (block, in_l2) in enumerate(zip(req.blocks, match.from_l2, strict=False)):
+            size = min(prompt, (i + 1) * bt) - i * bt
+            slot = (2 if block in l3 else 1) if in_l2 else 0
+            counts[slot] += size
     surplus = sum(counts) - cached
     for slot in (2, 1, 0):
         take = min(surplus, counts[slot])

@@ -18,7 +18,8 @@ elsewhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Sized
+from itertools import islice
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
@@ -32,7 +33,10 @@ if TYPE_CHECKING:
     from simulator.engine.scheduler import StepSplit
 
 __all__ = [
+    "SHORT_RUN",
     "DecodeRunTimer",
+    "LazyDecoders",
+    "RunTimes",
     "StepPricer",
     "StepTimer",
     "decode_run_durations",
@@ -45,6 +49,15 @@ __all__ = [
 REL_TOL = 0.002
 #: Runs this short are evaluated step by step (interpolation would not save calls).
 _EXACT_STEPS = 4
+#: Runs of at most this many steps get their durations as a list of floats, built in plain
+#: Python (``_linspace_floats``), as do their ends (``InFlight``) and gaps (``apply_run``): the
+#: same IEEE operations element by element, for less than numpy's ~14 calls a run (each ~1 µs
+#: inside the simulation) on a few dozen values.
+SHORT_RUN = 32
+
+#: A decode run's step durations or ends (s): plain floats for a run of at most ``SHORT_RUN``
+#: steps, an array for a longer one.
+RunTimes = NDArray[np.float64] | list[float]
 
 
 @runtime_checkable
@@ -131,9 +144,18 @@ class StepPricer:
         # A LatencyModel's step_seconds takes the prebuilt batch (BatchLike).
         return self.timer.step_seconds(shapes)  # type: ignore[arg-type]
 
-    def decode_run(self, batch: Iterable[EngineRequest], n_steps: int) -> NDArray[np.float64]:
-        """Durations of ``n_steps`` decode steps of ``batch`` (``decode_run_durations``)."""
-        cache_lens = [req.processed for req in batch]
+    def decode_run(
+        self,
+        batch: Iterable[EngineRequest],
+        n_steps: int,
+        cache_lens: Sequence[int] | None = None,
+    ) -> RunTimes:
+        """Durations of ``n_steps`` decode steps of ``batch`` (``decode_run_durations``; a
+        list of floats for at most ``SHORT_RUN`` steps); ``cache_lens``: its requests'
+        processed tokens, in any order, where they are not their ``processed`` (a decode
+        cohort's members)."""
+        if cache_lens is None:
+            cache_lens = [req.processed for req in batch]
         closed_form, pricer = self._closed_form, self._run_pricer
         return _run_durations(self.timer, cache_lens, n_steps, closed_form, pricer=pricer)
 
@@ -161,7 +183,10 @@ def decode_run_durations(
     # getattr, not isinstance: a runtime protocol check costs more than the whole run.
     closed_form = getattr(timer, "decode_run_seconds", None)
     pricer = getattr(timer, "decode_step_pricer", None)
-    return _run_durations(timer, cache_lens, n_steps, closed_form, pricer=pricer, rel_tol=rel_tol)
+    durations = _run_durations(
+        timer, cache_lens, n_steps, closed_form, pricer=pricer, rel_tol=rel_tol
+    )
+    return np.asarray(durations, dtype=np.float64)
 
 
 #: ``DecodeRunTimer.decode_run_seconds`` and a composed model's ``decode_step_pricer``.
@@ -177,8 +202,9 @@ def _run_durations(
     *,
     pricer: RunPricer | None,
     rel_tol: float = REL_TOL,
-) -> NDArray[np.float64]:
-    """``decode_run_durations`` with the timer's optional methods looked up already."""
+) -> RunTimes:
+    """``decode_run_durations`` with the timer's optional methods looked up already (a list
+    of floats for at most ``SHORT_RUN`` steps without a closed form)."""
     if closed_form is not None:
         return np.asarray(closed_form(cache_lens, n_steps), dtype=np.float64)
     if pricer is not None:
@@ -189,36 +215,61 @@ def _run_durations(
         def at(k: int) -> float:
             return step([(c + k, 1) for c in cache_lens])
 
-    if n_steps <= _EXACT_STEPS:
-        out = np.empty(n_steps, dtype=np.float64)
-        for k in range(n_steps):
-            out[k] = at(k)
-        return out
+    if n_steps <= _EXACT_STEPS:  # a short run: plain floats
+        return [at(k) for k in range(n_steps)]
     # ``_fill`` over the whole run, its first bisection unrolled: most runs are one straight
     # piece, built as one array (no copy into a buffer, no work stack).
     hi = n_steps - 1
     f_lo, f_hi = at(0), at(hi)
     mid = hi // 2
     f_mid = at(mid)
+    short = n_steps <= SHORT_RUN
     if _on_line(0, hi, mid, f_lo, f_hi, f_mid, rel_tol):
-        out = _linspace(n_steps, f_lo, f_hi)
-        out[mid] = f_mid
-        return out
-    out = np.empty(n_steps, dtype=np.float64)
+        line = _linspace_floats(n_steps, f_lo, f_hi) if short else _linspace(n_steps, f_lo, f_hi)
+        line[mid] = f_mid
+        return line
+    out: RunTimes = [0.0] * n_steps if short else np.empty(n_steps, dtype=np.float64)
     _fill(out, at, [(0, mid, f_lo, f_mid), (mid, hi, f_mid, f_hi)], rel_tol=rel_tol)
     return out
 
 
+class LazyDecoders(Protocol):
+    """Steady decoders at the head of a batch whose counters are held elsewhere
+    (``cohort.DecodeCohort``): what a decode run's length needs of them."""
+
+    @property
+    def members(self) -> Sized:
+        """The decoders, the first ``len(members)`` entries of the batch."""
+        ...
+
+    def steps_left(self, k: int) -> int:
+        """``k``, or fewer: the steps until the first of them produces its last token."""
+        ...
+
+    def kv_lens(self) -> list[int]:
+        """Tokens each has processed (its KV length before the next step)."""
+        ...
+
+
 def quiescent_decode_steps(
-    batch: Mapping[EngineRequest, int], max_steps: int, block_tokens: int, budget: int
+    batch: Mapping[EngineRequest, int],
+    max_steps: int,
+    block_tokens: int,
+    budget: int,
+    lazy: LazyDecoders | None = None,
 ) -> int:
     """Steps a batch of every running request can repeat unchanged, at most ``max_steps``:
     1 unless every request decodes (one token each), else until the first one finishes or
-    the KV growth exceeds ``budget`` free + evictable L1 blocks (``memory_bound``)."""
+    the KV growth exceeds ``budget`` free + evictable L1 blocks (``memory_bound``). The
+    first ``len(lazy.members)`` requests are ``lazy``'s decoders (their counters are not
+    read; ``None``: none)."""
     if max(batch.values()) != 1:  # a prefill chunk (checked in C: batches are large)
         return 1
-    k = max_steps
-    for req in batch:
+    k, head = max_steps, 0
+    if lazy is not None:
+        k, head = lazy.steps_left(k), len(lazy.members)
+    rest = islice(batch, head, None) if head else batch
+    for req in rest:
         generated = req.generated
         # ``req.decoding``, inlined (every request of every decode run passes here).
         if not (generated > 0 and req.processed + 1 == req.prompt_len + generated):
@@ -228,20 +279,23 @@ def quiescent_decode_steps(
             k = left
     if k <= 1:
         return 1
-    return memory_bound(batch, k, block_tokens, budget)
+    kv_lens: Iterable[int] = (req.processed for req in islice(batch, head, None))
+    if lazy is not None:
+        kv_lens = [*kv_lens, *lazy.kv_lens()]
+    return memory_bound(kv_lens, k, block_tokens, budget)
 
 
-def memory_bound(batch: Iterable[EngineRequest], k: int, block_tokens: int, budget: int) -> int:
+def memory_bound(kv_lens: Iterable[int], k: int, block_tokens: int, budget: int) -> int:
     """Largest decode-run length ≤ ``k`` whose KV growth fits in ``budget`` free + evictable
-    L1 blocks.
+    L1 blocks, for requests that have processed ``kv_lens`` tokens (any order).
 
     Step 0 is already allocated; step j ≥ 1 of a request that has processed ``c`` tokens
     needs a new block when ``c + j`` is a multiple of the block size.
     """
     bt = block_tokens
     offsets: list[int] = []
-    for req in batch:
-        first = (-req.processed) % bt or bt
+    for processed in kv_lens:
+        first = (-processed) % bt or bt
         if first < k:  # most requests meet no block boundary in a run: no range to add
             offsets.extend(range(first, k, bt))
     if len(offsets) <= budget:
@@ -251,7 +305,7 @@ def memory_bound(batch: Iterable[EngineRequest], k: int, block_tokens: int, budg
 
 
 def _fill(
-    out: NDArray[np.float64],
+    out: RunTimes,
     at: Callable[[int], float],
     stack: list[tuple[int, int, float, float]],
     *,
@@ -259,7 +313,8 @@ def _fill(
 ) -> None:
     """Fill ``out[lo..hi]`` of every segment ``(lo, hi, at(lo), at(hi))`` of ``stack`` by
     adaptive linear interpolation (iterative bisection; a segment's values depend on it
-    alone, so the order segments are taken in does not matter)."""
+    alone, so the order segments are taken in does not matter); ``out`` is a list of floats
+    or an array, filled alike."""
     while stack:
         lo, hi, f_lo, f_hi = stack.pop()
         out[lo], out[hi] = f_lo, f_hi
@@ -284,9 +339,13 @@ def _on_line(  # noqa: PLR0917  (a segment and its three values, positional in t
     return abs(f_mid - line) <= rel_tol * abs(f_mid)
 
 
-def _linspace_into(out: NDArray[np.float64], lo: int, hi: int, f_lo: float, f_hi: float) -> None:
-    """``out[lo..hi] = np.linspace(f_lo, f_hi, hi - lo + 1)``, bit for bit (``_linspace``)."""
-    out[lo : hi + 1] = _linspace(hi - lo + 1, f_lo, f_hi)
+def _linspace_into(out: RunTimes, lo: int, hi: int, f_lo: float, f_hi: float) -> None:
+    """``out[lo..hi] = np.linspace(f_lo, f_hi, hi - lo + 1)``, bit for bit (``_linspace``;
+    plain floats into a list)."""
+    if isinstance(out, list):
+        out[lo : hi + 1] = _linspace_floats(hi - lo + 1, f_lo, f_hi)
+    else:
+        out[lo : hi + 1] = _linspace(hi - lo + 1, f_lo, f_hi)
 
 
 def _linspace(n: int, f_lo: float, f_hi: float) -> NDArray[np.float64]:
@@ -305,3 +364,18 @@ def _linspace(n: int, f_lo: float, f_hi: float) -> NDArray[np.float64]:
     y += f_lo
     y[-1] = f_hi
     return y
+
+
+def _linspace_floats(n: int, f_lo: float, f_hi: float) -> list[float]:
+    """``_linspace(n, f_lo, f_hi)`` as a list of floats, bit for bit: element ``i`` is the
+    same IEEE operations on ``float(i)`` (``i * step`` converts ``i`` exactly, ``i / div``
+    divides exact values), so a short run needs no numpy call."""
+    div = n - 1
+    delta = f_hi - f_lo
+    step = delta / div
+    if step == 0:  # numpy's branch for denormal steps
+        values = [i / div * delta + f_lo for i in range(n)]
+    else:
+        values = [i * step + f_lo for i in range(n)]
+    values[-1] = f_hi
+    return values

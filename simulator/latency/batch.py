@@ -205,6 +205,21 @@ class DecodeRun:
             i = j
         return buckets
 
+    def steady(self) -> tuple[list[tuple[int, int, int]], int]:
+        """``buckets(0)``, and the last step ``k`` up to which no request leaves its octave:
+        ``buckets(k)`` then has the same exponents and counts, each KV sum ``count × k``
+        larger (-1 when there is no such step: an empty run)."""
+        buckets = self.buckets(0)
+        ordered = self._sorted
+        last, i = -1, 0
+        for e, count, _ in buckets:
+            i += count
+            # The octave's longest KV after step k, ``ordered[i - 1] + 1 + k``, stays < 2^e.
+            bound = (1 << e) - 2 - ordered[i - 1]
+            if bound < last or last < 0:
+                last = bound
+        return buckets, last
+
     def at(self, k: int) -> Batch:
         """The batch of step ``k`` (≥ 0) of the run."""
         n = len(self._sorted)

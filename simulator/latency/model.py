@@ -5,7 +5,9 @@ are this with their kernel sources. The hot path, ``step_seconds``, splits a ste
 depend on few integers and caches each part by them:
 
 - everything that depends only on the step's total new tokens ``T`` (projections, MLP/MoE,
-  all-reduces, norms): one float per distinct ``T``;
+  all-reduces, norms): one float per distinct ``T`` (on the roofline, for a model without MoE
+  or DSA layers, priced for a block of 256 counts at once with numpy, bit for bit:
+  ``_token_block``);
 
   the routed experts of an MoE layer (``compose.ROUTED_EXPERT_OPS``) come from the kernel
   source's measured fused-MoE layer where it has one (``moe_table.FusedMoeTimer``: the table
@@ -43,6 +45,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 
 from simulator.latency.base import StepBreakdown
 from simulator.latency.batch import BatchLike, DecodeRun, as_batch, merge_buckets, split_groups
@@ -67,6 +70,10 @@ _CUSTOM_AR_MAX_GPUS = 8
 #: Entries per cache before it is cleared (bounds memory on adversarial workloads; normal runs
 #: have far fewer distinct shapes).
 _CACHE_LIMIT = 1 << 17
+#: Token counts priced together when one misses the cache, where they can be
+#: (``_token_block``): a step's count takes thousands of values up to the engine's budget
+#: (4,769 of 8,192 in ``bench/sim_speed.py``), ~25 µs each one at a time.
+_TOKEN_BLOCK = 256
 
 
 class ComposedLatencyModel:
@@ -144,6 +151,18 @@ class ComposedLatencyModel:
         # A plain prefill group (full attention only, no MLA decompression) is one call on
         # every full layer: a cache miss prices it without building the planner's call list.
         self._plain_prefill = not (self._planner.window_layers or self._planner.mla)
+        # Token counts priced by the block (``_token_block``) where every kernel of
+        # ``token_calls`` has an exact array form: the roofline's, for a model without MoE
+        # layers (their routing and measured layers are per count) or DSA indexers (whose
+        # token work ``tests/latency/test_compose.py`` does not hold equal: no such model).
+        self._price_many: dict[str, Callable[..., Any]] | None = None
+        planner = self._planner
+        if type(timer) is RooflineKernels and not (planner.moe_layers or planner.sparse_layers):
+            self._price_many = {
+                "gemm": timer.gemm_many,
+                "nccl": self._all_reduce_many,
+                "elementwise": self._elementwise,
+            }
 
     # ----- LatencyModel -----------------------------------------------------------------------
     @property
@@ -223,7 +242,11 @@ class ComposedLatencyModel:
         Every part but decode attention depends only on the batch size, constant over the
         run, so it is priced once; a call prices the step's octave buckets
         (``batch.DecodeRun.buckets``) and adds them in ``step_seconds``'s order, so the floats
-        are the same bit for bit.
+        are the same bit for bit. Up to the last step where no request has left its octave
+        (``DecodeRun.steady``: most runs, whole) the buckets' exponents, counts and prices
+        are those of step 0 and only their KV sums grow, so a call is the bucket terms'
+        arithmetic alone (``_decode_seconds``'s, term for term); a DSA model's indexer reads
+        each step's buckets, so its calls bucket the batch.
         """
         run = DecodeRun(cache_lens)
         n = run.size
@@ -236,6 +259,7 @@ class ComposedLatencyModel:
         head, absorb = parts
         decode, buckets = self._decode_seconds, run.buckets
         if self._planner.sparse_layers:
+            # The DSA indexer reads the step's buckets too: every call buckets the batch.
             indexer = self._indexer_decode_seconds
 
             def sparse(k: int) -> float:
@@ -243,7 +267,23 @@ class ComposedLatencyModel:
                 return head + decode(at) + absorb + indexer(at)
 
             return sparse
-        return lambda k: head + decode(buckets(k)) + absorb
+        first, steady = run.steady()
+        floor = -(len(first) - 1) * self._decode_floor
+        cache, price = self._bucket_cache, self._bucket_price
+        terms = []
+        for e, b, s in first:
+            edge_s, per_token_s = cache.get((b, e)) or price(b, e)
+            terms.append((edge_s, per_token_s, b, s, 1 << (e - 1)))
+
+        def at(k: int) -> float:
+            if k > steady:
+                return head + decode(buckets(k)) + absorb
+            seconds = floor
+            for at_edge, per_token, b, s, edge in terms:
+                seconds += at_edge + per_token * ((s + b * k) / b - edge)
+            return head + seconds + absorb
+
+        return at
 
     def breakdown(self, batch: BatchLike) -> StepBreakdown:
         """Seconds per operator; the values sum to ``step_seconds(batch)``."""
@@ -317,16 +357,39 @@ class ComposedLatencyModel:
         """The kernel source's (NCCL) all-reduce, or the engine's custom all-reduce where it
         applies and is faster (``ComposeParams.custom_all_reduce``)."""
         nccl = self._timer.all_reduce(message_bytes, num_gpus)
-        p = self._params
         if (
-            not self._custom_ar
-            or not 1 < num_gpus <= self._custom_ar_gpus
-            or message_bytes > p.custom_all_reduce_max_bytes
+            not self._custom_ar_on(num_gpus)
+            or message_bytes > self._params.custom_all_reduce_max_bytes
         ):
             return nccl
+        custom: float = self._custom_ar_seconds(message_bytes, num_gpus)
+        return min(nccl, custom)
+
+    def _all_reduce_many(
+        self, message_bytes: NDArray[np.float64], num_gpus: int
+    ) -> NDArray[np.float64]:
+        """``_all_reduce`` of each message size, bit for bit (the same operations
+        elementwise; ``np.minimum`` picks the value ``min`` does)."""
+        # The roofline's ring formula has no branch on the size: it takes the array as is.
+        timer: Any = self._timer  # typed for floats; the roofline's takes arrays as well
+        nccl: NDArray[np.float64] = timer.all_reduce(message_bytes, num_gpus)
+        if not self._custom_ar_on(num_gpus):
+            return nccl
+        custom = np.minimum(nccl, self._custom_ar_seconds(message_bytes, num_gpus))
+        return np.where(message_bytes > self._params.custom_all_reduce_max_bytes, nccl, custom)
+
+    def _custom_ar_on(self, num_gpus: int) -> bool:
+        """Whether the engine's custom all-reduce may run over ``num_gpus`` GPUs (NVLink
+        within a node, at most 8; messages up to its buffer)."""
+        return self._custom_ar and 1 < num_gpus <= self._custom_ar_gpus
+
+    def _custom_ar_seconds(self, message_bytes: Any, num_gpus: int) -> Any:
+        """Seconds of the engine's custom all-reduce of ``message_bytes`` (a float, or an
+        array of them) over ``num_gpus`` GPUs: its floor plus the ring's traffic."""
+        p = self._params
         wire = 2.0 * (num_gpus - 1) / num_gpus * message_bytes / self._custom_ar_bw
         floor = p.custom_all_reduce_base_s + p.custom_all_reduce_per_gpu_s * (num_gpus - 1)
-        return min(nccl, floor + wire)
+        return floor + wire
 
     def _elementwise(self, moved_bytes: float, kernels: int) -> float:
         return moved_bytes / self._elementwise_bw + kernels * self._params.elementwise_launch_s
@@ -334,6 +397,8 @@ class ComposedLatencyModel:
     def _token_seconds(self, tokens: int) -> float:
         hit = self._token_cache.get(tokens)
         if hit is None:
+            if self._price_many is not None:
+                return self._token_block(tokens, self._price_many)
             calls = self._planner.token_calls(tokens)
             routed = self._measured_routed(tokens)
             if routed is None:
@@ -342,6 +407,27 @@ class ComposedLatencyModel:
                 value = routed + self._sum([c for c in calls if c.op not in ROUTED_EXPERT_OPS])
             hit = self._store(self._token_cache, tokens, value)
         return hit
+
+    def _token_block(self, tokens: int, price_many: dict[str, Callable[..., Any]]) -> float:
+        """``_token_seconds(tokens)``, pricing (and caching) the ``_TOKEN_BLOCK`` counts of
+        its block in one numpy pass, bit for bit the same seconds as one at a time: the
+        planner's arithmetic on an int64 array of counts is the same integer and IEEE
+        operations elementwise, every kernel is priced by its array form (``price_many``:
+        ``RooflineKernels.gemm_many``, ``_all_reduce_many``, the elementwise formula as is),
+        and the calls are added in the same order. (``tests/latency/test_compose.py`` holds
+        the two equal.)"""
+        first = max(1, tokens - tokens % _TOKEN_BLOCK)
+        counts = np.arange(first, first + _TOKEN_BLOCK, dtype=np.int64)
+        # The planner's formulas take the array as they take an int (no branch on the count).
+        calls = self._planner.token_calls(counts)  # type: ignore[arg-type]
+        seconds: NDArray[np.float64] = sum(
+            call.count * price_many[call.kind](*call.args) for call in calls
+        )
+        cache = self._token_cache
+        if len(cache) + _TOKEN_BLOCK > _CACHE_LIMIT:
+            cache.clear()
+        cache.update(zip(counts.tolist(), seconds.tolist(), strict=True))
+        return cache[tokens]
 
     def _measured_routed(self, tokens: int) -> float | None:
         """Seconds of every MoE layer's routed experts for ``tokens`` from the kernel source's
@@ -429,7 +515,7 @@ class ComposedLatencyModel:
         for e, b, s in buckets:
             hit = cache.get((b, e))
             if hit is None:
-                hit = self._store(cache, (b, e), self._bucket(b, e))
+                hit = self._bucket_price(b, e)
             seconds += hit[0] + hit[1] * (s / b - (1 << (e - 1)))
         return seconds
 
@@ -440,6 +526,14 @@ class ComposedLatencyModel:
         total = sum(s for _, _, s in buckets)
         call = self._planner.indexer_decode_call(count, total)
         return call.count * self._price["dsa_indexer"](*call.args)
+
+    def _bucket_price(self, count: int, exponent: int) -> tuple[float, float]:
+        """``_bucket(count, exponent)``, cached."""
+        cache = self._bucket_cache
+        hit = cache.get((count, exponent))
+        if hit is None:
+            hit = self._store(cache, (count, exponent), self._bucket(count, exponent))
+        return hit
 
     def _bucket(self, count: int, exponent: int) -> tuple[float, float]:
         """(seconds at the bucket's lower edge, seconds per token of KV) for ``count`` decodes."""

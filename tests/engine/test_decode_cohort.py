@@ -10,6 +10,7 @@ without a cohort, and each kind of write-back point must have been reached by th
 from __future__ import annotations
 
 import hashlib
+import math
 from collections import Counter
 from typing import Any
 
@@ -111,13 +112,17 @@ class _Counting(DecodeCohort):
         self.seen["last_token"] += len(done)
         return gap, done
 
-    def after_run(self, end_s: float, n_steps: int, done: Any) -> None:
+    def run_ended(
+        self, n_steps: int, end_s: float, top_gap_s: float, grow: Any
+    ) -> list[EngineRequest]:
         self.seen["decode_run"] += 1
-        super().after_run(end_s, n_steps, done)
+        done = super().run_ended(n_steps, end_s, top_gap_s, grow)
+        self.seen["last_token"] += len(done)
+        return done
 
     def leave(self, req: EngineRequest) -> None:
         super().leave(req)
-        # Not its last token (``commit``, ``after_run``): its preemption.
+        # Not its last token (``commit``, ``run_ended``): its preemption.
         self.seen["leave" if req.generated >= req.stop_at else "preempted"] += 1
 
     def dissolve(self) -> None:
@@ -244,3 +249,21 @@ def test_merged_buckets_equal_the_union() -> None:
         union = Batch.of([(c - 1, 1) for c in a + b]).decode_buckets if a + b else ()
         merged = merge_buckets(split_groups(a, [])[1], split_groups(b, [])[1])
         assert merged == tuple(union)
+
+
+def test_largest_gap_since_a_base_is_max_over_the_ticks_after_it() -> None:
+    """The peaks the cohort keeps answer ``max(gaps of ticks base+1 .. now)`` for every base,
+    bit for bit: the first of equal gaps (0.0 before -0.0 keeps its sign), as ``max`` picks."""
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        cohort = DecodeCohort(min_members=1)
+        gaps = [0.0]  # tick 0: the cohort forms (no gap read)
+        for _ in range(int(rng.integers(1, 60))):
+            gap = float(rng.choice([0.0, -0.0, 0.25, 0.5, float(rng.random())]))
+            cohort.tick += 1
+            cohort._add_gap(gap)
+            gaps.append(gap)
+        for base in range(cohort.tick):
+            expected = max(gaps[base + 1 :])
+            got = cohort._largest_gap_since(base)
+            assert (got, math.copysign(1.0, got)) == (expected, math.copysign(1.0, expected))

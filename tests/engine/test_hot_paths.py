@@ -15,6 +15,8 @@ buffer must pool the same arrays as a list of gaps.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -23,15 +25,19 @@ import pytest
 from hardware import shipped_catalog
 from simulator.engine.analytic import LinearLatency
 from simulator.engine.invariants import check_split
-from simulator.engine.kvmanager import KVManager
-from simulator.engine.progress import record_of
+from simulator.engine.kvmanager import KVManager, PrefixMatch
+from simulator.engine.progress import hit_tokens, record_of
 from simulator.engine.request import EngineRequest
 from simulator.engine.scheduler import StepPlan, StepSplit
 from simulator.engine.steps import (
     REL_TOL,
+    SHORT_RUN,
     StepPricer,
     _fill,
+    _linspace,
+    _linspace_floats,
     _linspace_into,
+    _run_durations,
     decode_run_durations,
     split_of,
 )
@@ -41,8 +47,8 @@ from simulator.kvcache.policies.lru import LRU
 from simulator.latency import ComposedLatencyModel, Deployment, make_latency_model
 from simulator.latency import batch as batch_module
 from simulator.latency.batch import Batch, DecodeRun, split_groups
-from simulator.metrics import _weighted_picks, stable_argsort
-from simulator.records import Recorder
+from simulator.metrics import _weighted_picks, per_request_ms, stable_argsort
+from simulator.records import Recorder, RequestRecord
 from simulator.workload.request import TraceRequest
 
 
@@ -127,6 +133,21 @@ def test_decode_run_interpolation_is_numpys_linspace() -> None:
         assert np.array_equal(out[2 : n + 2], np.linspace(a, b, n))
 
 
+def test_decode_run_steady_buckets_only_grow_their_sums() -> None:
+    # Up to ``steady()``'s last step every request stays in its octave: step k's buckets are
+    # step 0's with each KV sum count x k larger; the step after, one has moved up.
+    rng = np.random.default_rng(13)
+    for _ in range(300):
+        cache = rng.integers(0, 40_000, size=int(rng.integers(1, 60))).tolist()
+        run = DecodeRun(cache)
+        first, steady = run.steady()
+        assert first == run.buckets(0)
+        for k in {0, steady // 2, steady}:
+            assert run.buckets(k) == [(e, b, s + b * k) for e, b, s in first]
+        moved = run.buckets(steady + 1)
+        assert [(e, b) for e, b, _ in moved] != [(e, b) for e, b, _ in first]
+
+
 def test_decode_run_batches_price_as_their_pairs() -> None:
     rng = np.random.default_rng(2)
     for _ in range(300):
@@ -163,7 +184,8 @@ def test_decode_step_pricer_prices_as_the_pairs(spec: str) -> None:
     for _ in range(60):
         cache = rng.integers(0, 40_000, size=int(rng.integers(1, 300))).tolist()
         at = model.decode_step_pricer(cache)
-        for k in (0, 1, int(rng.integers(2, 3000))):
+        steady = DecodeRun(cache).steady()[1]  # the last step priced from step 0's buckets
+        for k in (0, 1, int(rng.integers(2, 3000)), steady, steady + 1, steady + 2):
             assert at(k) == model.step_seconds([(c + k, 1) for c in cache])
 
 
@@ -181,6 +203,31 @@ def test_decode_run_durations_equal_the_whole_bisection(spec: str) -> None:
         if n > 4:
             _fill(expected, at, [(0, n - 1, at(0), at(n - 1))], rel_tol=REL_TOL)
         assert np.array_equal(decode_run_durations(model, cache, n), expected)
+
+
+@pytest.mark.parametrize("spec", ["roofline", "table"])
+def test_short_runs_in_floats_equal_the_arrays(spec: str) -> None:
+    # A run of at most SHORT_RUN steps is priced, summed and differenced in plain floats
+    # (InFlight, apply_run): the same values as numpy's linspace, accumulate and diff.
+    model = _composed_70b(spec)
+    pricer = model.decode_step_pricer
+    rng = np.random.default_rng(9)
+    for _ in range(300):
+        cache = rng.integers(0, 70_000, size=int(rng.integers(1, 40))).tolist()
+        n = int(rng.integers(1, SHORT_RUN + 1))
+        floats = _run_durations(model, cache, n, None, pricer=pricer)
+        assert isinstance(floats, list)
+        at = pricer(cache)
+        expected = np.array([at(k) for k in range(n)]) if n <= 4 else np.empty(n)
+        if n > 4:
+            _fill(expected, at, [(0, n - 1, at(0), at(n - 1))], rel_tol=REL_TOL)
+        assert floats == expected.tolist()
+        now = float(rng.uniform(0, 5_000))
+        ends = np.add.accumulate(expected) + now
+        assert [end + now for end in itertools.accumulate(floats)] == ends.tolist()
+    for f_lo, f_hi in ((0.01, 0.011), (0.5, 0.5), (1e-310, 1.5e-310), (2.0, 1.0)):
+        for n in (2, 3, 17, SHORT_RUN):  # 0.5 to 0.5 and the denormals: a zero step
+            assert _linspace_floats(n, f_lo, f_hi) == _linspace(n, f_lo, f_hi).tolist()
 
 
 @pytest.mark.parametrize("spec", ["roofline", "table"])
@@ -337,6 +384,10 @@ def test_recorder_pools_the_gaps_it_was_given() -> None:
         singles.extend(gaps)
         if len(repeated):
             chunks.append((repeated, weight))
+        for _ in range(int(rng.integers(0, 3))):  # a cohort step's equal gaps, in their place
+            same, n = float(rng.random()), int(rng.integers(0, 4))
+            recorder.same_gaps(same, n)
+            singles.extend([same] * n)
     recorder.gap(0.25)
     singles.append(0.25)
     values, weights = recorder.itl_values()
@@ -407,3 +458,48 @@ def test_admission_announces_to_a_policy_with_hooks() -> None:
         RequestContext(index=5, timestamp_s=1.25, n_blocks=3, category=2, session=9),
         (4, 5, 6),
     ]
+
+
+def test_hit_tokens_of_an_all_l1_match_add_up_the_block_sizes() -> None:
+    # ``hit_tokens`` sums an all-L1 match in one expression: the per-block sizes it stands for.
+    rng = np.random.default_rng(11)
+    for _ in range(500):
+        bt = int(rng.choice([16, 512]))
+        prompt = int(rng.integers(1, 20 * bt))
+        n_blocks = -(-prompt // bt)
+        trace = TraceRequest(0, 0.0, prompt, 5, tuple(range(1, n_blocks + 1)))
+        req = EngineRequest(trace, bt, 0, 0.0)
+        matched = int(rng.integers(0, n_blocks + 1))
+        cached = min(matched * bt, prompt, prompt - 1)
+        sizes = sum(min(prompt, (i + 1) * bt) - i * bt for i in range(matched))
+        expected = (min(sizes, cached), 0, 0)
+        assert hit_tokens(req, PrefixMatch((False,) * matched, 0), cached, bt) == expected
+
+
+def test_per_request_arrays_are_the_records_properties_in_ms() -> None:
+    # ``per_request_ms`` reads the fields once and does the properties' arithmetic on arrays:
+    # the same doubles as the properties, NaN for a one-token output, rejected rows inf.
+    rng = np.random.default_rng(12)
+    records = []
+    for i in range(2000):
+        arrival = float(rng.uniform(0, 100))
+        first = arrival + float(rng.uniform(0, 5))
+        finish = first + float(rng.uniform(0, 50))
+        queues = rng.random(3).tolist()
+        out = int(rng.choice([1, 2, 3, 700]))
+        records.append(
+            RequestRecord(i, 0, arrival, first, finish, 9, out, 0, 0, 0, *queues, 0, 9, 0.1)
+        )
+    arrays = per_request_ms(records, 3)
+    tail = [math.inf] * 3
+    properties = {
+        "ttft_ms": [r.ttft_s for r in records],
+        "tpot_ms": [r.tpot_s for r in records],
+        "itl_ms": [r.max_itl_s for r in records],
+        "e2e_ms": [r.e2e_s for r in records],
+        "queue_ms": [r.queue_s for r in records],
+    }
+    for name, values in properties.items():
+        expected = np.concatenate([np.array(values) * 1e3, tail])
+        assert arrays[name].tobytes() == expected.tobytes(), name
+    assert all(len(a) == 2 for a in per_request_ms([], 2).values())

@@ -10,6 +10,7 @@ import pytest
 from hardware.catalog import shipped_catalog
 from simulator.latency import (
     Batch,
+    ComposedLatencyModel,
     ComposeParams,
     Deployment,
     KernelCall,
@@ -224,3 +225,38 @@ def test_small_all_reduces_use_the_engines_custom_kernel_where_faster() -> None:
     ).step_seconds([(1000, 1)])
     with pytest.raises(ValueError, match="custom_all_reduce_link_efficiency"):
         ComposeParams(custom_all_reduce_link_efficiency=0.0)
+
+
+class _OneAtATime(RooflineKernels):
+    """The roofline, not the exact type: a model on it prices token counts one at a time."""
+
+
+@pytest.mark.parametrize(
+    ("model_name", "gpu", "tp", "precision"),
+    [
+        ("meta-llama/Llama-3.1-70B", "h100_sxm", 4, "fp8"),  # bench/sim_speed.py's
+        ("meta-llama/Llama-3.1-8B", "h100_sxm", 1, "bf16"),
+        ("meta-llama/Llama-3.1-8B", "h100_sxm", 8, "bf16"),  # custom all-reduce up to 8 MiB
+        ("meta-llama/Llama-3.1-8B", "h100_sxm", 16, "bf16"),  # two nodes
+        ("Qwen/Qwen3-32B", "b200_sxm", 2, "fp8"),
+        ("Qwen/Qwen3-8B", "l40s", 4, "bf16"),  # PCIe: NCCL only
+    ],
+)
+def test_token_counts_priced_by_the_block_are_the_one_at_a_time_seconds(
+    model_name: str, gpu: str, tp: int, precision: str
+) -> None:
+    catalog = shipped_catalog()
+    deployment = Deployment(
+        catalog.model(model_name),
+        catalog.gpu(gpu),
+        tp=tp,
+        weight_precision=precision,
+        kv_precision=precision,
+        allow_multi_node=True,
+    )
+    blocks = RooflineModel(deployment)
+    single = ComposedLatencyModel(deployment, _OneAtATime(catalog.gpu(gpu)), name="single")
+    counts = [*range(1, 1100), 2047, 2048, 4095, 4096, 5000, 8191, 8192, 8193, 16384, 70001]
+    for tokens in counts:  # a prefill of ``tokens``: every token-count part of the step
+        assert blocks.step_seconds([(0, tokens)]) == single.step_seconds([(0, tokens)]), tokens
+    assert blocks.step_seconds([(5, 1)] * 3) == single.step_seconds([(5, 1)] * 3)
