@@ -360,13 +360,16 @@ def test_bad_configurations_are_refused_like_the_python_policy() -> None:
 
 
 def test_the_cached_serve_loop_is_keyed_on_every_kernel_module() -> None:
-    """numba keys a cached kernel on its own file only: ``serve`` closes over a hash of every
-    kernel module, so editing any of them recompiles it (``_kernels`` docstring)."""
+    """numba keys a cached kernel on its own file only: each family's entry point closes over
+    a hash of every kernel module (and its family), so editing any of them recompiles it
+    (``_kernels`` docstring)."""
     here = Path(_kernels.__file__).parent
     with_kernels = {p.stem for p in here.glob("*.py") if "njit" in p.read_text()}
     assert with_kernels | {"_layout"} == set(_kernels.KERNEL_MODULES)
-    cells = [c.cell_contents for c in _kernels.serve.py_func.__closure__ or ()]
-    assert cells == [_kernels.SOURCE_KEY] == [_kernels.source_key()]
+    for family, (_, kinds) in _kernels.FAMILIES.items():
+        cells = [c.cell_contents for c in _kernels.serve_for(kinds[0]).py_func.__closure__]
+        assert cells == [family, _kernels.SOURCE_KEY]
+    assert _kernels.source_key() == _kernels.SOURCE_KEY
 
 
 def test_a_context_policy_needs_its_context_in_the_chunk() -> None:

@@ -18,20 +18,30 @@ policy kernel names the Python method it mirrors, step for step.
 The kernels return 0, or an error code (``E_*``) with details in ``st[S_ERR_A]``/``S_ERR_B``
 for the caller to raise the same ``RuntimeError`` the Python loop raises.
 
-Caching: only ``serve``, the one entry point, is cached on disk (``cache=True``); the kernels
-it calls are compiled into it. numba keys a cached function on its own source file only, so a
-change to a kernel in another module would leave a stale ``serve`` in the cache; ``serve`` is
-therefore built in a closure over ``SOURCE_KEY``, a hash of every kernel module's source, which
-numba's cache index includes (it hashes a closure's cell contents). Edit any kernel module and
-the next run recompiles.
+Entry points: one per policy family (``FAMILIES``: the policies of one kernel module), so that
+a first run compiles only the kernels of the policies it uses (numba compiles a function with
+every function it may call: one entry point over all policies made a user's first replay
+compile them all, about 40 s of CPU). ``serve_for(kind)`` is the family's ``serve``, built in a
+closure over the family's number (``FAM_*``): ``_allocate``, ``_evict``, ``_replay_other`` and
+``_replay_blocks`` are inlined into it at numba's IR level (``inline="always"``), so ``family``
+is a constant in their ``if family == FAM_...`` branches too, and numba drops the branches of
+the other families before typing them. (A call numba inlines takes at most 30 arguments: Python
+compiles a longer one as ``f(*args)``, which numba refuses to inline.)
+
+Caching: only the entry points are cached on disk (``cache=True``); the kernels they call are
+compiled into them. numba keys a cached function on its own source file only, so a change to a
+kernel in another module would leave a stale entry point in the cache; each is therefore built
+in a closure over ``SOURCE_KEY`` too, a hash of every kernel module's source, which numba's
+cache index includes (it hashes a closure's cell contents). Edit any kernel module and the next
+run of each family recompiles it.
 """
 
 # ruff: noqa: PLR0917  (numba kernels take their state arrays positionally)
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -51,12 +61,26 @@ from simulator.kvcache.compiled._layout import (
     F_POLICY,
     F_SAVED,
     F_TOTAL,
+    FAM_BELADY_COMPUTE,
+    FAM_HEAPS,
+    FAM_LFU,
+    FAM_LHD,
+    FAM_LIRS,
+    FAM_LISTS,
+    FAM_PARTIAL,
+    FAM_QUEUES,
+    FAM_RANDOM,
+    FAM_SEGMENTED,
+    FAM_SESSION,
+    FAM_TINYLFU,
+    FAM_WORKLOAD,
     I64,
     K_ARC,
     K_ASYM,
     K_BELADY,
     K_BELADY_COMPUTE,
     K_CLOCK,
+    K_FIFO,
     K_GDSF,
     K_GDSF_COMPUTE,
     K_LFU,
@@ -70,7 +94,11 @@ from simulator.kvcache.compiled._layout import (
     K_RANDOM_SMALL,
     K_S3FIFO,
     K_S3FIFOD,
+    K_SESSION_ARC,
+    K_SESSION_BELADY,
     K_SESSION_LRU,
+    K_SESSION_RANDOM,
+    K_SESSION_S3FIFO,
     K_SIEVE,
     K_SLRU,
     K_TWOQ,
@@ -276,65 +304,66 @@ def _probe(
     return distinct, resident, hits, first_miss, saved
 
 
-@njit()
+@njit(inline="always")
 def _evict(  # noqa: C901, PLR0911, PLR0912  (one return per policy)
-    kind: int, want: int, pin: bool, cur: int, size: int, capacity: int, nxt: I64, prv: I64,
-    res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64, heap: I64,
-    ids: I64, links: I64, sketch: I64, sess: I64, stable: I64, pool: I64, st: I64, fs: F64,
-    rng: Any,
+    family: int, kind: int, want: int, pin: bool, cur: int, size: int, capacity: int, nxt: I64,
+    prv: I64, res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64,
+    heap: I64, ids: I64, links: I64, sketch: I64, sess: I64, stable: I64, pool: I64, st: I64,
+    fs: F64, rng: Any,
 ) -> tuple[int, int]:  # fmt: skip
-    """One ``evict_n(want, pinned)`` call of policy ``kind``: (freed, of which in α); freed is
-    -1 where the Python policy raises because every resident block is pinned, -2 where it
+    """One ``evict_n(want, pinned)`` call of policy ``kind`` (of ``family``, a constant of the
+    entry point this is inlined into: see the module docstring): (freed, of which in α); freed
+    is -1 where the Python policy raises because every resident block is pinned, -2 where it
     raises ``KeyError`` (``E_KEY``)."""
-    if kind >= K_SESSION_LRU:
+    if family == FAM_SESSION:
         return session_evict(want, kind, pin, cur, size, rng, res, aux, nxt, prv, cls, keys,
             stamp, sess, stable, pool, nodes, st, fs)  # fmt: skip
-    if kind == K_CLOCK:
+    if family == FAM_LFU:
+        return lfu_evict(want, pin, cur, res, nxt, prv, nodes, stamp)
+    if family == FAM_QUEUES:
+        return s3fifo_evict(want, kind == K_S3FIFOD, pin, cur, size, res, aux, nxt, prv, cls,
+            nodes, stamp, st)  # fmt: skip
+    if family == FAM_SEGMENTED:
+        if kind == K_SLRU:
+            return slru_evict(want, pin, cur, res, nxt, prv, cls, nodes, stamp)
+        if kind == K_TWOQ:
+            return twoq_evict(want, pin, cur, size, st[S_LIMIT], st[S_GHOST_LIMIT], res, nxt,
+                prv, cls, nodes, stamp)  # fmt: skip
+        return arc_evict(want, pin, cur, size, res, nxt, prv, cls, nodes, stamp, fs, F_POLICY)
+    if family == FAM_LIRS:
+        return lirs_evict(want, pin, cur, size, capacity, res, aux, links, nxt, prv, cls,
+            nodes, stamp, ids, st)  # fmt: skip
+    if family == FAM_TINYLFU:
+        return wtinylfu_evict(want, pin, cur, res, nxt, prv, cls, nodes, stamp, sketch, links,
+            ids, st)  # fmt: skip
+    if family == FAM_RANDOM:
+        return random_evict(want, kind == K_RANDOM_SMALL, pin, cur, rng, res, aux, nxt, prv,
+            cls, keys, heap, scratch, stamp, links, ids, st)  # fmt: skip
+    if family == FAM_LHD:
+        return lhd_evict(want, kind == K_LHD_COMPUTE, pin, cur, rng, res, aux, nxt, prv, cls,
+            keys, heap, scratch, stamp, links, ids, st, fs)  # fmt: skip
+    if family == FAM_PARTIAL:
+        return partial_evict(want, kind == K_PARTIAL_FREQ, pin, cur, rng, res, aux, nxt, prv,
+            cls, keys, heap, scratch, stamp, links, nodes, ids, st)  # fmt: skip
+    if family == FAM_WORKLOAD:
+        return workload_evict(want, pin, cur, size, capacity, res, nxt, prv, cls, nodes, links,
+            stamp, fs)  # fmt: skip
+    if family == FAM_BELADY_COMPUTE:
+        return bc_evict(want, pin, cur, size, res, prv, cls, links, nodes, ids, stamp, scratch,
+            st, fs)  # fmt: skip
+    if family == FAM_HEAPS:
+        return heap_evict(want, kind == K_BELADY, pin, cur, res, nxt, prv, cls, keys, heap,
+            scratch, stamp, ids, st, fs)  # fmt: skip
+    if kind == K_CLOCK:  # FAM_LISTS
         return _evict_clock(want, pin, cur, nxt, prv, res, aux, stamp, scratch)
     if kind == K_SIEVE:
         return _evict_sieve(want, pin, cur, size, nxt, prv, res, aux, stamp, st)
-    if kind == K_LFU:
-        return lfu_evict(want, pin, cur, res, nxt, prv, nodes, stamp)
-    if kind in (K_S3FIFO, K_S3FIFOD):
-        return s3fifo_evict(want, kind == K_S3FIFOD, pin, cur, size, res, aux, nxt, prv, cls,
-            nodes, stamp, st)  # fmt: skip
-    if kind == K_SLRU:
-        return slru_evict(want, pin, cur, res, nxt, prv, cls, nodes, stamp)
-    if kind == K_TWOQ:
-        return twoq_evict(want, pin, cur, size, st[S_LIMIT], st[S_GHOST_LIMIT], res, nxt, prv,
-            cls, nodes, stamp)  # fmt: skip
-    if kind == K_ARC:
-        return arc_evict(want, pin, cur, size, res, nxt, prv, cls, nodes, stamp, fs, F_POLICY)
-    if kind == K_LIRS:
-        return lirs_evict(want, pin, cur, size, capacity, res, aux, links, nxt, prv, cls,
-            nodes, stamp, ids, st)  # fmt: skip
-    if kind == K_WTINYLFU:
-        return wtinylfu_evict(want, pin, cur, res, nxt, prv, cls, nodes, stamp, sketch, links,
-            ids, st)  # fmt: skip
-    if kind in (K_RANDOM, K_RANDOM_SMALL):
-        return random_evict(want, kind == K_RANDOM_SMALL, pin, cur, rng, res, aux, nxt, prv,
-            cls, keys, heap, scratch, stamp, links, ids, st)  # fmt: skip
-    if kind in (K_LHD, K_LHD_COMPUTE):
-        return lhd_evict(want, kind == K_LHD_COMPUTE, pin, cur, rng, res, aux, nxt, prv, cls,
-            keys, heap, scratch, stamp, links, ids, st, fs)  # fmt: skip
-    if kind in (K_PARTIAL, K_PARTIAL_FREQ):
-        return partial_evict(want, kind == K_PARTIAL_FREQ, pin, cur, rng, res, aux, nxt, prv,
-            cls, keys, heap, scratch, stamp, links, nodes, ids, st)  # fmt: skip
-    if kind == K_WORKLOAD:
-        return workload_evict(want, pin, cur, size, capacity, res, nxt, prv, cls, nodes, links,
-            stamp, fs)  # fmt: skip
-    if kind == K_BELADY_COMPUTE:
-        return bc_evict(want, pin, cur, size, res, prv, cls, links, nodes, ids, stamp, scratch,
-            st, fs)  # fmt: skip
-    if kind in (K_GDSF, K_GDSF_COMPUTE, K_BELADY, K_ASYM):
-        return heap_evict(want, kind == K_BELADY, pin, cur, res, nxt, prv, cls, keys, heap,
-            scratch, stamp, ids, st, fs)  # fmt: skip
     return _evict_oldest(want, pin, cur, nxt, prv, res, stamp)
 
 
-@njit()
+@njit(inline="always")
 def _allocate(
-    kind: int, needed: int, pin: bool, cur: int, size: int, capacity: int, nxt: I64,
+    family: int, kind: int, needed: int, pin: bool, cur: int, size: int, capacity: int, nxt: I64,
     prv: I64, res: U8, aux: U8, stamp: I64, scratch: I64, cls: I64, nodes: I64, keys: F64,
     heap: I64, ids: I64, links: I64, sketch: I64, sess: I64, stable: I64, pool: I64, st: I64,
     fs: F64, rng: Any,
@@ -345,9 +374,9 @@ def _allocate(
     self_evicted = progress = 0
     while progress < needed:
         want = needed - progress
-        freed, inside = _evict(kind, want, pin, cur, size, capacity, nxt, prv, res, aux, stamp,
-            scratch, cls, nodes, keys, heap, ids, links, sketch, sess, stable, pool, st, fs,
-            rng)  # fmt: skip
+        freed, inside = _evict(family, kind, want, pin, cur, size, capacity, nxt, prv, res, aux,
+            stamp, scratch, cls, nodes, keys, heap, ids, links, sketch, sess, stable, pool, st,
+            fs, rng)  # fmt: skip
         if freed == -2:
             return E_KEY, size, self_evicted
         if freed < 0:
@@ -377,84 +406,73 @@ def _cost_sums(
     fs[F_SAVED] += saved
 
 
-@njit()
+@njit(inline="always")
 def _replay_other(  # noqa: C901, PLR0911, PLR0912  (one return per policy)
-    kind: int, capacity: int, xs: I64, lo: int, hi: int, deepest_first: bool, size: int,
-    uniform: bool, costs: F64, logcosts: F64, stamp: float, future: I64, nxt: I64, prv: I64,
-    res: U8, aux: U8, cls: I64, nodes: I64, keys: F64, heap: I64, ids: I64, links: I64,
-    sketch: I64, sess: I64, stable: I64, pool: I64, st: I64, fs: F64,
+    family: int, kind: int, capacity: int, xs: I64, lo: int, hi: int, deepest_first: bool,
+    size: int, uniform: bool, costs: F64, logcosts: F64, stamp: float, future: I64, nxt: I64,
+    prv: I64, res: U8, aux: U8, cls: I64, nodes: I64, keys: F64, heap: I64, ids: I64,
+    links: I64, sketch: I64, sess: I64, stable: I64, pool: I64, st: I64, fs: F64,
 ) -> tuple[int, int]:  # fmt: skip
     """Phase 3 of the policies with a per-request replay kernel (one call per request, the
     per-block loop inside it, over the slots ``xs``); returns (error code, the resident count
     after)."""
-    if kind >= K_SESSION_LRU:
+    if family == FAM_SESSION:
         return E_OK, session_replay(kind, xs, lo, hi, deepest_first, size, uniform, costs, res,
             aux, nxt, prv, cls, keys, links, sess, stable, pool, nodes, st, fs)  # fmt: skip
-    if kind == K_BELADY:
-        return E_OK, belady_replay(xs, future, lo, hi, deepest_first, size, res, nxt, prv,
-            keys, heap, ids, st)  # fmt: skip
-    if kind == K_BELADY_COMPUTE:
+    if family == FAM_BELADY_COMPUTE:
         return E_OK, bc_replay(xs, future, lo, hi, deepest_first, size, uniform, res, prv, cls,
             links, nodes, ids, st)  # fmt: skip
-    if kind == K_SLRU:
-        return E_OK, slru_replay(xs, lo, hi, deepest_first, size, st[S_LIMIT], res, nxt, prv,
-            cls, nodes)  # fmt: skip
-    if kind == K_TWOQ:
-        return E_OK, twoq_replay(xs, lo, hi, deepest_first, size, res, nxt, prv, cls, nodes)
-    if kind == K_ARC:
+    if family == FAM_SEGMENTED:
+        if kind == K_SLRU:
+            return E_OK, slru_replay(xs, lo, hi, deepest_first, size, st[S_LIMIT], res, nxt,
+                prv, cls, nodes)  # fmt: skip
+        if kind == K_TWOQ:
+            return E_OK, twoq_replay(xs, lo, hi, deepest_first, size, res, nxt, prv, cls, nodes)
         return E_OK, arc_replay(xs, lo, hi, deepest_first, size, capacity, res, nxt, prv, cls,
             nodes, fs, F_POLICY)  # fmt: skip
-    if kind == K_LIRS:
+    if family == FAM_LIRS:
         return lirs_replay(xs, lo, hi, deepest_first, size, res, aux, links, nxt, prv, cls,
             nodes, ids, st)  # fmt: skip
-    if kind in (K_RANDOM, K_RANDOM_SMALL):
+    if family == FAM_RANDOM:
         return E_OK, random_replay(xs, lo, hi, deepest_first, size, kind == K_RANDOM_SMALL,
             uniform, costs, res, aux, nxt, prv, cls, keys, heap, links, st)  # fmt: skip
-    if kind in (K_LHD, K_LHD_COMPUTE):
+    if family == FAM_LHD:
         return E_OK, lhd_replay(xs, lo, hi, deepest_first, size, uniform, costs, res, cls, keys,
             heap, links, st, fs)  # fmt: skip
-    if kind in (K_PARTIAL, K_PARTIAL_FREQ):
+    if family == FAM_PARTIAL:
         return E_OK, partial_replay(xs, lo, hi, deepest_first, size, uniform, costs, res, nxt,
             prv, cls, keys, heap, links, nodes, st)  # fmt: skip
+    if family == FAM_WORKLOAD:  # ``stamp``: the request's category (a dense index, ``engine``)
+        return E_OK, workload_replay(xs, lo, hi, deepest_first, size, int(stamp), res, nxt,
+            prv, cls, nodes, links, st, fs)  # fmt: skip
+    if family == FAM_TINYLFU:
+        return E_OK, wtinylfu_replay(xs, lo, hi, deepest_first, size, res, nxt, prv, cls,
+            nodes, sketch, links, ids, st)  # fmt: skip
+    if kind == K_BELADY:  # FAM_HEAPS
+        return E_OK, belady_replay(xs, future, lo, hi, deepest_first, size, res, nxt, prv,
+            keys, heap, ids, st)  # fmt: skip
     if kind == K_ASYM:
         return E_OK, asym_replay(xs, lo, hi, deepest_first, size, uniform, stamp, logcosts,
             res, nxt, prv, keys, heap, ids, st)  # fmt: skip
-    if kind == K_WORKLOAD:  # ``stamp``: the request's category (a dense index, ``engine``)
-        return E_OK, workload_replay(xs, lo, hi, deepest_first, size, int(stamp), res, nxt,
-            prv, cls, nodes, links, st, fs)  # fmt: skip
-    if kind == K_WTINYLFU:
-        return E_OK, wtinylfu_replay(xs, lo, hi, deepest_first, size, res, nxt, prv, cls,
-            nodes, sketch, links, ids, st)  # fmt: skip
     use_cost = kind == K_GDSF_COMPUTE and not uniform  # uniform: every weight is 1
     return E_OK, gdsf_replay(xs, lo, hi, deepest_first, size, use_cost, costs, res, nxt, prv,
         cls, keys, heap, ids, st, fs)  # fmt: skip
 
 
-@njit()
-def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline: see above)
-    kind: int, top: int, capacity: int, blocks: I64, xs: I64, lo: int, hi: int,
-    deepest_first: bool, verify: bool, size: int, inserts: int, uniform: bool, costs: F64,
-    logcosts: F64, stamp: float, future: I64, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64,
-    nodes: I64, keys: F64, heap: I64, ids: I64, links: I64, sketch: I64, sess: I64, stable: I64,
-    pool: I64, st: I64, fs: F64,
-) -> tuple[int, int]:  # fmt: skip
-    """Phase 3 (``replay._ServeLoop._access``, each policy's ``_replay`` body per block):
-    replay α (``xs[j - lo]``: the slot of ``blocks[j]``); ``inserts`` = its distinct blocks not
-    resident before; ``stamp``: the request's ``rq_f`` value (``serve``). Returns (error code,
-    resident blocks after)."""
-    before = size
-    if kind >= K_SLRU:
-        code, size = _replay_other(kind, capacity, xs, lo, hi, deepest_first, size, uniform,
-            costs, logcosts, stamp, future, nxt, prv, res, aux, cls, nodes, keys, heap, ids,
-            links, sketch, sess, stable, pool, st, fs)  # fmt: skip
-        if code != E_OK:
-            return code, size
-    for step in range(0 if kind >= K_SLRU else hi - lo):
+@njit(inline="always")
+def _replay_blocks(
+    family: int, kind: int, top: int, capacity: int, xs: I64, lo: int, hi: int,
+    deepest_first: bool, size: int, nxt: I64, prv: I64, res: U8, aux: U8, cls: I64, nodes: I64,
+    st: I64,
+) -> int:  # fmt: skip
+    """Phase 3 of the families below ``FAM_SEGMENTED``, their access steps per block inline
+    (see above); returns the resident count after."""
+    for step in range(hi - lo):
         x = xs[hi - lo - 1 - step if deepest_first else step]
-        if kind == K_LFU:
+        if family == FAM_LFU:
             size += lfu_access(x, res, nxt, prv, cls, nodes)
             continue
-        if kind in (K_S3FIFO, K_S3FIFOD):
+        if family == FAM_QUEUES:
             if res[x]:  # in the small or the main queue: one more hit, capped
                 aux[x] = min(aux[x] + 1, S3_FREQ_CAP)
             else:
@@ -484,22 +502,12 @@ def _replay_request(  # noqa: C901, PLR0912  (the policies' access steps inline:
         prv[x] = tail
         nxt[x] = 0
         prv[0] = x
-    if size > capacity:
-        st[S_ERR_A] = size
-        return E_OVER_CAPACITY, size
-    if size < before + inserts:
-        st[S_UNEXP] += before + inserts - size
-    if verify:
-        for j in range(lo, hi):
-            if not res[xs[j - lo]]:
-                st[S_ERR_A] = blocks[j]
-                return E_LOST, size
-    return E_OK, size
+    return size
 
 
 def source_key() -> int:
     """A 62-bit hash of every kernel module's source, and of the policy modules they take
-    constants from (the cache key of ``serve``)."""
+    constants from (in the cache key of every entry point)."""
     digest = hashlib.sha256()
     here = Path(__file__).parent
     for name in KERNEL_MODULES:
@@ -509,12 +517,34 @@ def source_key() -> int:
     return int.from_bytes(digest.digest()[:8], "big") >> 2
 
 
-def _build_serve(key: int) -> Callable[..., Any]:
-    """``serve``, compiled in a closure over ``key`` (see the module docstring: numba's cache
-    index hashes the closure's cells, so the cached machine code follows every kernel file)."""
+#: Each family's name (its entry point is ``serve_<name>``) and the policy kinds it serves.
+FAMILIES: dict[int, tuple[str, tuple[int, ...]]] = {
+    FAM_LISTS: ("lists", (K_LRU, K_FIFO, K_CLOCK, K_SIEVE)),
+    FAM_LFU: ("lfu", (K_LFU,)),
+    FAM_QUEUES: ("queues", (K_S3FIFO, K_S3FIFOD)),
+    FAM_SEGMENTED: ("segmented", (K_SLRU, K_TWOQ, K_ARC)),
+    FAM_HEAPS: ("heaps", (K_GDSF, K_GDSF_COMPUTE, K_BELADY, K_ASYM)),
+    FAM_BELADY_COMPUTE: ("belady_compute", (K_BELADY_COMPUTE,)),
+    FAM_LIRS: ("lirs", (K_LIRS,)),
+    FAM_TINYLFU: ("tinylfu", (K_WTINYLFU,)),
+    FAM_RANDOM: ("random", (K_RANDOM, K_RANDOM_SMALL)),
+    FAM_WORKLOAD: ("workload", (K_WORKLOAD,)),
+    FAM_PARTIAL: ("partial", (K_PARTIAL, K_PARTIAL_FREQ)),
+    FAM_LHD: ("lhd", (K_LHD, K_LHD_COMPUTE)),
+    FAM_SESSION: (
+        "session",
+        (K_SESSION_LRU, K_SESSION_BELADY, K_SESSION_RANDOM, K_SESSION_S3FIFO, K_SESSION_ARC),
+    ),
+}
+_FAMILY_OF = {kind: family for family, (_, kinds) in FAMILIES.items() for kind in kinds}
 
-    @njit(cache=True)
-    def serve(
+
+def _build_serve(key: int, family: int) -> Any:  # noqa: C901, PLR0915  (serve, below)
+    """The entry point of ``family``, compiled in a closure over ``key`` and ``family`` (see
+    the module docstring: numba's cache index hashes the closure's cells, so the cached
+    machine code follows every kernel file, and numba prunes on ``family`` as a constant)."""
+
+    def serve(  # noqa: C901, PLR0911, PLR0912, PLR0915  (phases 0-3 of a request, in one loop)
         kind: int, top: int, capacity: int, blocks: I64, offsets: I64, first_index: int,
         uniform: bool, costs: F64, cumulative: F64, logcosts: F64, rq_f: F64, rq_i: I64,
         future: I64, stop_at_miss: bool, deepest_first: bool, pin: bool, verify: bool, xs: I64,
@@ -523,7 +553,7 @@ def _build_serve(key: int) -> Callable[..., Any]:
         sess: I64, stable: I64, pool: I64, st: I64, fs: F64, rng: Any,
     ) -> int:  # fmt: skip
         """Serve requests ``offsets[r]:offsets[r+1]`` of ``blocks`` (ids in prefix order, any
-        int64).
+        int64) with policy ``kind``, of this entry point's family.
 
         ``first_index`` is the workload index of the first one; ``top`` is CLOCK's counter
         ceiling. With ``uniform`` False, ``costs[p]`` is the cost of position p and
@@ -551,7 +581,6 @@ def _build_serve(key: int) -> Callable[..., Any]:
         plain = uniform or stop_at_miss
         queues = kind in (K_S3FIFO, K_S3FIFOD, K_SLRU, K_TWOQ, K_ARC, K_LIRS, K_WTINYLFU,
                           K_WORKLOAD)  # fmt: skip
-        sessions = kind >= K_SESSION_LRU
         for r in range(offsets.shape[0] - 1):
             lo = offsets[r]
             hi = offsets[r + 1]
@@ -559,7 +588,7 @@ def _build_serve(key: int) -> Callable[..., Any]:
             # Each access may take a slot: make room (a sweep) only when they may run out.
             if (st[S_FREE_N] < n and not make_room(n, queues, res, cls, aux, stamp, ids, table,
                                                    free, links, st)) or (
-                sessions and not session_room(n, sess, stable, pool, st)
+                family == FAM_SESSION and not session_room(n, sess, stable, pool, st)
             ):  # fmt: skip
                 st[S_RESUME] = r
                 st[S_SIZE] = size
@@ -584,31 +613,64 @@ def _build_serve(key: int) -> Callable[..., Any]:
                 fs[F_SAVED] += counted
             else:
                 _cost_sums(n, counted, saved, stop_at_miss, costs, cumulative, fs)
-            if sessions:  # ``set_request_ctx``
+            if family == FAM_SESSION:  # ``set_request_ctx``
                 session_begin(kind, rq_i[r, 0], rq_i[r, 1], sess, stable, nodes, st, fs)
             missing = distinct - resident
             needed = missing - (capacity - size)
             self_evicted = 0
-            if needed > 0:  # a call passing arrays costs reference counts: only with work
-                code, size, self_evicted = _allocate(kind, needed, pin, cur, size, capacity,
+            if needed > 0:
+                code, size, self_evicted = _allocate(family, kind, needed, pin, cur, size, capacity,
                     nxt, prv, res, aux, stamp, scratch, cls, nodes, keys, heap, ids, links,
                     sketch, sess, stable, pool, st, fs, rng)  # fmt: skip
                 if code != E_OK:
                     return code
                 st[S_SELF] += self_evicted
-            value = rq_f[r] if rq_f.shape[0] else 0.0
-            code, size = _replay_request(kind, top, capacity, blocks, xs, lo, hi,
-                deepest_first, verify, size, missing + self_evicted, uniform, costs, logcosts,
-                value, future, nxt, prv, res, aux, cls, nodes, keys, heap, ids, links, sketch,
-                sess, stable, pool, st, fs)  # fmt: skip
-            if code != E_OK:
-                return code
+            # Phase 3 (``replay._ServeLoop._access``, each policy's ``_replay`` body per
+            # block): replay α (``xs[j - lo]``: the slot of ``blocks[j]``).
+            before = size
+            if family > FAM_QUEUES:
+                value = rq_f[r] if rq_f.shape[0] else 0.0
+                code, size = _replay_other(family, kind, capacity, xs, lo, hi, deepest_first,
+                    size, uniform, costs, logcosts, value, future, nxt, prv, res, aux, cls,
+                    nodes, keys, heap, ids, links, sketch, sess, stable, pool, st,
+                    fs)  # fmt: skip
+                if code != E_OK:
+                    return code
+            else:
+                size = _replay_blocks(family, kind, top, capacity, xs, lo, hi, deepest_first,
+                                      size, nxt, prv, res, aux, cls, nodes, st)  # fmt: skip
+            if size > capacity:
+                st[S_ERR_A] = size
+                return E_OVER_CAPACITY
+            inserts = missing + self_evicted  # α's distinct blocks not resident before
+            if size < before + inserts:
+                st[S_UNEXP] += before + inserts - size
+            if verify:
+                for j in range(lo, hi):
+                    if not res[xs[j - lo]]:
+                        st[S_ERR_A] = blocks[j]
+                        return E_LOST
         st[S_SIZE] = size
         st[S_CUR] = cur
         return E_OK
 
-    return serve
+    # numba names a cached function's index and data files after its qualified name: one set
+    # per family, so that processes compiling different families at once never rewrite the
+    # same index (numba numbers the data files from the index it read: two writers of one
+    # index could leave one family's key pointing at the other's machine code).
+    serve.__name__ = serve.__qualname__ = f"serve_{FAMILIES[family][0]}"
+    return njit(cache=True)(serve)
 
 
 SOURCE_KEY = source_key()
-serve = _build_serve(SOURCE_KEY)
+
+
+@functools.cache
+def _entry_point(family: int) -> Any:
+    return _build_serve(SOURCE_KEY, family)
+
+
+def serve_for(kind: int) -> Any:
+    """The entry point that serves policy ``kind``: its family's (built on first use; numba
+    compiles it, or loads it from its cache, on its first call)."""
+    return _entry_point(_FAMILY_OF[kind])

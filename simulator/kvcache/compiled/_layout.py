@@ -26,6 +26,14 @@ K_LHD, K_LHD_COMPUTE = 22, 23  # Lhd, LhdCompute (``_lhd``)
 K_SESSION_LRU, K_SESSION_BELADY, K_SESSION_RANDOM, K_SESSION_S3FIFO = 24, 25, 26, 27
 K_SESSION_ARC = 28
 
+# Policy families: the kinds of one kernel module (``_kernels.FAMILIES`` lists them). Each family
+# has its own cached entry point, compiled from its own kernels only. The families below
+# ``FAM_SEGMENTED`` replay a request block by block in ``_kernels`` (``_replay_blocks``), the
+# others through one kernel call (``_replay_other``).
+FAM_LISTS, FAM_LFU, FAM_QUEUES, FAM_SEGMENTED, FAM_HEAPS, FAM_BELADY_COMPUTE = 0, 1, 2, 3, 4, 5
+FAM_LIRS, FAM_TINYLFU, FAM_RANDOM, FAM_WORKLOAD, FAM_PARTIAL, FAM_LHD = 6, 7, 8, 9, 10, 11
+FAM_SESSION = 12
+
 # Indices into the int64 state vector ``st``.
 S_SIZE = 0  # resident blocks
 S_CUR = 1  # stamp of the request being served (requests seen so far, skipped ones included)

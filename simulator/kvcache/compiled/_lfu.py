@@ -10,7 +10,7 @@ unused ids. At most one node per resident block exists, plus one for a moment du
 Scalars in the row ``FREE``'s column 0 and the row ``COUNT``'s column 0 (node 0 is never used):
 nodes[FREE, 0] = free ids on the stack, nodes[COUNT, 0] = the lowest node (0 = none).
 
-Not cached on their own: only ``_kernels.serve`` is (see there).
+Not cached on their own: only the entry points of ``_kernels`` are (see there).
 """
 
 # ruff: noqa: PLR0917  (numba kernels take their state arrays positionally)

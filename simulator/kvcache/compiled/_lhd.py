@@ -13,7 +13,7 @@ The three per-age tables are floats after the cost sums in ``fs`` (``engine`` si
 ``fs[F_HITS + a]``, ``fs[F_EVICTIONS + a]`` and ``fs[F_DENSITY + a]`` for age class ``a`` <
 ``N_AGES``, updated with the same float operations in the same order as the Python lists
 (``hit_densities``, the halving), so every density and every rank comparison agrees bit for
-bit. Not cached on its own: only ``_kernels.serve`` is (see there).
+bit. Not cached on its own: only the entry points of ``_kernels`` are (see there).
 """
 
 # ruff: noqa: PLR0917  (numba kernels take their state arrays positionally)

@@ -14,7 +14,7 @@ in ``st[S_ERR_A]``).
 
 ``lirs_replay`` serves one request (``Lirs.access`` per block; ``slots[j - lo]`` is block j's
 slot, from ``_kernels._probe``), ``lirs_evict`` is ``Lirs.evict_n``. Not cached on their own:
-only ``_kernels.serve`` is (see there).
+only the entry points of ``_kernels`` are (see there).
 """
 
 # ruff: noqa: PLR0917  (numba kernels take their state arrays positionally)

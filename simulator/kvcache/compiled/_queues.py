@@ -12,7 +12,8 @@ per slot is enough. This is an ``OrderedDict`` queue of the Python policies, old
 The primitives are inlined into their callers at numba's IR level (``inline="always"``): a
 call between kernels is not inlined otherwise and costs reference counting per array argument,
 which dominated the per-block loops (see ``_kernels``). No kernel here is cached on its own:
-only ``_kernels.serve`` is, keyed on the source of every kernel module (see there).
+only the entry points of ``_kernels`` are, keyed on the source of every kernel module (see
+there).
 """
 
 # ruff: noqa: PLR0917  (numba kernels take their state arrays positionally)

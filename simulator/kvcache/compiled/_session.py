@@ -43,7 +43,7 @@ Per policy (``R_VAL`` / ``R_POS`` / ``R_TIE`` and ``nodes`` columns):
   ``Q_GHOST``), ``R_VAL`` = touches; ``small_ratio`` in ``fs[F_POLICY]``;
 - session_arc: T1, T2, B1, B2 (``Q_T1`` … ``Q_B2``), the target p in ``fs[F_POLICY]``.
 
-Not cached on its own: only ``_kernels.serve`` is (see there).
+Not cached on its own: only the entry points of ``_kernels`` are (see there).
 """
 
 # ruff: noqa: PLR0917  (numba kernels take their state arrays positionally)

@@ -27,9 +27,10 @@ policy keeps nothing for it: the block is not resident and, for the queue polici
 non-resident HIR id of LIRS while it is in LIRS's N, a block in W-TinyLFU's doorkeeper while it
 is there). LFU
 counts and GDSF frequencies are forgotten on eviction, as in their Python policies, so their
-non-resident blocks hold nothing. ``sweep`` runs between requests only (``_kernels.serve``),
-never while α's stamps and pins are in use, and rebuilds the hash table from the kept slots
-(so there are no tombstones). Not cached on their own: only ``_kernels.serve`` is (see there).
+non-resident blocks hold nothing. ``sweep`` runs between requests only
+(``_kernels.serve_loop``), never while α's stamps and pins are in use, and rebuilds the hash
+table from the kept slots (so there are no tombstones). Not cached on their own: only the entry
+points of ``_kernels`` are (see there).
 """
 
 # ruff: noqa: PLR0917  (numba kernels take their state arrays positionally)

@@ -15,7 +15,7 @@ is on a block that is being accessed or is resident, so it has a slot.
 
 ``wtinylfu_replay`` serves one request (``WTinyLfu.access`` per block; ``slots[j - lo]`` is
 block j's slot, from ``_kernels._probe``), ``wtinylfu_evict`` is ``WTinyLfu.evict_n``. Not
-cached on their own: only ``_kernels.serve`` is (see there).
+cached on their own: only the entry points of ``_kernels`` are (see there).
 """
 
 # ruff: noqa: PLR0917  (numba kernels take their state arrays positionally)

@@ -13,7 +13,7 @@ access), ``links[1]`` = its category (resident or ghost). Per category ``c``:
 ``st[S_PERIOD]`` accesses as the Python dicts are). The access clock is ``st[S_SEQ]``.
 
 Ghost and resident slots are kept by the sweep (``cls`` non-zero, ``_slots``). Not cached on
-its own: only ``_kernels.serve`` is (see there).
+its own: only the entry points of ``_kernels`` are (see there).
 """
 
 # ruff: noqa: PLR0917  (numba kernels take their state arrays positionally)

@@ -22,10 +22,10 @@ of them, so the state is O(cache size + ghost capacity + longest request), not O
 priorities and for W-TinyLFU's doorkeeper marks, 90 for belady_compute's pairing heaps, 98 for
 LIRS's two more lists; hash table and free stack included), from the default start at most
 8/3 × (capacity + ghosts + longest request) + 1 of them (32,767 for LRU at 16k blocks: 1.8 MiB).
-The serve kernel is
-compiled on first use and cached on disk by numba (``cache=True``, keyed on every kernel
-module's source), so only the first run on a machine, or after an upgrade, pays for compilation
-(seconds; ``bench/replay_speed.py`` reports it).
+Each policy family's serve kernel (``_kernels.serve_for``) is compiled on the family's first use and
+cached on disk by numba (``cache=True``, keyed on every kernel module's source), so only a
+family's first run on a machine, or after an upgrade, pays for its compilation (seconds;
+``bench/replay_speed.py`` reports it).
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simulator.kvcache.compiled import _layout as k
-from simulator.kvcache.compiled._kernels import serve
+from simulator.kvcache.compiled._kernels import serve_for
 from simulator.kvcache.compiled._lhd import F_DENSITY, N_LHD_FLOAT
 from simulator.kvcache.compiled._partial import new_node_table
 from simulator.kvcache.compiled._session import N_SESSION_ROWS, NO_PATH, R_PATH
@@ -432,7 +432,7 @@ class CompiledReplay:
     ) -> int:
         """One ``serve`` call on the chunk's requests from ``start`` on; returns its code."""
         return int(
-            serve(
+            serve_for(self._kind)(  # the entry point of the policy's family
                 self._kind,
                 self._top,
                 self.capacity,
