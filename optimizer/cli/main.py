@@ -16,7 +16,6 @@ import importlib
 import sys
 import warnings
 from collections.abc import Iterator, MutableMapping
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import typer
@@ -108,6 +107,9 @@ app = typer.Typer(
 
 def _version_callback(value: bool) -> None:
     if value:
+        # Imported here: importlib.metadata costs ~20 ms of start-up that no other command needs.
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
         try:
             typer.echo(f"kvplan {version('kvplan')}")
         except PackageNotFoundError:  # running from a source tree that was never installed
