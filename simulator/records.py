@@ -79,7 +79,7 @@ class Recorder:
         """Runs of equal individual gaps (``same_gaps``), in order: ``(place, gap (s), how
         many)``, ``place`` being the number of ``_gaps`` recorded before the run. Expanded
         only by ``itl_values`` (a cohort step records one tuple, not ~100 doubles)."""
-        self._repeated: list[NDArray[np.float64] | array[float]] = []
+        self._repeated: list[NDArray[np.float64]] = []
         self._repeats: list[int] = []
         self._weights: list[float] = []
         """Per ``gaps`` call with repeated gaps: the gaps as given (kept, one concatenation
@@ -132,14 +132,8 @@ class Recorder:
         self._same.append((len(self._gaps), gap_s, n))
         self._itl = None
 
-    def gaps(
-        self,
-        gaps_s: Sequence[float],
-        repeated: NDArray[np.float64] | array[float],
-        weight: int,
-    ) -> None:
-        """Individual gaps, plus gaps ``repeated`` (an array, or raw doubles for a short decode
-        run) that ``weight`` requests each experienced."""
+    def gaps(self, gaps_s: Sequence[float], repeated: NDArray[np.float64], weight: int) -> None:
+        """Individual gaps, plus gaps ``repeated`` that ``weight`` requests each experienced."""
         self._gaps.extend(gaps_s)
         if len(repeated):
             self._repeated.append(repeated)

@@ -27,8 +27,10 @@ from itertools import islice
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
     from simulator.engine.request import EngineRequest
-    from simulator.engine.steps import RunTimes
 
 __all__ = ["Frontend"]
 
@@ -77,7 +79,9 @@ class Frontend:
                 req.first_token_s = delivered
         return delivered
 
-    def stream_run(self, ends: RunTimes, streamed: int, now_s: float, batch: Sized) -> int:
+    def stream_run(
+        self, ends: NDArray[np.float64], streamed: int, now_s: float, batch: Sized
+    ) -> int:
         """A decode run of ``batch`` with steps ending at ``ends``, of which the first
         ``streamed`` were offered: offer the tokens of those that ended by ``now_s``; returns
         how many are offered now."""

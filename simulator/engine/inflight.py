@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
-from itertools import accumulate
 
 import numpy as np
 from numpy.typing import NDArray
 
 from simulator.core import Kernel
 from simulator.engine.scheduler import Batch, StepSplit
-from simulator.engine.steps import RunTimes, StepPricer
+from simulator.engine.steps import StepPricer
 
 __all__ = ["InFlight"]
 
@@ -50,27 +49,20 @@ class InFlight:
         ``cache_lens``: a run's processed tokens per request where they are not the
         requests' ``processed`` (``StepPricer.decode_run``)."""
         now = kernel.now
-        ends: RunTimes
         if k == 1:
             # One step (half the events): a float, no array (``ends`` is empty).
             end_s = now + pricer.step(batch, split)
             ends = _NO_ENDS
         else:
-            durations = pricer.decode_run(batch, k, cache_lens)
-            if isinstance(durations, list):  # a short run (``steps.SHORT_RUN``): floats
-                # The running sums, then ``+ now``: the operations of the array branch.
-                ends = [end + now for end in accumulate(durations)]
-                end_s = ends[-1]
-            else:
-                # ``now + cumsum``, bit for bit, without numpy's function dispatch (µs per
-                # call): the ufunc's accumulate is the method's own loop (sequential sums).
-                ends = _accumulate(durations)
-                ends += now
-                end_s = ends.item(k - 1)
+            # ``now + cumsum``, bit for bit, without numpy's function dispatch (µs per call):
+            # the ufunc's accumulate is the method's own loop, reached in fewer steps.
+            ends = _accumulate(pricer.decode_run(batch, k, cache_lens))
+            ends += now
+            end_s = ends.item(k - 1)
         self.batch = batch
-        self.ends = ends
-        """Absolute end time (s) of each planned step of a run (k > 1 when planned; a list
-        for a short run; empty for a single step); the first ``k`` are still planned."""
+        self.ends: NDArray[np.float64] = ends
+        """Absolute end time (s) of each planned step of a run (k > 1 when planned; empty for
+        a single step); the first ``k`` are still planned."""
         self.end_s = end_s
         """End (s) of the last step still planned."""
         self.start_s = now
@@ -92,9 +84,8 @@ class InFlight:
             self.end_s = float(self.ends[m - 1])
             self._token = kernel.at(self.end_s, self._on_end)
 
-    def step_ends(self) -> RunTimes:
-        """End times (s) of the steps that run, in order (a run's; see ``end_s``; a list for
-        a short run)."""
+    def step_ends(self) -> NDArray[np.float64]:
+        """End times (s) of the steps that run, in order (a run's; see ``end_s``)."""
         ends = self.ends
         if not len(ends):
             return np.array([self.end_s])

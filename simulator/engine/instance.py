@@ -55,6 +55,9 @@ from collections import deque
 from collections.abc import Callable
 from itertools import islice
 
+import numpy as np
+from numpy.typing import NDArray
+
 from simulator.core import Kernel
 from simulator.engine.admission import AdmissionControl
 from simulator.engine.admit import Admitter, arrival_rejection
@@ -71,7 +74,7 @@ from simulator.engine.remote import Handoff, admit_remote
 from simulator.engine.request import FINISHED, SENDING, SWAPPED, WAITING, EngineRequest
 from simulator.engine.scheduler import SCHEDULERS, Batch, StepPlan
 from simulator.engine.stats import InstanceStats, StepTotals
-from simulator.engine.steps import RunTimes, StepPricer, StepTimer, quiescent_decode_steps
+from simulator.engine.steps import StepPricer, StepTimer, quiescent_decode_steps
 from simulator.engine.transfer import Channel, LoadLink
 from simulator.records import Recorder
 from simulator.workload.request import TraceRequest
@@ -478,7 +481,9 @@ class EngineInstance:
         if cohort is not None and progress.prefill_tokens and self.waiting:
             cohort.extend(self.running, end_s)
 
-    def _commit_run(self, batch: Batch, start_s: float, ends: RunTimes, end_s: float) -> None:
+    def _commit_run(
+        self, batch: Batch, start_s: float, ends: NDArray[np.float64], end_s: float
+    ) -> None:
         """Apply ``len(ends)`` identical decode steps (a decode run) that ended at ``end_s``
         (``ends[-1]``, as a float)."""
         cohort = self.cohort

@@ -7,11 +7,9 @@ not: it does not schedule, preempt or time anything.
 
 from __future__ import annotations
 
-from array import array
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from itertools import islice
-from operator import sub
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,7 +18,6 @@ from simulator.engine.cohort import DecodeCohort
 from simulator.engine.kvmanager import KVManager, PrefixMatch
 from simulator.engine.request import EngineRequest
 from simulator.engine.scheduler import Batch
-from simulator.engine.steps import RunTimes
 from simulator.records import Recorder, RequestRecord
 
 __all__ = ["Progress", "apply_run", "apply_step", "hit_tokens", "record_of"]
@@ -131,7 +128,7 @@ def _commit_members(
 
 def apply_run(
     batch: Batch,
-    ends: RunTimes,
+    ends: NDArray[np.float64],
     end_s: float,
     kv: KVManager,
     recorder: Recorder,
@@ -149,18 +146,12 @@ def apply_run(
     ``ends[0]`` minus its last step's end), this function the rest, after them.
     """
     m = len(ends)
-    durations: NDArray[np.float64] | array[float]
-    if isinstance(ends, list):  # a short run (``steps.SHORT_RUN``): plain floats, no numpy
-        durations = array("d", map(sub, islice(ends, 1, None), ends))
-        repeated_max = max(durations) if m > 1 else 0.0
-        first_end = ends[0]
-    else:
-        durations = ends[1:] - ends[:-1]  # np.diff, without its dispatch
-        # The largest duration through ``argmax`` (the first maximum, or the first NaN, as
-        # the ufunc's reduce would give): a fraction of the dispatch of ``ndarray.max`` or of
-        # the reduce, which dominated on runs of a few hundred steps.
-        repeated_max = durations.item(durations.argmax()) if m > 1 else 0.0
-        first_end = ends.item(0)  # ``item``: a Python float in one call
+    durations = ends[1:] - ends[:-1]  # np.diff, without its dispatch
+    # The largest duration through ``argmax`` (the first maximum, or the first NaN, as the
+    # ufunc's reduce would give): a fraction of the dispatch of ``ndarray.max`` or of the
+    # reduce, which dominated on runs of a few hundred steps.
+    repeated_max: float = durations.item(durations.argmax()) if m > 1 else 0.0
+    first_end: float = ends.item(0)  # ``item``: a Python float in one call
     members = len(cohort.members) if cohort is not None else 0
     rest: Collection[EngineRequest] = list(islice(batch, members, None)) if members else batch
     first_gaps = [first_end - req.last_token_s for req in rest]

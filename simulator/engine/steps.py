@@ -33,10 +33,8 @@ if TYPE_CHECKING:
     from simulator.engine.scheduler import StepSplit
 
 __all__ = [
-    "SHORT_RUN",
     "DecodeRunTimer",
     "LazyDecoders",
-    "RunTimes",
     "StepPricer",
     "StepTimer",
     "decode_run_durations",
@@ -49,15 +47,6 @@ __all__ = [
 REL_TOL = 0.002
 #: Runs this short are evaluated step by step (interpolation would not save calls).
 _EXACT_STEPS = 4
-#: Runs of at most this many steps get their durations as a list of floats, built in plain
-#: Python (``_linspace_floats``), as do their ends (``InFlight``) and gaps (``apply_run``): the
-#: same IEEE operations element by element, for less than numpy's ~14 calls a run (each ~1 µs
-#: inside the simulation) on a few dozen values.
-SHORT_RUN = 32
-
-#: A decode run's step durations or ends (s): plain floats for a run of at most ``SHORT_RUN``
-#: steps, an array for a longer one.
-RunTimes = NDArray[np.float64] | list[float]
 
 
 @runtime_checkable
@@ -149,11 +138,10 @@ class StepPricer:
         batch: Iterable[EngineRequest],
         n_steps: int,
         cache_lens: Sequence[int] | None = None,
-    ) -> RunTimes:
-        """Durations of ``n_steps`` decode steps of ``batch`` (``decode_run_durations``; a
-        list of floats for at most ``SHORT_RUN`` steps); ``cache_lens``: its requests'
-        processed tokens, in any order, where they are not their ``processed`` (a decode
-        cohort's members)."""
+    ) -> NDArray[np.float64]:
+        """Durations of ``n_steps`` decode steps of ``batch`` (``decode_run_durations``);
+        ``cache_lens``: its requests' processed tokens, in any order, where they are not
+        their ``processed`` (a decode cohort's members)."""
         if cache_lens is None:
             cache_lens = [req.processed for req in batch]
         closed_form, pricer = self._closed_form, self._run_pricer
@@ -183,10 +171,7 @@ def decode_run_durations(
     # getattr, not isinstance: a runtime protocol check costs more than the whole run.
     closed_form = getattr(timer, "decode_run_seconds", None)
     pricer = getattr(timer, "decode_step_pricer", None)
-    durations = _run_durations(
-        timer, cache_lens, n_steps, closed_form, pricer=pricer, rel_tol=rel_tol
-    )
-    return np.asarray(durations, dtype=np.float64)
+    return _run_durations(timer, cache_lens, n_steps, closed_form, pricer=pricer, rel_tol=rel_tol)
 
 
 #: ``DecodeRunTimer.decode_run_seconds`` and a composed model's ``decode_step_pricer``.
@@ -202,9 +187,8 @@ def _run_durations(
     *,
     pricer: RunPricer | None,
     rel_tol: float = REL_TOL,
-) -> RunTimes:
-    """``decode_run_durations`` with the timer's optional methods looked up already (a list
-    of floats for at most ``SHORT_RUN`` steps without a closed form)."""
+) -> NDArray[np.float64]:
+    """``decode_run_durations`` with the timer's optional methods looked up already."""
     if closed_form is not None:
         return np.asarray(closed_form(cache_lens, n_steps), dtype=np.float64)
     if pricer is not None:
@@ -215,20 +199,22 @@ def _run_durations(
         def at(k: int) -> float:
             return step([(c + k, 1) for c in cache_lens])
 
-    if n_steps <= _EXACT_STEPS:  # a short run: plain floats
-        return [at(k) for k in range(n_steps)]
+    if n_steps <= _EXACT_STEPS:
+        out = np.empty(n_steps, dtype=np.float64)
+        for k in range(n_steps):
+            out[k] = at(k)
+        return out
     # ``_fill`` over the whole run, its first bisection unrolled: most runs are one straight
     # piece, built as one array (no copy into a buffer, no work stack).
     hi = n_steps - 1
     f_lo, f_hi = at(0), at(hi)
     mid = hi // 2
     f_mid = at(mid)
-    short = n_steps <= SHORT_RUN
     if _on_line(0, hi, mid, f_lo, f_hi, f_mid, rel_tol):
-        line = _linspace_floats(n_steps, f_lo, f_hi) if short else _linspace(n_steps, f_lo, f_hi)
-        line[mid] = f_mid
-        return line
-    out: RunTimes = [0.0] * n_steps if short else np.empty(n_steps, dtype=np.float64)
+        out = _linspace(n_steps, f_lo, f_hi)
+        out[mid] = f_mid
+        return out
+    out = np.empty(n_steps, dtype=np.float64)
     _fill(out, at, [(0, mid, f_lo, f_mid), (mid, hi, f_mid, f_hi)], rel_tol=rel_tol)
     return out
 
@@ -305,7 +291,7 @@ def memory_bound(kv_lens: Iterable[int], k: int, block_tokens: int, budget: int)
 
 
 def _fill(
-    out: RunTimes,
+    out: NDArray[np.float64],
     at: Callable[[int], float],
     stack: list[tuple[int, int, float, float]],
     *,
@@ -313,8 +299,7 @@ def _fill(
 ) -> None:
     """Fill ``out[lo..hi]`` of every segment ``(lo, hi, at(lo), at(hi))`` of ``stack`` by
     adaptive linear interpolation (iterative bisection; a segment's values depend on it
-    alone, so the order segments are taken in does not matter); ``out`` is a list of floats
-    or an array, filled alike."""
+    alone, so the order segments are taken in does not matter)."""
     while stack:
         lo, hi, f_lo, f_hi = stack.pop()
         out[lo], out[hi] = f_lo, f_hi
@@ -339,13 +324,9 @@ def _on_line(  # noqa: PLR0917  (a segment and its three values, positional in t
     return abs(f_mid - line) <= rel_tol * abs(f_mid)
 
 
-def _linspace_into(out: RunTimes, lo: int, hi: int, f_lo: float, f_hi: float) -> None:
-    """``out[lo..hi] = np.linspace(f_lo, f_hi, hi - lo + 1)``, bit for bit (``_linspace``;
-    plain floats into a list)."""
-    if isinstance(out, list):
-        out[lo : hi + 1] = _linspace_floats(hi - lo + 1, f_lo, f_hi)
-    else:
-        out[lo : hi + 1] = _linspace(hi - lo + 1, f_lo, f_hi)
+def _linspace_into(out: NDArray[np.float64], lo: int, hi: int, f_lo: float, f_hi: float) -> None:
+    """``out[lo..hi] = np.linspace(f_lo, f_hi, hi - lo + 1)``, bit for bit (``_linspace``)."""
+    out[lo : hi + 1] = _linspace(hi - lo + 1, f_lo, f_hi)
 
 
 def _linspace(n: int, f_lo: float, f_hi: float) -> NDArray[np.float64]:
@@ -364,18 +345,3 @@ def _linspace(n: int, f_lo: float, f_hi: float) -> NDArray[np.float64]:
     y += f_lo
     y[-1] = f_hi
     return y
-
-
-def _linspace_floats(n: int, f_lo: float, f_hi: float) -> list[float]:
-    """``_linspace(n, f_lo, f_hi)`` as a list of floats, bit for bit: element ``i`` is the
-    same IEEE operations on ``float(i)`` (``i * step`` converts ``i`` exactly, ``i / div``
-    divides exact values), so a short run needs no numpy call."""
-    div = n - 1
-    delta = f_hi - f_lo
-    step = delta / div
-    if step == 0:  # numpy's branch for denormal steps
-        values = [i / div * delta + f_lo for i in range(n)]
-    else:
-        values = [i * step + f_lo for i in range(n)]
-    values[-1] = f_hi
-    return values

@@ -15,7 +15,6 @@ buffer must pool the same arrays as a list of gaps.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Sequence
 
@@ -31,13 +30,9 @@ from simulator.engine.request import EngineRequest
 from simulator.engine.scheduler import StepPlan, StepSplit
 from simulator.engine.steps import (
     REL_TOL,
-    SHORT_RUN,
     StepPricer,
     _fill,
-    _linspace,
-    _linspace_floats,
     _linspace_into,
-    _run_durations,
     decode_run_durations,
     split_of,
 )
@@ -203,31 +198,6 @@ def test_decode_run_durations_equal_the_whole_bisection(spec: str) -> None:
         if n > 4:
             _fill(expected, at, [(0, n - 1, at(0), at(n - 1))], rel_tol=REL_TOL)
         assert np.array_equal(decode_run_durations(model, cache, n), expected)
-
-
-@pytest.mark.parametrize("spec", ["roofline", "table"])
-def test_short_runs_in_floats_equal_the_arrays(spec: str) -> None:
-    # A run of at most SHORT_RUN steps is priced, summed and differenced in plain floats
-    # (InFlight, apply_run): the same values as numpy's linspace, accumulate and diff.
-    model = _composed_70b(spec)
-    pricer = model.decode_step_pricer
-    rng = np.random.default_rng(9)
-    for _ in range(300):
-        cache = rng.integers(0, 70_000, size=int(rng.integers(1, 40))).tolist()
-        n = int(rng.integers(1, SHORT_RUN + 1))
-        floats = _run_durations(model, cache, n, None, pricer=pricer)
-        assert isinstance(floats, list)
-        at = pricer(cache)
-        expected = np.array([at(k) for k in range(n)]) if n <= 4 else np.empty(n)
-        if n > 4:
-            _fill(expected, at, [(0, n - 1, at(0), at(n - 1))], rel_tol=REL_TOL)
-        assert floats == expected.tolist()
-        now = float(rng.uniform(0, 5_000))
-        ends = np.add.accumulate(expected) + now
-        assert [end + now for end in itertools.accumulate(floats)] == ends.tolist()
-    for f_lo, f_hi in ((0.01, 0.011), (0.5, 0.5), (1e-310, 1.5e-310), (2.0, 1.0)):
-        for n in (2, 3, 17, SHORT_RUN):  # 0.5 to 0.5 and the denormals: a zero step
-            assert _linspace_floats(n, f_lo, f_hi) == _linspace(n, f_lo, f_hi).tolist()
 
 
 @pytest.mark.parametrize("spec", ["roofline", "table"])
