@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from simulator.workload import PrefixInterner, ReadStats, open_trace
 from simulator.workload.chunk_reader import ChunkPass, chunk_reason
+from simulator.workload.chunks import BlockChunk
 from simulator.workload.intern import ArrayInterner, parse_id_lists
 from simulator.workload.jsonl_chunks import iter_jsonl_chunks
 from slo.inputfile import InputError
@@ -55,18 +56,24 @@ def _chunked(path: Path, chunk_bytes: int, skip_bad_lines: bool = False) -> tupl
     ):
         assert chunk.first_index == len(ids)
         assert chunk.max_id == max(chunk.max_id, int(chunk.blocks.max(initial=0)))
-        o = chunk.offsets.tolist()
-        assert chunk.timestamps is not None
-        assert chunk.categories is not None
-        assert chunk.sessions is not None
-        ids += zip(
-            [tuple(chunk.blocks[a:b].tolist()) for a, b in pairwise(o)],
+        ids += chunk_rows(chunk)
+    return ids, (stats, tuple(types))
+
+
+def chunk_rows(chunk: BlockChunk) -> Rows:
+    """Per request of ``chunk``: its blocks, timestamp, category and session (all carried)."""
+    assert chunk.timestamps is not None
+    assert chunk.categories is not None
+    assert chunk.sessions is not None
+    return list(
+        zip(
+            [tuple(chunk.blocks[a:b].tolist()) for a, b in pairwise(chunk.offsets.tolist())],
             chunk.timestamps.tolist(),
             chunk.categories.tolist(),
             chunk.sessions.tolist(),
             strict=True,
         )
-    return ids, (stats, tuple(types))
+    )
 
 
 def _write(tmp_path: Path, lines: list[str], newline: str = "\n", last: bool = True) -> Path:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import struct
-from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from simulator.workload.lcp import HEADER_BYTES, RECORD_BYTES
 from simulator.workload.lcp_chunks import iter_lcp_chunks
 from simulator.workload.trace import LcpTrace
 from slo.inputfile import InputError
+from tests.workload.test_jsonl_chunks import Rows, chunk_rows
 
 MOONCAKE = [
     {"timestamp": 0, "input_length": 1000, "output_length": 10, "hash_ids": [0, 1]},
@@ -40,7 +40,6 @@ def _lcp(tmp_path: Path, records: list[dict[str, object]], name: str = "t.lcp") 
 
 #: Per request: its block ids, ``timestamp_s``, ``category`` and ``session_id`` (the context
 #: the chunks carry).
-Rows = list[tuple[tuple[int, ...], float, int, int]]
 
 
 def _chunked(path: Path, chunk_bytes: int) -> tuple[Rows, ReadStats]:
@@ -51,17 +50,7 @@ def _chunked(path: Path, chunk_bytes: int) -> tuple[Rows, ReadStats]:
     for chunk in iter_lcp_chunks(path, reader.header, stats, chunk_bytes=chunk_bytes):
         assert chunk.first_index == len(ids)
         assert chunk.max_id >= int(chunk.blocks.max(initial=0))
-        assert chunk.timestamps is not None
-        assert chunk.categories is not None
-        assert chunk.sessions is not None
-        o = chunk.offsets.tolist()
-        ids += zip(
-            [tuple(chunk.blocks[a:b].tolist()) for a, b in pairwise(o)],
-            chunk.timestamps.tolist(),
-            chunk.categories.tolist(),
-            chunk.sessions.tolist(),
-            strict=True,
-        )
+        ids += chunk_rows(chunk)
     return ids, stats
 
 
