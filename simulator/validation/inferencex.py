@@ -43,7 +43,7 @@ from hardware.catalog import shipped_catalog
 from simulator.validation.silicon.rows import MeasuredRow
 from slo.inputfile import InputError
 
-__all__ = ["LAUNCHES", "Launch", "launch_for"]
+__all__ = ["LAUNCHES", "Launch", "family_of", "gpu_key", "launch_for"]
 
 _HOPPER = frozenset({"h100_sxm", "h200_sxm"})
 _BLACKWELL = frozenset({"b200_sxm", "b300_sxm", "gb200"})
@@ -264,7 +264,7 @@ def _per_gpu(
     entry only for its GPUs, the keys)."""
 
     def settings(row: MeasuredRow) -> dict[str, Any]:
-        return scripts[_gpu_key(row.system)](row)
+        return scripts[gpu_key(row.system)](row)
 
     return settings
 
@@ -414,7 +414,8 @@ LAUNCHES: tuple[Launch, ...] = (
 )  # fmt: skip
 
 
-def _family(model: str) -> str | None:
+def family_of(model: str) -> str | None:
+    """The InferenceX model family of a row's model name (``_FAMILIES``), or None."""
     name = model.lower()
     return next((f for f, parts in _FAMILIES if any(p in name for p in parts)), None)
 
@@ -424,7 +425,7 @@ def _weights(row: MeasuredRow) -> str:
     return "fp4" if "fp4" in precision else "fp8" if "fp8" in precision else "other"
 
 
-def _gpu_key(system: str) -> str:
+def gpu_key(system: str) -> str:
     """The shipped catalog's key for a row's ``system`` (through its aliases: aiconfigurator's
     ``gb200_sxm`` is ``gb200``); the name itself where the catalog lacks it."""
     try:
@@ -438,7 +439,7 @@ def launch_for(row: MeasuredRow) -> Launch | None:
     aggregated rows: the disaggregated ones ran other (Dynamo) scripts, not read here."""
     if getattr(row, "mode", "agg") != "agg":
         return None
-    family, gpu = _family(row.model), _gpu_key(row.system)
+    family, gpu = family_of(row.model), gpu_key(row.system)
     for launch in LAUNCHES:
         if (launch.backend, launch.family) != (row.backend, family) or gpu not in launch.gpus:
             continue

@@ -91,6 +91,7 @@ from hardware.schema import Catalog
 from simulator.api import SimResult, simulate
 from simulator.config import ServingConfig
 from simulator.presets import BACKEND_PRESETS
+from simulator.validation.inferencex_disagg import decode_cap
 from simulator.validation.report import FidelityReport, mape
 from simulator.validation.rules import (
     benchmark_engine_settings,
@@ -270,6 +271,7 @@ def row_config(
         return problem
     weights = weight_precision(row, catalog)
     if isinstance(row, DisaggRow):
+        recipe = decode_cap(row)
         return disagg_config(
             row,
             catalog,
@@ -277,6 +279,7 @@ def row_config(
             weight_precision=weights,
             kv_precision=kv_precision(row, catalog),
             engine_limits=deployment != "defaults",
+            decode_cap=recipe.decode_batch if recipe else None,
         )
     try:
         model = catalog.model(row.model)
