@@ -82,6 +82,28 @@ def test_attention_dp_row_has_batch_size_users_per_rank(tmp_path: Path) -> None:
     assert (read.concurrency, read.tp, read.attention_dp) == (32, 4, 4)
 
 
+def test_an_agg_row_whose_recorded_users_contradict_its_batch_is_skipped(
+    tmp_path: Path,
+) -> None:
+    # As the H100 gpt-oss TensorRT-LLM rows: id c192, silicon_concurrency=192, batch_size 48 at
+    # TP4 and no attention DP recorded. 48 users would be another load than the one measured.
+    header = "silicon_data_source," + HEADER
+    agree = "src; silicon_concurrency=32,m,vllm,Qwen/Qwen3-235B-A22B-FP8,h100_sxm,fp8,agg," \
+        "1024,1024,fp8,8,4,1,4,1,16,90.0,10.0"  # fmt: skip
+    contradict = "src; silicon_concurrency=192,g,trtllm,openai/gpt-oss-120b,h100_sxm,fp8,agg," \
+        "4000,1000,fp8,48,4,1,,4,1,1591.0,48.8"  # fmt: skip
+    rows, skipped = read_silicon(_csv(tmp_path, [agree, contradict], header))
+    assert [(r.id, r.concurrency) for r in rows] == [("m", 32)]
+    assert [(s.id, s.line) for s in skipped] == [("g", 3)]
+    assert skipped[0].reason == (
+        "silicon_concurrency=192 but batch_size x attention_dp_size = 48: the benchmark's "
+        "users and its recorded layout disagree"
+    )
+    malformed = contradict.replace("=192", "=many")
+    with pytest.raises(InputError, match="line 2: column silicon_data_source: silicon_concurrency"):
+        read_silicon(_csv(tmp_path, [malformed], header))
+
+
 def test_missing_column_names_the_file_and_column(tmp_path: Path) -> None:
     header = HEADER.replace(",silicon_tpot_ms", "")
     rows = [r.rsplit(",", 1)[0] for r in ROWS]

@@ -47,7 +47,6 @@ the weight and KV precisions it derives for every row), and it runs no simulatio
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,6 +60,7 @@ from simulator.validation.silicon.rows import (
     MeasuredRow,
     identity_fields,
     parse_number,
+    source_concurrency,
 )
 from slo.inputfile import InputError, validate
 
@@ -79,7 +79,6 @@ _ROLES: tuple[Role, Role] = ("prefill", "decode")
 
 #: Per-role column suffixes (``prefill_tp_size``, ``decode_tp_size``, ...).
 ROLE_COLUMNS = ROLE_SUFFIXES
-_CONCURRENCY = re.compile(r"(?:^|;)\s*silicon_concurrency\s*=\s*([^;]*)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,18 +197,9 @@ def parse_disagg_row(
 
 def _concurrency(path: Path, line: int, record: Mapping[str, str | None]) -> tuple[int, str] | None:
     """Users of the benchmark and the column they came from (module doc), or None."""
-    match = _CONCURRENCY.search(record.get("silicon_data_source") or "")
-    if match:
-        value = match.group(1).strip()
-        try:
-            users = parse_number(path, line, "silicon_data_source", value, integer=True)
-        except InputError:
-            shown = f"'{value}'" if value else "an empty value"
-            raise InputError(
-                f"{path}: line {line}: column silicon_data_source: silicon_concurrency: "
-                f"expected a positive integer, got {shown}"
-            ) from None
-        return int(users), "silicon_concurrency"
+    recorded = source_concurrency(path, line, record)
+    if recorded is not None:
+        return recorded, "silicon_concurrency"
     if _empty(record.get("batch_size")):
         return None
     users = parse_number(path, line, "batch_size", record.get("batch_size"), integer=True)

@@ -29,8 +29,9 @@ __all__ = ["read_silicon"]
 def read_silicon(path: str | Path) -> tuple[list[Row], list[Skipped]]:
     """The rows of ``path`` (aggregated and disaggregated) and the skipped ones, in file order.
 
-    Skipped: rows of another mode, and disaggregated rows without per-role columns or a
-    concurrency. A row that does not name its engine release gets the bound its export implies
+    Skipped: rows of another mode, aggregated rows whose ``silicon_concurrency`` contradicts
+    their batch size, and disaggregated rows without per-role columns or a concurrency. A row
+    that does not name its engine release gets the bound its export implies
     (``versions.with_release_bounds``). Raises ``InputError`` for a missing file, a missing
     column, or a value that is not the number its column needs (naming file, line and column).
     """
@@ -45,10 +46,12 @@ def read_silicon(path: str | Path) -> tuple[list[Row], list[Skipped]]:
             for record in reader:
                 line = reader.line_num
                 mode = (record.get("mode") or "").strip().lower()
-                if mode == "agg":
-                    rows.append(parse_agg_row(path, line, record))
-                elif mode == "disagg":
-                    row = parse_disagg_row(path, line, record, header)
+                if mode in ("agg", "disagg"):
+                    row = (
+                        parse_agg_row(path, line, record)
+                        if mode == "agg"
+                        else parse_disagg_row(path, line, record, header)
+                    )
                     if isinstance(row, str):
                         skipped.append(skipped_row(record, line, row))
                     else:

@@ -18,6 +18,7 @@ raises ``InputError`` naming the file, the line and the column.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +45,7 @@ __all__ = [
     "parse_number",
     "select_rows",
     "skipped_row",
+    "source_concurrency",
 ]
 
 #: Columns every file must have.
@@ -264,7 +266,33 @@ def parse_number(path: Path, line: int, column: str, text: str | None, *, intege
     return number
 
 
-def parse_agg_row(path: Path, line: int, record: dict[str, Any]) -> SiliconRow:
+#: ``silicon_concurrency=N`` in ``silicon_data_source``: the users of the benchmark's closed loop.
+_SOURCE_CONCURRENCY = re.compile(r"(?:^|;)\s*silicon_concurrency\s*=\s*([^;]*)")
+
+
+def source_concurrency(path: Path, line: int, record: Mapping[str, Any]) -> int | None:
+    """The users ``silicon_data_source`` records (``silicon_concurrency=N``), or None where it
+    records none; raises ``InputError`` (file, line, column) for a value that is not a positive
+    integer."""
+    match = _SOURCE_CONCURRENCY.search(record.get("silicon_data_source") or "")
+    if not match:
+        return None
+    value = match.group(1).strip()
+    try:
+        return int(parse_number(path, line, "silicon_data_source", value, integer=True))
+    except InputError:
+        shown = f"'{value}'" if value else "an empty value"
+        raise InputError(
+            f"{path}: line {line}: column silicon_data_source: silicon_concurrency: "
+            f"expected a positive integer, got {shown}"
+        ) from None
+
+
+def parse_agg_row(path: Path, line: int, record: dict[str, Any]) -> SiliconRow | str:
+    """The checked aggregated row of ``record`` (line ``line`` of ``path``), or why it cannot be
+    one: a row whose ``silicon_concurrency`` contradicts ``batch_size × attention_dp_size``
+    (which users, or which layout, the benchmark ran is then not determined). Raises
+    ``InputError`` for a value that is not the number its column needs."""
     ints = {c: int(parse_number(path, line, c, record.get(c), integer=True)) for c in _INT_COLUMNS}
     floats = {c: parse_number(path, line, c, record.get(c), integer=False) for c in _FLOAT_COLUMNS}
     optional: dict[str, int] = {}
@@ -278,11 +306,20 @@ def parse_agg_row(path: Path, line: int, record: dict[str, Any]) -> SiliconRow:
             optional[column] = int(parse_number(path, line, column, text, integer=True))
     # aiconfigurator's batch_size is per attention-DP rank: the benchmark's users are D times
     # it (the MiniMax-M2.5 rows at attention DP 4 record silicon_concurrency = 4 x batch_size).
+    users = ints["batch_size"] * max(1, optional["attention_dp_size"])
+    recorded = source_concurrency(path, line, record)
+    if recorded is not None and recorded != users:
+        # Simulating batch_size users would score another load than the one measured (the
+        # H100 gpt-oss TensorRT-LLM rows: c192 in the id, 48 per GPU of TP4, no attention DP).
+        return (
+            f"silicon_concurrency={recorded} but batch_size x attention_dp_size = {users}: "
+            "the benchmark's users and its recorded layout disagree"
+        )
     return SiliconRow(
         **identity_fields(line, record),
         isl=ints["isl"],
         osl=ints["osl"],
-        concurrency=ints["batch_size"] * max(1, optional["attention_dp_size"]),
+        concurrency=users,
         tp=ints["tp_size"],
         pp=optional["pp_size"],
         attention_dp=optional["attention_dp_size"],
