@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import cast
 
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
 
+from simulator.core.jit import cached_njit
 from simulator.workload._io import open_stream
 from simulator.workload.chunks import BlockChunk, observe_chunk
 from simulator.workload.lcp import iter_lcp, promised_totals, read_totals
@@ -118,7 +118,7 @@ def _raise_reference(path: Path, header: LcpHeader) -> None:
     raise RuntimeError(f"{path}: the chunked lcp reader refused a file the reference accepts")
 
 
-@njit(cache=True)
+@cached_njit
 def _le_int64(buffer: NDArray[np.uint8], at: int, size: int) -> int:
     """The little-endian signed integer of ``size`` bytes (8 or less) at ``at``."""
     value = np.uint64(0)
@@ -127,7 +127,7 @@ def _le_int64(buffer: NDArray[np.uint8], at: int, size: int) -> int:
     return int(np.int64(value))
 
 
-@njit(cache=True)
+@cached_njit
 def _scan(
     buffer: NDArray[np.uint8],
     n_records: int,
