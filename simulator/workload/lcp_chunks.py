@@ -36,8 +36,12 @@ from slo.inputfile import InputError
 
 __all__ = ["CHUNK_BYTES", "iter_lcp_chunks"]
 
-#: Bytes of records read per piece (about half a million block entries).
-CHUNK_BYTES = 8 << 20
+#: Bytes of records read per piece (about 130,000 block entries). Small enough that the piece
+#: and the ids scanned out of it (3 MB together) can stay in a core's L2 cache (4 MB on the
+#: bench machine) between zstd writing the piece, ``_scan`` reading it and the serve loop
+#: reading the ids: 8 MB pieces cost about 0.03 s more CPU per 10 M blocks there
+#: (bench/README.md, 2026-12-07 fourth session), the extra per-chunk calls included.
+CHUNK_BYTES = 2 << 20
 
 _OK, _NEED_MORE, _BAD = 0, 1, 2
 
