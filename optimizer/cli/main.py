@@ -13,6 +13,7 @@ whose name they list, since each shows its command's help.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import warnings
 from collections.abc import Iterator, MutableMapping
@@ -44,6 +45,15 @@ _COMMANDS: dict[str, str] = {
     "validate": "validate_cmd",
 }
 
+#: Commands that never call BLAS (numpy's linear algebra), whose numpy is loaded with OpenBLAS
+#: kept to the calling thread. As it loads, OpenBLAS starts one worker thread per further core,
+#: and each spins, waiting for work, for a while before it sleeps: 0.05-0.08 s of CPU per
+#: worker on a two-core machine, in every run, for work that never comes (a warm `kvplan
+#: replay` of 10 M blocks from lcp spends about 0.8 s CPU in all). Results do not change:
+#: BLAS is not called, and would be deterministic on one thread anyway. A value the user set
+#: is kept.
+_NO_BLAS_THREADS = frozenset({"replay"})
+
 
 class _LazyCommands(MutableMapping[str, Any]):
     """The root group's ``commands``: every name in ``_COMMANDS`` is a key from the start (usage
@@ -56,6 +66,8 @@ class _LazyCommands(MutableMapping[str, Any]):
     def __getitem__(self, name: str) -> Any:
         if name not in self._loaded:
             module = _COMMANDS[name]  # KeyError for unknown names, as a dict would
+            if name in _NO_BLAS_THREADS and "numpy" not in sys.modules:  # read as numpy loads
+                os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
             holder = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
             importlib.import_module(f"optimizer.cli.{module}").register(holder)
             group = typer.main.get_group(holder)

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 from numpy.typing import NDArray
+
+from simulator.core.jit import cached_njit
 
 __all__ = ["StackPass", "distinct_per_request", "stack_pass"]
 
@@ -42,7 +43,7 @@ __all__ = ["StackPass", "distinct_per_request", "stack_pass"]
 NEVER_HIT = np.iinfo(np.int64).max
 
 
-@numba.njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _kernel(
     ids: NDArray[np.int64],
     offsets: NDArray[np.int64],
@@ -105,7 +106,7 @@ def _kernel(
     return position, threshold, distinct
 
 
-@numba.njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _distinct(ids: NDArray[np.int64], offsets: NDArray[np.int64], n_ids: int) -> NDArray[np.int64]:
     mark = np.full(n_ids, -1, dtype=np.int64)
     out = np.zeros(len(offsets) - 1, dtype=np.int64)
@@ -128,7 +129,7 @@ def distinct_per_request(
     )
 
 
-@numba.njit(cache=True, nogil=True)
+@cached_njit(nogil=True)
 def _running_max(threshold: NDArray[np.int64], offsets: NDArray[np.int64]) -> NDArray[np.int64]:
     out = threshold.copy()
     for r in range(len(offsets) - 1):

@@ -20,8 +20,9 @@ reader re-reads that text with the Python validator, which accepts or names the 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
+
+from simulator.core.jit import cached_njit
 
 __all__ = ["ArrayInterner", "parse_id_lists"]
 
@@ -85,7 +86,7 @@ def _extended(array: NDArray[np.int64], size: int) -> NDArray[np.int64]:
     return out
 
 
-@njit(cache=True)
+@cached_njit
 def _slot(parent: int, raw: int, mask: int) -> int:
     """Home slot of a pair: a multiplicative mix and the splitmix64 finaliser (uint64)."""
     h = np.uint64(parent) * np.uint64(0x9E3779B97F4A7C15) ^ np.uint64(raw)
@@ -97,7 +98,7 @@ def _slot(parent: int, raw: int, mask: int) -> int:
     return int(np.int64(h & np.uint64(mask)))
 
 
-@njit(cache=True)
+@cached_njit
 def _intern(
     raw: NDArray[np.int64],
     offsets: NDArray[np.int64],
@@ -138,7 +139,7 @@ def _intern(
     return len(offsets) - 1, n_unique
 
 
-@njit(cache=True)
+@cached_njit
 def _rehash(
     n_unique: int, parent_of: NDArray[np.int64], raw_of: NDArray[np.int64], table: NDArray[np.int64]
 ) -> None:
@@ -150,7 +151,7 @@ def _rehash(
         table[i] = found
 
 
-@njit(cache=True)
+@cached_njit
 def _skip_space(text: NDArray[np.uint8], pos: int, end: int) -> int:
     """Position of the first byte at or after ``pos`` that is not JSON whitespace (space,
     line feed, tab, carriage return)."""
@@ -159,7 +160,7 @@ def _skip_space(text: NDArray[np.uint8], pos: int, end: int) -> int:
     return pos
 
 
-@njit(cache=True)
+@cached_njit
 def _parse_list(
     text: NDArray[np.uint8], pos: int, end: int, out: NDArray[np.int64], n: int
 ) -> tuple[int, int]:
@@ -199,7 +200,7 @@ def _parse_list(
     return n, (0 if _skip_space(text, pos, end) == end else -1)
 
 
-@njit(cache=True)
+@cached_njit
 def parse_id_lists(
     text: NDArray[np.uint8],
     ends: NDArray[np.int64],

@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import cast
 
 import numpy as np
-from numba import njit
 from numpy.typing import NDArray
 
+from simulator.core.jit import cached_njit
 from simulator.workload._io import open_stream
 from simulator.workload.chunks import BlockChunk, observe_chunk
 from simulator.workload.lcp import iter_lcp, promised_totals, read_totals
@@ -36,8 +36,12 @@ from slo.inputfile import InputError
 
 __all__ = ["CHUNK_BYTES", "iter_lcp_chunks"]
 
-#: Bytes of records read per piece (about half a million block entries).
-CHUNK_BYTES = 8 << 20
+#: Bytes of records read per piece (about 130,000 block entries). Small enough that the piece
+#: and the ids scanned out of it (3 MB together) can stay in a core's L2 cache (4 MB on the
+#: bench machine) between zstd writing the piece, ``_scan`` reading it and the serve loop
+#: reading the ids: 8 MB pieces cost about 0.03 s more CPU per 10 M blocks there
+#: (bench/README.md, 2026-12-07 fourth session), the extra per-chunk calls included.
+CHUNK_BYTES = 2 << 20
 
 _OK, _NEED_MORE, _BAD = 0, 1, 2
 
@@ -118,7 +122,7 @@ def _raise_reference(path: Path, header: LcpHeader) -> None:
     raise RuntimeError(f"{path}: the chunked lcp reader refused a file the reference accepts")
 
 
-@njit(cache=True)
+@cached_njit
 def _le_int64(buffer: NDArray[np.uint8], at: int, size: int) -> int:
     """The little-endian signed integer of ``size`` bytes (8 or less) at ``at``."""
     value = np.uint64(0)
@@ -127,7 +131,7 @@ def _le_int64(buffer: NDArray[np.uint8], at: int, size: int) -> int:
     return int(np.int64(value))
 
 
-@njit(cache=True)
+@cached_njit
 def _scan(
     buffer: NDArray[np.uint8],
     n_records: int,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -102,6 +103,29 @@ def test_a_command_imports_only_its_own_module() -> None:
     listed = runner.invoke(app, ["--help"], terminal_width=200)
     for name in ("replay", "simulate", "optimize", "report", "validate", "profiles"):
         assert name in listed.stdout
+
+
+def test_replay_loads_numpy_with_one_blas_thread() -> None:
+    """``kvplan replay`` never calls BLAS: numpy is loaded with OpenBLAS on the calling thread
+    only (``main._NO_BLAS_THREADS``), unless the user asked for something else."""
+    code = (
+        "import os, sys\n"
+        "from typer.testing import CliRunner\n"
+        "from optimizer.cli.main import app\n"
+        "assert 'numpy' not in sys.modules\n"
+        "result = CliRunner().invoke(app, ['replay', '--list-policies', '--json'])\n"
+        "assert result.exit_code == 0, result.output\n"
+        "print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    for given, expected in ((None, "1"), ("3", "3")):
+        if given is not None:
+            env["OPENBLAS_NUM_THREADS"] = given
+        proc = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=False, env=env
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout.strip() == expected
 
 
 def test_a_warning_is_one_note_line_without_python_source(tmp_path: Path) -> None:
