@@ -31,7 +31,7 @@ break the bound). ``evict_n`` refreshes the top bucket: its stored key becomes i
 head's exact key at ``now``; if the bucket is still on top, that head is below every other
 stored key, so below every other head's exact key, and it is the Python victim (keys are
 unique: block ids are). A call thus touches the buckets it takes victims from and the few
-whose bound lags, not all of them. Negative costs (a test-only model) break the monotony:
+whose bound lags, not all of them. Negative costs (no shipped model has one) break the monotony:
 once one appears the engine sets ``st[S_SIGNED]`` and ``evict_n`` builds the heads' heap per
 call, as Python does.
 """
@@ -63,8 +63,9 @@ H_HEAP, H_POS, H_NEXT, H_BLOCK = 2, 3, 4, 5
 # The small helpers are inlined into their callers at numba's IR level: a call between kernels
 # passes each array with a reference-count update, and with a call per block and per bucket
 # that was a fifth of the loop's time (measured with Python's per-call heads heap: position
-# costs 2.05 -> 2.56 M blocks/s). ``_remove`` and ``_combine`` stay calls: inlined at their
-# seven sites they took the family's first compile from 5.4 to 22 s CPU for a few per cent.
+# costs 2.05 -> 2.56 M blocks/s). ``_remove`` and ``_combine`` stay calls: inlined at every
+# site (six and twelve) they took the family's first compile from 5.4 to 22 s CPU for a few
+# per cent.
 
 
 @njit(inline="always")
