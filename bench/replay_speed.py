@@ -7,6 +7,7 @@ Usage::
     python bench/replay_speed.py --serve-loop         # per policy: serve loop only, 10 M
     python bench/replay_speed.py --serve-loop --accesses 1e6 --algo lru,fifo
     python bench/replay_speed.py --serve-loop --algo lru --profile  # cProfile, top 25
+    python bench/replay_speed.py --serve-loop --algo belady_compute --cost-model position
 
 **End to end** (the default): writes a Mooncake JSONL trace of ``--accesses`` block accesses
 (``replay_memory.write_jsonl``: many short multi-turn requests, about 40 blocks each) and its
@@ -30,7 +31,9 @@ prefixes are reused at many depths. It is generated once, before any timing; ora
 annotations (for ``needs_next_access`` policies) are built once too and are not timed. One
 block access = one block of one request (probed in phase 1 and replayed in phase 3).
 Policies with a compiled path are timed on it too, from chunks packed before timing (its
-compilation is warmed up on a tiny trace first and reported apart). Single-threaded; run on
+compilation is warmed up on a tiny trace first and reported apart). ``--cost-model`` takes a
+``kvplan replay --cost-model`` spec (uniform by default) for both loops, so cost-aware policies
+can be timed with costs that vary by position. Single-threaded; run on
 an otherwise idle core for stable numbers.
 """
 
@@ -56,6 +59,7 @@ from _chat_trace import ChatShape, chat_turns
 from replay_memory import write_jsonl
 
 from simulator.kvcache.compiled import COMPILED, CompiledReplay
+from simulator.kvcache.cost import UNIFORM, CostModel, parse_cost_model
 from simulator.kvcache.policies import POLICIES, make_policy
 from simulator.kvcache.replay import ReplayResult, replay
 from simulator.kvcache.served_future import distinct_counts, without_skipped
@@ -242,6 +246,8 @@ def time_policy(
     cache_size: int,
     future: FutureTable | None,
     seed: int,
+    *,
+    cost_model: CostModel = UNIFORM,
 ) -> tuple[ReplayResult, float]:
     """Replay the whole trace once; return the result and the CPU time in seconds.
 
@@ -251,7 +257,7 @@ def time_policy(
     policy = make_policy(name, cache_size, seed=seed)
     rows = future.rows() if (future is not None and policy.needs_next_access) else None
     start = time.process_time()
-    result = replay(trace, policy, future=rows)
+    result = replay(trace, policy, future=rows, cost_model=cost_model)
     return result, time.process_time() - start
 
 
@@ -278,6 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--prompts", type=int, default=CHAT.prompts, help="distinct prompts")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--profile", action="store_true", help="cProfile the first policy")
+    parser.add_argument("--cost-model", default="uniform", help="serve loop: a cost model spec")
     args = parser.parse_args(argv)
     if args.reference_loop is not None:
         print(json.dumps(reference_loop(args.reference_loop, args.cache_size)))
@@ -290,13 +297,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.cache_size = args.cache_size or 16_384
         return end_to_end(args, [name for name in names if name in COMPILED])
     args.cache_size = args.cache_size or 32_768
+    model = parse_cost_model(args.cost_model)
 
     start = time.perf_counter()
     trace = synthetic_trace(int(args.accesses), prompts=args.prompts, seed=args.seed)
     n_blocks = sum(len(r.block_ids) for r in trace)
     print(
         f"trace: {len(trace):,} requests, {n_blocks:,} block accesses, "
-        f"cache {args.cache_size:,} blocks (built in {time.perf_counter() - start:.1f} s)"
+        f"cache {args.cache_size:,} blocks (built in {time.perf_counter() - start:.1f} s), "
+        f"cost model {args.cost_model}"
     )
     future = build_future(trace) if any(POLICIES[n].needs_next_access for n in names) else None
     if future is not None:  # what replay() hands an oracle: skipped requests left out
@@ -306,7 +315,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.profile:
         profiler = cProfile.Profile()
         profiler.enable()
-        time_policy(names[0], trace, args.cache_size, future, args.seed)
+        time_policy(names[0], trace, args.cache_size, future, args.seed, cost_model=model)
         profiler.disable()
         pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(25)
         return 0
@@ -315,16 +324,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.process_time()
     for name in names:  # numba compiles (or loads) each policy family's kernels on first use
         if name in COMPILED:
-            feed_all(CompiledReplay(name, args.cache_size, seed=args.seed),
+            feed_all(CompiledReplay(name, args.cache_size, seed=args.seed, cost_model=model),
                      chunk_requests(trace[:50]), future)  # fmt: skip
     print(f"compiled core: first calls {time.process_time() - start:.2f} s CPU (not in the table)")
     print(f"{'policy':<28} {'python acc/s':>12} {'cpu s':>7} {'compiled acc/s':>14} {'cpu s':>6}"
           f" {'hit ratio':>9}")  # fmt: skip
     for name in names:
-        result, seconds = time_policy(name, trace, args.cache_size, future, args.seed)
+        result, seconds = time_policy(
+            name, trace, args.cache_size, future, args.seed, cost_model=model
+        )
         fast = f"{'-':>14} {'-':>6}"
         if name in COMPILED:
-            run = CompiledReplay(name, args.cache_size, seed=args.seed)
+            run = CompiledReplay(name, args.cache_size, seed=args.seed, cost_model=model)
             start = time.process_time()
             feed_all(run, chunks, future)
             elapsed = time.process_time() - start

@@ -258,6 +258,113 @@ def test_compiled_equals_python_on_prefix_traces(  # noqa: PLR0917  (hypothesis 
     assert got == expected
 
 
+#: Cost models for belady_compute's cost buckets (``compiled._belady``): a bucket per position
+#: (``position``, the measured Qwen model), positions sharing buckets (period 3), zero costs
+#: beside positive ones, and costs that turn negative from position 5 on, so a run leaves the
+#: lazy bucket heap for Python's per-call one when its first long request arrives (or starts
+#: there). A bucket's blocks change when a block id comes back at another position.
+BUCKET_MODELS = [
+    parse_cost_model("position"),
+    parse_cost_model("qwen3coder30b_blksz_16"),
+    CostModel("period-3", lambda p: float(p % 3 + 1)),
+    CostModel("zeros", lambda p: float(p % 2)),
+    CostModel("signed", lambda p: 4.0 - p),
+    CostModel("alternating", lambda p: -1.0 - p if p % 2 else 1.0 + p),
+]
+
+
+def _residents_per_chunk(
+    requests: list[TraceRequest],
+    capacity: int,
+    model: CostModel,
+    options: dict[str, Any],
+    *,
+    chunk_blocks: int,
+    slots: int,
+) -> tuple[list[set[int] | str], list[set[int] | str]]:
+    """belady_compute's resident blocks after each chunk, (Python, compiled): the same sets
+    mean the same victims, chunk by chunk. A run that raises ends its list with the error's
+    type name."""
+    policy = make_policy("belady_compute", capacity)
+    run = CompiledReplay("belady_compute", capacity, cost_model=model, slots=slots, **options)
+    future = _served_future(requests, capacity)
+    rows = future.rows()
+    python: list[set[int] | str] = []
+    compiled: list[set[int] | str] = []
+    at = 0
+    for chunk in chunk_requests(requests, max_blocks=chunk_blocks):
+        part = requests[chunk.first_index : chunk.first_index + chunk.n_requests]
+        n = len(chunk.blocks)
+        try:
+            replay(part, policy, cost_model=model, future=islice(rows, len(part)), **options)
+            python.append(set(policy.resident_view()))  # type: ignore[call-overload]
+        except RuntimeError as error:
+            python.append(type(error).__name__)
+        try:
+            run.feed(chunk, future.next_access[at : at + n])
+            compiled.append(set(run._ids[run._res.astype(bool)].tolist()))
+        except RuntimeError as error:
+            compiled.append(type(error).__name__)
+        at += n
+        if isinstance(python[-1], str) or isinstance(compiled[-1], str):
+            break
+    return python, compiled
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    lists=st.lists(st.lists(st.integers(0, 14), max_size=9), max_size=40),
+    prefix_seed=st.integers(0, 2**32 - 1) | st.none(),
+    model=st.sampled_from(BUCKET_MODELS),
+    capacity=st.integers(1, 30),
+    chunk_blocks=st.integers(1, 60),
+    pin=st.booleans(),
+    deep=st.booleans(),
+    stop=st.booleans(),
+    slots=st.sampled_from([4, 1024]),
+)
+def test_belady_compute_equals_python_under_position_costs(  # noqa: PLR0917  (hypothesis draws)
+    lists: list[list[int]],
+    prefix_seed: int | None,
+    model: CostModel,
+    capacity: int,
+    chunk_blocks: int,
+    pin: bool,
+    deep: bool,
+    stop: bool,
+    slots: int,
+) -> None:
+    """The lazy bucket heap (and its fallback) against the Python policy: the same result and
+    the same resident blocks after every chunk, on arbitrary traces (blocks move between
+    buckets) and prefix traces (paths deepen, so buckets are added mid-run)."""
+    requests = (
+        as_requests(lists)
+        if prefix_seed is None
+        else random_prefix_trace(np.random.default_rng(prefix_seed), 120)
+    )
+    options = {
+        "match": "stop-at-first-miss" if stop else "all",
+        "replay_order": "deepest-first" if deep else "prefix-order",
+        "pin": pin,
+    }
+    python, compiled = _residents_per_chunk(
+        requests, capacity, model, options, chunk_blocks=chunk_blocks, slots=slots
+    )
+    assert compiled == python
+    expected, got = _both(
+        requests,
+        ("belady_compute", {}),
+        capacity,
+        chunk_blocks=chunk_blocks,
+        model=model,
+        pin=pin,
+        deep=deep,
+        stop=stop,
+        slots=slots,
+    )
+    assert got == expected
+
+
 def test_the_random_traces_exercise_every_counter() -> None:
     """The cases above are not vacuous: skips, self-evictions and evictions all occur."""
     # Request 2 evicts block 1 of its own (LRU front, pinning off); request 3 is too long.

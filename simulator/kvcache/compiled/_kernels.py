@@ -352,7 +352,7 @@ def _evict(  # noqa: C901, PLR0911, PLR0912  (one return per policy)
             stamp, fs)  # fmt: skip
     if family == FAM_BELADY_COMPUTE:
         return bc_evict(want, pin, cur, size, res, prv, cls, links, nodes, ids, stamp, scratch,
-            st, fs)  # fmt: skip
+            keys, st, fs)  # fmt: skip
     if family == FAM_HEAPS:
         return heap_evict(want, kind == K_BELADY, pin, cur, res, nxt, prv, cls, keys, heap,
             scratch, stamp, ids, st, fs)  # fmt: skip
@@ -423,7 +423,7 @@ def _replay_other(  # noqa: C901, PLR0911, PLR0912  (one return per policy)
             aux, nxt, prv, cls, keys, links, sess, stable, pool, nodes, st, fs)  # fmt: skip
     if family == FAM_BELADY_COMPUTE:
         return E_OK, bc_replay(xs, future, lo, hi, deepest_first, size, uniform, res, prv, cls,
-            links, nodes, ids, st)  # fmt: skip
+            links, nodes, ids, keys, st, fs)  # fmt: skip
     if family == FAM_SEGMENTED:
         if kind == K_SLRU:
             return E_OK, slru_replay(xs, lo, hi, deepest_first, size, st[S_LIMIT], res, nxt,

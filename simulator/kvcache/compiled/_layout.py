@@ -88,7 +88,8 @@ S_SESS_ANON = 46  # ... the key of the next request without a session (-2, -3, .
 S_CUR_SESSION = 47  # ... the key of the session being served
 S_CUR_NEXT = 48  # ... the request index of its next turn (session_belady)
 S_NEUMAIER = 49  # ... 1 where Python's sum() of floats is compensated (3.12 on)
-N_STATE = 50
+S_SIGNED = 50  # BeladyCompute: 1 once a bucket's cost is negative (or NaN): no lazy bucket heap
+N_STATE = 51
 
 # Indices into the float64 vector ``fs``.
 F_TOTAL, F_SAVED = 0, 1  # cost sums of the serve loop

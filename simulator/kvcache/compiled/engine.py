@@ -40,6 +40,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simulator.kvcache.compiled import _layout as k
+from simulator.kvcache.compiled._belady import H_HEAP, H_POS
 from simulator.kvcache.compiled._kernels import serve_for
 from simulator.kvcache.compiled._lhd import F_DENSITY, N_LHD_FLOAT
 from simulator.kvcache.compiled._partial import new_node_table
@@ -274,9 +275,7 @@ class CompiledReplay:
         elif self._kind == k.K_BELADY_COMPUTE:
             st[k.S_CLOCK] = 1  # the policy's ``_base``
             if self._model.uniform:  # one bucket, cost 1.0 (what the uniform table holds)
-                st[k.S_BUCKETS] = 1
-                self._sums = _extended(self._sums, k.N_FLOAT + 1)
-                self._sums[k.N_FLOAT] = self._model.table(1)[0]
+                self._cost_buckets(1)
         elif self._kind == k.K_LIRS:
             st[k.S_LIR_TARGET] = policy.lir_target
         elif self._kind >= k.K_SESSION_LRU:
@@ -576,20 +575,33 @@ class CompiledReplay:
 
     def _cost_buckets(self, n: int) -> None:
         """BeladyCompute: number the distinct costs of positions 0 … n-1 (``nodes[1, p]``: the
-        bucket of position p; ``fs[N_FLOAT + b]``: bucket b's cost), keeping the buckets and
-        heap roots (``nodes[0]``) numbered so far."""
+        bucket of position p; ``fs[N_FLOAT + b]``: bucket b's cost), keeping the buckets, their
+        heap roots (``nodes[0]``) and the lazy bucket heap numbered so far; a new bucket joins
+        that heap at its end, empty (stored worth +inf, ``_belady``). ``st[S_SIGNED]`` is set
+        once a cost is negative or NaN (the lazy heap needs every cost ≥ 0)."""
         buckets = self._buckets
+        old = len(buckets)
         table = self._model.table(n)[:n]
         index = [buckets.setdefault(c, len(buckets)) for c in table]
         width = max(n, len(buckets)) + 1
         nodes = np.zeros((6, width), np.int64)
-        kept = min(width, self._nodes.shape[1])  # bucket roots; at most len(buckets) are used
+        kept = min(width, self._nodes.shape[1])  # at most len(buckets) + 1 columns are used
         nodes[0, :kept] = self._nodes[0, :kept]
+        nodes[H_HEAP:, :kept] = self._nodes[H_HEAP:, :kept]  # the heap's rows, H_HEAP on
         nodes[1, :n] = index
+        new = np.arange(old, len(buckets))
+        nodes[H_HEAP, new + 1] = new
+        nodes[H_POS, new] = new + 1
         self._nodes = nodes
+        keys = np.full(width, np.inf)
+        kept = min(width, len(self._keys))
+        keys[:kept] = self._keys[:kept]
+        self._keys = keys
         self._sums = _extended(self._sums, k.N_FLOAT + len(buckets))
         self._sums[k.N_FLOAT :] = list(buckets)
         self._state[k.S_BUCKETS] = len(buckets)
+        if not all(c >= 0 for c in buckets):
+            self._state[k.S_SIGNED] = 1
 
 
 def _check_annotation(  # noqa: PLR0917  (one message per argument)
