@@ -1,17 +1,31 @@
 """InferenceX's multi-node disaggregated recipes: the decode workers' running caps.
 
-InferenceX runs its multi-node disaggregated benchmarks (Dynamo with TensorRT-LLM workers,
-``framework: dynamo-trt``) from srt-slurm recipes, one per point of the search space of
-``.github/configs/nvidia-master.yaml`` (SemiAnalysisAI/InferenceX, read at commit 0004cf5f, key
-``dsr1-fp8-h100-dynamo-trt``, image ``nvcr.io/nvidia/ai-dynamo/tensorrtllm-runtime:0.8.1.post3``):
-each entry names the users it ran (``conc-list``), the prefill and decode worker counts, whether
-the decode workers use attention DP, and the recipe file, ``recipes/trtllm/h100-fp8/<isl>k<osl>k/
-{stp,mtp}/ctx<P>_gen<D>_{tep,dep}16_batch<B>_eplb0_mtp<K>.yaml``. A recipe sets its decode
-workers' ``max_batch_size`` to the ``B`` of its name — so in the eight recipe files stored of
-ishandhanani/srt-slurm@51962c0f (H100 FP8, the TEP16 batch-1 and batch-2 ones of both lengths and
-both decoding modes), where ``concurrencies`` is 6 for batch 1 and 9 for batch 2. That cap is per
-attention-DP rank for a ``dep16`` worker (TensorRT-LLM's ``max_batch_size`` is per rank with
-``enable_attention_dp``), per worker for ``tep16``.
+InferenceX runs its multi-node disaggregated benchmarks with Dynamo and TensorRT-LLM workers
+(``framework: dynamo-trt``) from the search spaces of ``.github/configs/nvidia-master.yaml``
+(SemiAnalysisAI/InferenceX, read whole at commit 0004cf5f2577a1c1007a9bed7cc7d55656519507). Each
+search-space point names the users it ran (``conc-list``), the prefill and decode worker counts
+with their ``tp`` / ``ep`` / ``dp-attn``, and (but for ``gptoss-fp4-gb200-dynamo-trt``) an
+srt-slurm recipe, ``CONFIG_FILE=recipes/trtllm/<gpu>[-<precision>]/<isl>k<osl>k/{stp,mtp}/
+[c<users>_]ctx<P>_gen<D>_{tep,dep,tp,dp}<N>_batch<B>_eplb<E>_mtp<K>[_<users>].yaml``.
+``simulator/data/inferencex_disagg_recipes.csv`` holds every point of the eleven ``dynamo-trt``
+keys there (DeepSeek-R1 FP4/FP8 on B200, B300, GB200, GB300, FP8 on H100 and H200, gpt-oss-120b
+FP4 on GB200; no other model has a ``dynamo-trt`` key at that commit): 336 points, one row per
+(point, user count), 416 rows, as written (commented-out points skipped). Every recipe name
+agrees with its point's worker counts, decode layout and decoding mode, but for two
+``gb200-fp4/8k1k/stp/ctx1_gen4_tep8_*`` points whose decode the master file marks
+``dp-attn: true``; the table keeps the master file's value (it is what the exports record).
+
+The decode ``max_batch_size`` of a recipe is the ``B`` of its name — so in 11 of the 18 stored
+recipe files read (b200-fp8 of ishandhanani/srt-slurm@fe2cd905 and @e71238b3, h200 of
+@4893f83e, gb300-fp8 of NVIDIA/srt-slurm; and the eight h100-fp8 ones of @51962c0f read
+before). The seven others are all b200-fp8: six DEP8 recipes whose ``B`` is the worker's
+total over its 8 attention-DP ranks (``dep8_batch768``: ``max_batch_size: 96``) and one
+``tp8_batch1024`` whose cap is 48. The table's ``decode_batch`` is the file's value where a
+file was read (``decode_batch_from = recipe_file <repo@commit>``), the name's ``B`` otherwise
+(``name``; the unread b200-fp8 DEP caps may thus be 8× loose, i.e. not binding), and for the
+gpt-oss points the ``DECODE_MAX_BATCH_SIZE`` the master file sets. TensorRT-LLM's
+``max_batch_size`` is per attention-DP rank with ``enable_attention_dp`` (``dep``/``dp``
+layouts), per worker otherwise.
 
 The exported rows do not record that cap: the DeepSeek-V3 rows of ``config_id=494`` record
 ``decode_batch_size`` = users / decode workers (2 at 6 users over 3 workers), an even split of
@@ -19,111 +33,124 @@ the load. InferenceX runs more users than decode slots (6 users on three workers
 users wait for a slot; simulated with the even split every user had one, and the measured 5-14 s
 TTFTs came out 5-25× short (``bench/README.md``).
 
-``decode_cap(row)`` is the cap of the recipe that ran ``row``: the entries at the row's lengths and
-users whose worker counts and decode attention DP agree with what the row records. At some
-points InferenceX ran a speculative-decoding (MTP) recipe besides the plain one and the export
-does not say which a row is; where the candidates agree on the cap it is returned (whatever the
-decoding: MTP is not modelled, for any row), where they differ, None (the row keeps its recorded
-batch size). Only the H100 FP8 DeepSeek-R1 recipes above are in the table; other GPUs' and
-engines' multi-node recipes were not read. Prefill workers keep the benchmark rules of
-``silicon/disagg.py`` (the recipes' prefill settings were read for four of the points only).
+``decode_cap(row)`` is the cap of the recipe that ran ``row``: the points of the row's model
+family, GPU, engine, weight precision (``inferencex._weights``), lengths and users whose worker
+counts and decode layout agree with what the row records (a decode worker of ``N`` GPUs: ``tp`` ×
+``attention_dp`` = N, attention DP > 1 exactly where the point says ``dp-attn``; silicon rows
+record a DEP worker as TP1 × DP N, ``silicon/layout.py``; TP N × DP N, the way the 2026-04-06
+export wrote InferenceX's aggregated attention-DP rows, ``rules.recorded_layout``, is read as N
+GPUs too). At some points InferenceX ran a speculative-decoding (MTP) recipe besides the plain
+one and the export does not say which a row is; where the candidates agree on the cap it is
+returned (whatever the decoding: MTP is not modelled, for any row), where they differ, None (the
+row keeps its recorded batch size; 12 such (key, lengths, users, workers, layout) groups). Prefill
+workers keep the benchmark rules of ``silicon/disagg.py``.
 """
 
 from __future__ import annotations
 
+import csv
+import functools
 from dataclasses import dataclass
+from importlib import resources
 from typing import Literal
 
-from simulator.validation.inferencex import family_of, gpu_key
+from simulator.validation.inferencex import _weights, family_of, gpu_key
 from simulator.validation.rules import harness
 from simulator.validation.silicon.disagg import DisaggRow
 
-__all__ = ["RECIPES", "DisaggRecipe", "decode_cap"]
+__all__ = ["DisaggRecipe", "decode_cap", "recipes"]
 
-_SOURCE = (
-    "SemiAnalysisAI/InferenceX .github/configs/nvidia-master.yaml@0004cf5f "
-    "dsr1-fp8-h100-dynamo-trt; recipes/trtllm/h100-fp8/{isl}k{osl}k/{spec}/"
-    "ctx{prefill}_gen{decode}_{layout}16_batch{batch}_eplb0_mtp*.yaml"
-)
+_MASTER = "SemiAnalysisAI/InferenceX .github/configs/nvidia-master.yaml@0004cf5f"
 
 
 @dataclass(frozen=True, slots=True)
 class DisaggRecipe:
-    """One search-space point of the source (module doc)."""
+    """One (search-space point, user count) of the source (module doc)."""
 
+    #: The master file's key, ``dsr1-fp8-h100-dynamo-trt``.
+    key: str
     family: str
+    #: The shipped catalog's GPU key (``inferencex.gpu_key``).
     gpu: str
+    #: ``fp4`` / ``fp8``: the key's precision, compared with the row's (``inferencex._weights``).
+    weights: str
     backend: str
     isl: int
     osl: int
     users: int
     spec: Literal["stp", "mtp"]
     prefill_workers: int
+    prefill_tp: int
+    prefill_ep: int
+    prefill_dp_attn: bool
     decode_workers: int
-    #: ``dep``: a decode worker is 16 attention-DP ranks; ``tep``: one TP16 rank group.
-    decode_layout: Literal["tep", "dep"]
-    #: Decode ``max_batch_size``: per rank for ``dep``, per worker for ``tep``.
+    #: GPUs per decode worker (the master file's ``tp``).
+    decode_tp: int
+    decode_ep: int
+    #: ``dp-attn``: a decode worker is ``decode_tp`` attention-DP ranks of TP1.
+    decode_dp_attn: bool
+    #: The ``B`` of the recipe's name; None where there is no recipe file (gpt-oss).
+    name_batch: int | None
+    #: Decode ``max_batch_size``: per attention-DP rank with ``decode_dp_attn``, else per worker.
     decode_batch: int
+    #: ``name``, ``recipe_file <repo@commit>`` or ``DECODE_MAX_BATCH_SIZE`` (module doc).
+    decode_batch_from: str
+    config_file: str
 
     @property
     def source(self) -> str:
-        """Where this point was read."""
-        kib = {1024: "1", 8192: "8"}
-        return _SOURCE.format(
-            isl=kib.get(self.isl, self.isl), osl=kib.get(self.osl, self.osl), spec=self.spec,
-            prefill=self.prefill_workers, decode=self.decode_workers,
-            layout=self.decode_layout, batch=self.decode_batch,
-        )  # fmt: skip
+        """Where this point and its cap were read."""
+        recipe = self.config_file or "additional-settings"
+        return f"{_MASTER} {self.key}; {recipe}; decode_batch from {self.decode_batch_from}"
 
 
-def _h100_dsr1(
-    isl: int, spec: Literal["stp", "mtp"], points: tuple[tuple[int, int, int, str, int], ...]
-) -> tuple[DisaggRecipe, ...]:
-    """The points ``(users, prefill workers, decode workers, layout, batch)`` of one length."""
-    return tuple(
-        DisaggRecipe("dsr1", "h100_sxm", "trtllm", isl, 1024, users, spec, prefill, decode,
-                     "dep" if layout == "dep" else "tep", batch)
-        for users, prefill, decode, layout, batch in points
+def _row(raw: dict[str, str]) -> DisaggRecipe:
+    spec = raw["spec"]
+    if spec not in ("stp", "mtp"):
+        raise ValueError(f"inferencex_disagg_recipes.csv: spec {spec!r}")
+    number = {k: int(raw[k]) for k in (
+        "isl", "osl", "users", "prefill_workers", "prefill_tp", "prefill_ep", "prefill_dp_attn",
+        "decode_workers", "decode_tp", "decode_ep", "decode_dp_attn", "decode_batch",
+    )}  # fmt: skip
+    return DisaggRecipe(
+        key=raw["key"], family=raw["family"], gpu=raw["gpu"], weights=raw["weights"],
+        backend=raw["backend"], isl=number["isl"], osl=number["osl"], users=number["users"],
+        spec="mtp" if spec == "mtp" else "stp",
+        prefill_workers=number["prefill_workers"], prefill_tp=number["prefill_tp"],
+        prefill_ep=number["prefill_ep"], prefill_dp_attn=bool(number["prefill_dp_attn"]),
+        decode_workers=number["decode_workers"], decode_tp=number["decode_tp"],
+        decode_ep=number["decode_ep"], decode_dp_attn=bool(number["decode_dp_attn"]),
+        name_batch=int(raw["name_batch"]) if raw["name_batch"] else None,
+        decode_batch=number["decode_batch"], decode_batch_from=raw["decode_batch_from"],
+        config_file=raw["config_file"],
     )  # fmt: skip
 
 
-#: The ``dsr1-fp8-h100-dynamo-trt`` search space (module doc), as written there.
-RECIPES: tuple[DisaggRecipe, ...] = (
-    *_h100_dsr1(1024, "mtp", (
-        (6, 1, 3, "tep", 1), (9, 1, 3, "tep", 2), (30, 1, 3, "tep", 8), (60, 1, 3, "tep", 16),
-        (117, 1, 3, "tep", 32), (231, 1, 3, "dep", 4), (462, 1, 3, "tep", 128),
-        (615, 1, 1, "dep", 32), (1229, 1, 1, "dep", 64),
-    )),
-    *_h100_dsr1(1024, "stp", (
-        (6, 1, 3, "tep", 1), (9, 1, 3, "tep", 2), (30, 1, 3, "tep", 8), (60, 1, 3, "tep", 16),
-        (231, 1, 3, "dep", 4), (462, 1, 3, "dep", 8), (924, 1, 3, "dep", 16),
-        (1845, 1, 3, "dep", 32), (4916, 2, 1, "dep", 256),
-    )),
-    *_h100_dsr1(8192, "mtp", (
-        (6, 1, 3, "tep", 1), (9, 1, 3, "tep", 2), (30, 1, 3, "tep", 8), (77, 1, 1, "dep", 4),
-        (154, 2, 1, "dep", 8),
-    )),
-    *_h100_dsr1(8192, "stp", (
-        (6, 1, 3, "tep", 1), (9, 1, 3, "tep", 2), (30, 1, 3, "tep", 8), (154, 1, 2, "tep", 64),
-        (308, 2, 1, "dep", 16),
-    )),
-)  # fmt: skip
+@functools.cache
+def recipes() -> tuple[DisaggRecipe, ...]:
+    """The packaged table (module doc), read once."""
+    text = (resources.files("simulator") / "data" / "inferencex_disagg_recipes.csv").read_text(
+        encoding="utf-8"
+    )
+    return tuple(_row(raw) for raw in csv.DictReader(text.splitlines()))
 
 
 def _candidates(row: DisaggRow) -> list[DisaggRecipe]:
-    """The recipes that can have run ``row``: same family, GPU, engine, lengths and users, and
-    the worker counts and decode attention DP the row records."""
+    """The points that can have run ``row``: same family, GPU, engine, weights, lengths and
+    users, and the worker counts and decode layout the row records (module doc)."""
     if harness(row) != "inferencex":
         return []
-    family, gpu = family_of(row.model), gpu_key(row.system)
-    decode_layout = "dep" if row.decode.attention_dp > 1 else "tep"
+    family, gpu, weights = family_of(row.model), gpu_key(row.system), _weights(row)
+    decode, ranks = row.decode, max(1, row.decode.attention_dp)
+    decode_gpus = decode.tp if decode.tp == ranks else decode.tp * ranks
+    decode_dp = ranks > 1
     return [
         r
-        for r in RECIPES
-        if (r.family, r.gpu, r.backend) == (family, gpu, row.backend)
+        for r in recipes()
+        if (r.family, r.gpu, r.backend, r.weights) == (family, gpu, row.backend, weights)
         and (r.isl, r.osl, r.users) == (row.isl, row.osl, row.concurrency)
         and (r.prefill_workers, r.decode_workers) == (row.prefill.workers, row.decode.workers)
-        and r.decode_layout == decode_layout
+        and (r.decode_tp, r.decode_dp_attn) == (decode_gpus, decode_dp)
     ]
 
 
