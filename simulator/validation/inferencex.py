@@ -43,7 +43,7 @@ from hardware.catalog import shipped_catalog
 from simulator.validation.silicon.rows import MeasuredRow
 from slo.inputfile import InputError
 
-__all__ = ["LAUNCHES", "Launch", "family_of", "gpu_key", "launch_for"]
+__all__ = ["LAUNCHES", "Launch", "family_of", "gpu_key", "launch_for", "weights_of"]
 
 _HOPPER = frozenset({"h100_sxm", "h200_sxm"})
 _BLACKWELL = frozenset({"b200_sxm", "b300_sxm", "gb200"})
@@ -420,7 +420,8 @@ def family_of(model: str) -> str | None:
     return next((f for f, parts in _FAMILIES if any(p in name for p in parts)), None)
 
 
-def _weights(row: MeasuredRow) -> str:
+def weights_of(row: MeasuredRow) -> str:
+    """``fp4`` / ``fp8`` / ``other``: the weight precision a row names, as the scripts key it."""
     precision = row.precision.lower()
     return "fp4" if "fp4" in precision else "fp8" if "fp8" in precision else "other"
 
@@ -443,6 +444,6 @@ def launch_for(row: MeasuredRow) -> Launch | None:
     for launch in LAUNCHES:
         if (launch.backend, launch.family) != (row.backend, family) or gpu not in launch.gpus:
             continue
-        if launch.weights in ("any", _weights(row)):
+        if launch.weights in ("any", weights_of(row)):
             return launch
     return None

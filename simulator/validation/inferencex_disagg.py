@@ -34,7 +34,7 @@ users wait for a slot; simulated with the even split every user had one, and the
 TTFTs came out 5-25× short (``bench/README.md``).
 
 ``decode_cap(row)`` is the cap of the recipe that ran ``row``: the points of the row's model
-family, GPU, engine, weight precision (``inferencex._weights``), lengths and users whose worker
+family, GPU, engine, weight precision (``inferencex.weights_of``), lengths and users whose worker
 counts and decode layout agree with what the row records (a decode worker of ``N`` GPUs: ``tp`` ×
 ``attention_dp`` = N, attention DP > 1 exactly where the point says ``dp-attn``; silicon rows
 record a DEP worker as TP1 × DP N, ``silicon/layout.py``; TP N × DP N, the way the 2026-04-06
@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Literal
 
-from simulator.validation.inferencex import _weights, family_of, gpu_key
+from simulator.validation.inferencex import family_of, gpu_key, weights_of
 from simulator.validation.rules import harness
 from simulator.validation.silicon.disagg import DisaggRow
 
@@ -72,7 +72,7 @@ class DisaggRecipe:
     family: str
     #: The shipped catalog's GPU key (``inferencex.gpu_key``).
     gpu: str
-    #: ``fp4`` / ``fp8``: the key's precision, compared with the row's (``inferencex._weights``).
+    #: ``fp4`` / ``fp8``: the key's precision, compared with the row's (``inferencex.weights_of``).
     weights: str
     backend: str
     isl: int
@@ -140,7 +140,7 @@ def _candidates(row: DisaggRow) -> list[DisaggRecipe]:
     users, and the worker counts and decode layout the row records (module doc)."""
     if harness(row) != "inferencex":
         return []
-    family, gpu, weights = family_of(row.model), gpu_key(row.system), _weights(row)
+    family, gpu, weights = family_of(row.model), gpu_key(row.system), weights_of(row)
     decode, ranks = row.decode, max(1, row.decode.attention_dp)
     decode_gpus = decode.tp if decode.tp == ranks else decode.tp * ranks
     decode_dp = ranks > 1
