@@ -147,7 +147,7 @@ def _engine(
             hw.model,
             pool.gpu,
             tp=pool.tp,
-            ep=config.ep,
+            ep=config.pool_ep(role),
             weight_precision=config.weight_precision,
             kv_precision=config.kv_precision,
             allow_multi_node=config.allow_multi_node,

@@ -401,8 +401,10 @@ class ServingConfig(BaseModel):
                     f"{pool} instance"
                 )
             tp = self.pool_shape(pool)[1]
-            if self.ep is not None and tp % self.ep:
-                raise ValueError(f"ep ({self.ep}) must divide {pool}.tp ({tp})")
+            ep = self.pool_ep(pool)
+            if ep is not None and tp % ep:
+                where = f"{pool}.ep" if self.pool(pool).ep is not None else "ep"
+                raise ValueError(f"{where} ({ep}) must divide {pool}.tp ({tp})")
             settings = self.pool(pool)
             if settings.autoscale is not None:
                 _check_pool_autoscale(pool, settings.autoscale, count)
@@ -450,6 +452,14 @@ class ServingConfig(BaseModel):
         if pool is None:
             return self.attention_dp
         return self.pool(pool).attention_dp or self.attention_dp
+
+    def pool_ep(self, pool: PoolName | None) -> int | None:
+        """Expert parallelism of an instance of ``pool`` (None: the aggregated pool); None
+        where neither the pool nor the deployment sets one."""
+        if pool is None:
+            return self.ep
+        own = self.pool(pool).ep
+        return self.ep if own is None else own
 
     def decode_router(self) -> str:
         """Router spec that picks the decode instance after a prefill (the pool's, else

@@ -62,6 +62,13 @@ class PoolConfig(BaseModel):
         ge=1,
         description="Attention data-parallel ranks of an instance (None = attention_dp).",
     )
+    ep: int | None = Field(
+        default=None,
+        ge=1,
+        description="Expert parallelism of an instance's MoE layers (None = ep): large MoE "
+        "deployments split experts differently per role (e.g. DeepSeek-R1 on InferenceX's "
+        "B200 recipes: prefill EP4, decode EP8).",
+    )
     max_running_requests: int | None = Field(
         default=None,
         ge=1,

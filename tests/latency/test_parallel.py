@@ -195,6 +195,31 @@ def test_serving_config_checks_the_split() -> None:
     assert (ok.pool_attention_dp("prefill"), ok.pool_attention_dp("decode")) == (8, 1)
 
 
+def test_each_pool_may_split_its_experts_its_own_way() -> None:
+    pools = {"instances": 1, "tp": 8}
+    common = {"model": "m", "gpu": "g", "tp": 8, "pd_mode": "disaggregated"}
+    cfg = ServingConfig.model_validate(
+        {**common, "ep": 8, "prefill": {**pools, "ep": 4}, "decode": pools}
+    )
+    assert (cfg.pool_ep("prefill"), cfg.pool_ep("decode"), cfg.pool_ep(None)) == (4, 8, 8)
+    with pytest.raises(ValueError, match=r"prefill.ep \(3\) must divide prefill.tp \(8\)"):
+        ServingConfig.model_validate({**common, "prefill": {**pools, "ep": 3}, "decode": pools})
+    with pytest.raises(ValueError, match=r"prefill.ep is set but pd_mode is 'aggregated'"):
+        ServingConfig.model_validate({"model": "m", "gpu": "g", "prefill": {"ep": 4}})
+    # Each pool's engine gets its own split: the decode pool's MoE layers priced at EP8, the
+    # prefill pool's at EP4 (an EP4 prefill of 8 GPUs holds twice the experts per GPU).
+    qwen = {
+        **common, "model": "Qwen/Qwen3-235B-A22B-FP8", "gpu": "h100_sxm", "tp": 8, "ep": 8,
+        "weight_precision": "fp8", "latency_model": "roofline", "decode": pools,
+    }  # fmt: skip
+    same = ServingConfig.model_validate({**qwen, "prefill": pools})
+    split = ServingConfig.model_validate({**qwen, "prefill": {**pools, "ep": 4}})
+    spec = closed_loop_workload(users=4, requests=8, input_tokens=1024, output_tokens=16)
+    a, b = simulate(same, spec, seed=0), simulate(split, spec, seed=0)
+    # Only the prefill pool changed: the same decode steps, other prefill steps.
+    assert [r.ttft_s for r in a.records] != pytest.approx([r.ttft_s for r in b.records])
+
+
 def test_cli_refuses_a_dense_model_with_attention_dp(tmp_path: Path) -> None:
     config = tmp_path / "dense.yaml"
     config.write_text("model: Qwen/Qwen3-32B\ngpu: h100_sxm\ntp: 2\nattention_dp: 2\n")

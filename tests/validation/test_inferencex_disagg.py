@@ -175,9 +175,13 @@ def test_a_b200_point_resolves() -> None:
     assert recipe.decode_batch == 32
     # The same shape with FP8 weights is another key, which has no such point.
     assert decode_cap(replace(row, precision="fp8")) is None
-    # (Prefill EP4 and decode EP8: the simulator's one ep for both pools cannot run it; an
-    # FP8 point whose pools share EP8 reaches the engine limits.) dsr1-fp8-b200 1k/1k STP
-    # [5152]: ctx2_gen5_dep8_batch128, 128 per rank as the recipe file says.
+    # Prefill EP4 and decode EP8: each pool splits its experts its own way.
+    cfg = row_config(row, shipped_catalog(), latency_model="roofline")
+    assert isinstance(cfg, ServingConfig), cfg
+    assert (cfg.pool_ep("prefill"), cfg.pool_ep("decode")) == (4, 8)
+    assert _decode_cap_in_config(row) == 32
+    # dsr1-fp8-b200 1k/1k STP [5152]: ctx2_gen5_dep8_batch128, 128 per rank as the recipe file
+    # says.
     fp8 = _row(model="deepseek-ai/DeepSeek-R1-0528", system="b200_sxm", precision="fp8",
                isl=1024, osl=1024, users=5152, prefill=(2, 8), decode=(5, 8, True))  # fmt: skip
     recipe = decode_cap(fp8)

@@ -31,9 +31,10 @@ Deploying (``disagg_problem``, ``disagg_config``): ``pd_mode: disaggregated`` wi
 ``system`` (a TP wider than one server is modelled with the all-reduce over the network).
 A role with attention DP is a worker of ``tp × attention_dp`` GPUs (``layout.py``; the
 DeepSeek-V3 TensorRT-LLM rows' prefill worker: TP1 × DP16, experts EP16). Not expressible, so
-skipped with the reason: pipeline parallelism (``layout.PP_ROW_REASON``), an MoE split with
-``moe_tp × moe_ep`` ≠ the worker's GPUs (the aggregated rows' rule: 0 counts as 1), and prefill
-and decode pools with different expert parallelism (``ServingConfig`` has one ``ep``). The
+skipped with the reason: pipeline parallelism (``layout.PP_ROW_REASON``) and an MoE split with
+``moe_tp × moe_ep`` ≠ the worker's GPUs (the aggregated rows' rule: 0 counts as 1). Prefill and
+decode pools may split their experts differently (each pool's ``ep``; the deployment's is the
+decode pool's). The
 recorded batch sizes are per attention-DP rank, as the engine limits are
 (``simulator/latency/data_parallel.py``).
 Engine limits per pool (``role_limits``, aiconfigurator's benchmark rules): each role's
@@ -251,7 +252,7 @@ def disagg_problem(row: DisaggRow) -> str | None:
 
 def _layouts(row: DisaggRow, moe: bool) -> dict[str, dict[str, Any]] | str:
     """Each pool's ``{"tp", "attention_dp", "ep"}`` (``layout.worker_layout``), or why they
-    cannot be expressed (one ``ep`` applies to both pools)."""
+    cannot be expressed. The pools may split their experts differently (``PoolConfig.ep``)."""
     layouts: dict[str, dict[str, Any]] = {}
     for role in _ROLES:
         pool: PoolLayout = getattr(row, role)
@@ -261,12 +262,6 @@ def _layouts(row: DisaggRow, moe: bool) -> dict[str, dict[str, Any]] | str:
         if isinstance(layout, str):
             return layout
         layouts[role] = layout
-    eps = [layouts[role]["ep"] for role in _ROLES]
-    if eps[0] != eps[1]:
-        return (
-            f"prefill and decode expert parallelism differ ({eps[0]} vs {eps[1]}): "
-            "one ep applies to both pools"
-        )
     return layouts
 
 
@@ -342,6 +337,7 @@ def disagg_config(
             "instances": shape.workers,
             "tp": layout["tp"],
             "attention_dp": layout["attention_dp"],
+            **({} if layout["ep"] is None else {"ep": layout["ep"]}),
             **limits[role],
         }
     try:
