@@ -187,8 +187,9 @@ class KVManager:
                 n_loaded += 1
         if l2 is not None and n_loaded:
             l2.unpin_all(b for b, in_l2 in zip(matched, from_l2, strict=True) if in_l2)
-        for block in reversed(matched):
-            l1.touch(block)
+        if not l1.park:  # a parking tier leaves pinned blocks alone: every one is pinned now
+            for block in reversed(matched):
+                l1.touch(block)
         req.n_pinned = len(from_l2)
         if self.state_blocks:
             l1.alloc_private(self.state_blocks)

@@ -67,8 +67,8 @@ class CacheTier:
         """Whether pinned blocks leave the policy while pinned (module docstring)."""
         self._lru: LRU | None = policy if self.park and isinstance(policy, LRU) else None
         """The policy itself when it is the plain LRU of a parking tier: the hot verbs then
-        call its one-pass methods (``evict_oldest``, ``insert_absent``, ``replay``)
-        directly, one call instead of a chain of them per allocation or release."""
+        call its one-pass methods (``evict_oldest``, ``insert_absent``) directly, one call
+        instead of a chain of them per allocation or release."""
         self._view: Container[int] | None = policy.resident_view()
         """The policy's live resident container, if it has one (``resident``: read once, as
         a live container stays the policy's for its lifetime)."""
@@ -242,9 +242,7 @@ class CacheTier:
                 self.add_pinned(block)
             return
         self.make_room(len(blocks), one_by_one=True)
-        pins = self.pins
-        for block in blocks:
-            pins[block] = 1
+        self.pins.update(dict.fromkeys(blocks, 1))  # distinct and absent: one pin each
 
     def pin(self, block: int) -> None:
         """Take one reference on cached ``block`` (it must be resident)."""
@@ -283,7 +281,10 @@ class CacheTier:
         another request stays parked and untouched. A non-parking policy is touched as
         ``touch`` does, every block, pinned or not.
         """
-        pins = self.pins
+        pins, lru = self.pins, self._lru
+        if lru is not None:
+            self._release_lru(lru, blocks)
+            return
         for block in blocks:
             count = pins[block] - 1
             if count:
@@ -294,11 +295,23 @@ class CacheTier:
             touched = [block for block in reversed(blocks) if block not in pins]
         else:
             touched = list(reversed(blocks))
-        lru = self._lru
-        if lru is not None:
-            lru.replay(touched)  # a repeated id (raw ids) is moved again, as by ``access``
-        else:
-            self._access_all(touched)
+        self._access_all(touched)
+
+    def _release_lru(self, lru: LRU, blocks: Sequence[int]) -> None:
+        """``release`` on a parking LRU tier in one pass, deepest block first: a block whose
+        last pin goes is parked (absent from the policy) and joins the recent end in that
+        order. Exact: ``release`` touches it at each of its positions, and the last touch
+        (its shallowest occurrence, where its count reaches zero here) decides its place."""
+        pins = self.pins
+        freed: list[int] = []
+        for block in reversed(blocks):
+            count = pins[block] - 1
+            if count:
+                pins[block] = count
+            else:
+                del pins[block]
+                freed.append(block)
+        lru.insert_absent(freed)
 
     def _access_all(self, blocks: Sequence[int]) -> None:
         """``policy.access(block, 1.0, NEVER)`` for every block, in order, as one

@@ -72,10 +72,5 @@ class LRU(ResidentKeysPolicy):
         for block in blocks:
             order[block] = None
 
-    def replay(self, blocks: Iterable[int]) -> None:
-        """``access`` every block of ``blocks``, in that order (``access_request`` without its
-        cost and next-access lists)."""
-        self._replay(blocks)
-
     def remove(self, block: int) -> None:
         self._resident.pop(block, None)
