@@ -37,6 +37,9 @@ from simulator.kvcache.policies.base import EvictionPolicy, RequestContext
 
 __all__ = ["KVManager", "PrefixMatch"]
 
+#: An empty container (``match_l12`` without L2).
+_NONE: frozenset[int] = frozenset()
+
 #: The base policy's per-admission hooks, which ignore what they are told (``announce``).
 _NO_CTX_HOOK = EvictionPolicy.set_request_ctx
 _NO_RECORD_HOOK = EvictionPolicy.record_request
@@ -102,12 +105,14 @@ class KVManager:
         (read-only)."""
         l1, l2 = self.l1, self.l2
         l1_pins, l1_resident = l1.pins, l1.resident()
+        # ``l2.has``, inlined (no L2: nothing pinned or resident there).
+        l2_pins, l2_resident = (l2.pins, l2.resident()) if l2 is not None else (_NONE, _NONE)
         from_l2: list[bool] = []
         n_l2 = 0
         for block in blocks:
             if block in l1_pins or block in l1_resident:  # ``l1.has``, inlined
                 from_l2.append(False)
-            elif l2 is not None and l2.has(block):
+            elif block in l2_pins or block in l2_resident:
                 from_l2.append(True)
                 n_l2 += 1
             else:
@@ -182,8 +187,9 @@ class KVManager:
                 n_loaded += 1
         if l2 is not None and n_loaded:
             l2.unpin_all(b for b, in_l2 in zip(matched, from_l2, strict=True) if in_l2)
-        for block in reversed(matched):
-            l1.touch(block)
+        if not l1.park:  # a parking tier leaves pinned blocks alone: every one is pinned now
+            for block in reversed(matched):
+                l1.touch(block)
         req.n_pinned = len(from_l2)
         if self.state_blocks:
             l1.alloc_private(self.state_blocks)

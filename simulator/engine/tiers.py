@@ -26,9 +26,10 @@ requests; ``kvmanager.py`` composes tiers into request-level operations.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence, Sized
 
 from simulator.kvcache.policies.base import NEVER, EvictionPolicy
+from simulator.kvcache.policies.lru import LRU
 
 __all__ = ["PARKING_POLICIES", "CacheTier", "EvictSink"]
 
@@ -43,6 +44,9 @@ class CacheTier:
     """One tier: a policy with pins and private slots. All counts are in blocks."""
 
     __slots__ = (
+        "_lru",
+        "_lru_order",
+        "_view",
         "capacity",
         "n_evicted",
         "name",
@@ -61,6 +65,15 @@ class CacheTier:
         self.capacity: int = policy.capacity
         self.park = policy.name in PARKING_POLICIES
         """Whether pinned blocks leave the policy while pinned (module docstring)."""
+        self._lru: LRU | None = policy if self.park and isinstance(policy, LRU) else None
+        """The policy itself when it is the plain LRU of a parking tier: the hot verbs then
+        call its one-pass methods (``evict_oldest``, ``insert_absent``) directly, one call
+        instead of a chain of them per allocation or release."""
+        self._view: Container[int] | None = policy.resident_view()
+        """The policy's live resident container, if it has one (``resident``: read once, as
+        a live container stays the policy's for its lifetime)."""
+        self._lru_order: Sized = self._lru.resident_view() if self._lru is not None else ()
+        """The LRU's resident container (its ``len`` is C-level); empty without one."""
         self.pins: dict[int, int] = {}
         """Refcount of every pinned cached block (absent = unpinned)."""
         self.private: int = 0
@@ -78,7 +91,7 @@ class CacheTier:
         """A live container of the policy's resident blocks (``in`` is ``policy.find``): the
         policy's own where it has one, so per-block loops probe without a call per block;
         ``has(b)`` is ``b in pins or b in resident()``."""
-        view = self.policy.resident_view()
+        view = self._view
         return view if view is not None else _Finder(self.policy.find)
 
     def cached(self) -> int:
@@ -106,7 +119,9 @@ class CacheTier:
         ``make_room(1)`` would (a store writer queues each hand-over as one write).
         """
         # Inlined free(): this is the hottest method of the engine (every allocation).
-        policy = self.policy
+        policy, lru = self.policy, self._lru
+        if lru is not None:
+            return self._make_room_lru(lru, n, one_by_one=one_by_one)
         cached = len(policy) + len(self.pins) if self.park else len(policy)
         free = self.capacity - cached - self.private
         short = n - free
@@ -132,6 +147,27 @@ class CacheTier:
                 else:
                     on_evict(victims)
             short = n - self.free()
+        return True
+
+    def _make_room_lru(self, lru: LRU, n: int, *, one_by_one: bool) -> bool:
+        """``make_room`` of a parking LRU tier: every resident block of the policy is
+        unpinned (pinned ones are parked outside it), so one ``evict_oldest`` of the shortfall
+        takes exactly the victims ``make_room``'s loop would, without re-reading the counts."""
+        pins, resident = self.pins, len(self._lru_order)
+        short = n - (self.capacity - resident - len(pins) - self.private)
+        if short <= 0:
+            return True
+        if short > resident:  # not enough unpinned blocks: nothing is done
+            return False
+        victims = lru.evict_oldest(short)
+        self.n_evicted += short
+        on_evict = self.on_evict
+        if on_evict is not None:
+            if one_by_one and short > 1:
+                for victim in victims:
+                    on_evict([victim])
+            else:
+                on_evict(victims)
         return True
 
     def clear(self) -> None:
@@ -171,7 +207,7 @@ class CacheTier:
             for block in blocks:
                 self.insert(block)
             return
-        pins, resident, n = self.pins, self.resident(), len(blocks)
+        pins, resident, n, lru = self.pins, self.resident(), len(blocks), self._lru
         i = 0
         while i < n:
             run: dict[int, None] = {}
@@ -186,7 +222,10 @@ class CacheTier:
                 i += 1  # resident now: nothing to do, as ``insert``
                 continue
             if self.make_room(len(run), one_by_one=True):
-                self._access_all(list(run))
+                if lru is not None:
+                    lru.insert_absent(run)  # absent and distinct: no test per block
+                else:
+                    self._access_all(list(run))
             else:
                 for block in run:
                     self.insert(block)
@@ -203,9 +242,7 @@ class CacheTier:
                 self.add_pinned(block)
             return
         self.make_room(len(blocks), one_by_one=True)
-        pins = self.pins
-        for block in blocks:
-            pins[block] = 1
+        self.pins.update(dict.fromkeys(blocks, 1))  # distinct and absent: one pin each
 
     def pin(self, block: int) -> None:
         """Take one reference on cached ``block`` (it must be resident)."""
@@ -244,7 +281,10 @@ class CacheTier:
         another request stays parked and untouched. A non-parking policy is touched as
         ``touch`` does, every block, pinned or not.
         """
-        pins = self.pins
+        pins, lru = self.pins, self._lru
+        if lru is not None:
+            self._release_lru(lru, blocks)
+            return
         for block in blocks:
             count = pins[block] - 1
             if count:
@@ -256,6 +296,22 @@ class CacheTier:
         else:
             touched = list(reversed(blocks))
         self._access_all(touched)
+
+    def _release_lru(self, lru: LRU, blocks: Sequence[int]) -> None:
+        """``release`` on a parking LRU tier in one pass, deepest block first: a block whose
+        last pin goes is parked (absent from the policy) and joins the recent end in that
+        order. Exact: ``release`` touches it at each of its positions, and the last touch
+        (its shallowest occurrence, where its count reaches zero here) decides its place."""
+        pins = self.pins
+        freed: list[int] = []
+        for block in reversed(blocks):
+            count = pins[block] - 1
+            if count:
+                pins[block] = count
+            else:
+                del pins[block]
+                freed.append(block)
+        lru.insert_absent(freed)
 
     def _access_all(self, blocks: Sequence[int]) -> None:
         """``policy.access(block, 1.0, NEVER)`` for every block, in order, as one

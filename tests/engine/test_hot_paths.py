@@ -38,7 +38,7 @@ from simulator.engine.steps import (
 )
 from simulator.engine.tiers import CacheTier
 from simulator.kvcache.policies import POLICIES, RequestContext
-from simulator.kvcache.policies.lru import LRU
+from simulator.kvcache.policies.lru import LRU, pop_oldest
 from simulator.latency import ComposedLatencyModel, Deployment, make_latency_model
 from simulator.latency import batch as batch_module
 from simulator.latency.batch import Batch, DecodeRun, split_groups
@@ -99,6 +99,23 @@ def test_batched_inserts_and_pins_match_block_by_block(policy: str, seed: int) -
     unpinned = slow.available() - slow.free()
     assert unpinned == fast.available() - fast.free()
     assert fast.policy.evict_n(unpinned, fast.pins) == slow.policy.evict_n(unpinned, slow.pins)
+
+
+def test_lru_one_pass_verbs_equal_the_general_ones() -> None:
+    # ``evict_oldest`` is ``evict_n`` with nothing pinned (the reference ``pop_oldest``), and
+    # ``insert_absent`` of absent, distinct blocks is ``access`` of each in turn.
+    rng = np.random.default_rng(3)
+    fast = LRU(64, rng=rng)
+    slow = LRU(64, rng=rng)
+    for _ in range(200):
+        new = [int(b) for b in rng.choice(1000, size=int(rng.integers(1, 9)), replace=False)]
+        new = [b for b in new if not slow.find(b)]
+        fast.insert_absent(new)
+        for block in new:
+            slow.access(block, 1.0, 0)
+        n = int(rng.integers(0, 12))
+        assert fast.evict_oldest(n) == pop_oldest(slow.resident_view(), n, ())
+        assert list(fast.resident_view()) == list(slow.resident_view())
 
 
 def test_small_batches_group_as_numpy_does() -> None:

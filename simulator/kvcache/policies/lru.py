@@ -47,8 +47,30 @@ class LRU(ResidentKeysPolicy):
             else:
                 order[block] = None
 
+    def resident_view(self) -> OrderedDict[int, None]:
+        """The recency order itself (read-only for callers: ``in`` is ``find``, ``len`` the
+        resident count, both C-level)."""
+        return self._resident
+
     def evict_n(self, n: int, pinned: Collection[int]) -> list[int]:
+        if not pinned:
+            return self.evict_oldest(n)
         return pop_oldest(self._resident, n, pinned)
+
+    def evict_oldest(self, n: int) -> list[int]:
+        """``evict_n(n, ())``: the ``n`` least recently used blocks (all, when fewer reside),
+        oldest first. One pass: each victim is popped from the front as it is taken (the
+        engine's parking tiers, whose pinned blocks are outside the policy, evict this way)."""
+        order = self._resident
+        popitem = order.popitem
+        return [popitem(False)[0] for _ in range(min(n, len(order)))]
+
+    def insert_absent(self, blocks: Iterable[int]) -> None:
+        """``access`` every block of ``blocks``, none of them resident and no two equal: each
+        is added at the recent end, in order (no membership test per block)."""
+        order = self._resident
+        for block in blocks:
+            order[block] = None
 
     def remove(self, block: int) -> None:
         self._resident.pop(block, None)
