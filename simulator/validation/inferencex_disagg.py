@@ -58,7 +58,7 @@ from simulator.validation.inferencex import family_of, gpu_key, weights_of
 from simulator.validation.rules import harness
 from simulator.validation.silicon.disagg import DisaggRow
 
-__all__ = ["DisaggRecipe", "decode_cap", "recipes"]
+__all__ = ["DisaggRecipe", "decode_cap", "prefill_limits", "recipes"]
 
 _MASTER = "SemiAnalysisAI/InferenceX .github/configs/nvidia-master.yaml@0004cf5f"
 
@@ -96,12 +96,26 @@ class DisaggRecipe:
     #: ``name``, ``recipe_file <repo@commit>`` or ``DECODE_MAX_BATCH_SIZE`` (module doc).
     decode_batch_from: str
     config_file: str
+    #: The recipe file's prefill ``max_batch_size`` and ``max_num_tokens`` (per attention-DP
+    #: rank with ``prefill_dp_attn``); None where no copy of the file was read.
+    prefill_batch: int | None = None
+    prefill_tokens: int | None = None
 
     @property
     def source(self) -> str:
         """Where this point and its cap were read."""
         recipe = self.config_file or "additional-settings"
         return f"{_MASTER} {self.key}; {recipe}; decode_batch from {self.decode_batch_from}"
+
+
+def _optional(text: str | None) -> int | None:
+    """A positive count of the table, or None for an empty cell."""
+    if not text:
+        return None
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"inferencex_disagg_recipes.csv: expected a positive count, got {text}")
+    return value
 
 
 def _row(raw: dict[str, str]) -> DisaggRecipe:
@@ -123,6 +137,8 @@ def _row(raw: dict[str, str]) -> DisaggRecipe:
         name_batch=int(raw["name_batch"]) if raw["name_batch"] else None,
         decode_batch=number["decode_batch"], decode_batch_from=raw["decode_batch_from"],
         config_file=raw["config_file"],
+        prefill_batch=_optional(raw.get("prefill_batch")),
+        prefill_tokens=_optional(raw.get("prefill_tokens")),
     )  # fmt: skip
 
 
@@ -161,3 +177,17 @@ def decode_cap(row: DisaggRow) -> DisaggRecipe | None:
     if not candidates or len({r.decode_batch for r in candidates}) != 1:
         return None
     return candidates[0]
+
+
+def prefill_limits(row: DisaggRow) -> tuple[int, int] | None:
+    """The prefill workers' ``(max_batch_size, max_num_tokens)`` per attention-DP rank of the
+    recipe that ran ``row``, where every matching point's recipe file was read and they agree
+    and the step holds a whole prompt; else None (the row keeps the benchmark rules of
+    ``silicon/disagg.py``)."""
+    limits = {(r.prefill_batch, r.prefill_tokens) for r in _candidates(row)}
+    if len(limits) != 1:
+        return None
+    batch, tokens = next(iter(limits))
+    if batch is None or tokens is None or tokens < row.isl:
+        return None
+    return batch, tokens

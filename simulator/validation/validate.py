@@ -91,7 +91,7 @@ from hardware.schema import Catalog
 from simulator.api import SimResult, simulate
 from simulator.config import ServingConfig
 from simulator.presets import BACKEND_PRESETS
-from simulator.validation.inferencex_disagg import decode_cap
+from simulator.validation.inferencex_disagg import decode_cap, prefill_limits
 from simulator.validation.report import FidelityReport, mape
 from simulator.validation.rules import (
     benchmark_engine_settings,
@@ -280,6 +280,7 @@ def row_config(
             kv_precision=kv_precision(row, catalog),
             engine_limits=deployment != "defaults",
             decode_cap=recipe.decode_batch if recipe else None,
+            prefill_recipe=prefill_limits(row),
         )
     try:
         model = catalog.model(row.model)

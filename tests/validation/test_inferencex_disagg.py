@@ -11,7 +11,7 @@ import pytest
 from hardware.catalog import shipped_catalog
 from simulator.config import ServingConfig
 from simulator.validation import inferencex_disagg
-from simulator.validation.inferencex_disagg import DisaggRecipe, decode_cap, recipes
+from simulator.validation.inferencex_disagg import DisaggRecipe, decode_cap, prefill_limits, recipes
 from simulator.validation.silicon.disagg import DisaggRow, PoolLayout
 from simulator.validation.validate import row_config
 
@@ -253,3 +253,21 @@ def test_recipes_that_disagree_on_the_cap_leave_the_row_alone(
     other = replace(plain, spec="mtp", decode_batch=plain.decode_batch + 1)
     monkeypatch.setattr(inferencex_disagg, "recipes", lambda: (plain, other))
     assert decode_cap(row) is None
+
+
+@pytest.mark.parametrize(
+    ("users", "isl", "limits"), [(6, 1024, (2, 2048)), (9, 8192, (1, 8224)), (30, 1024, None)]
+)
+def test_a_read_recipe_file_gives_the_prefill_workers_their_limits(
+    users: int, isl: int, limits: tuple[int, int] | None
+) -> None:
+    # The H100 batch-1 and batch-2 recipe files (read) set prefill max_batch_size 2 and
+    # max_num_tokens 2048 at 1k/1k, 1 and 8224 at 8k/1k; the batch-8 one was not read.
+    row = _v3_row(users, isl)
+    assert prefill_limits(row) == limits
+    cfg = row_config(row, shipped_catalog(), latency_model="roofline")
+    assert isinstance(cfg, ServingConfig), cfg
+    assert cfg.prefill is not None
+    recorded = (row.prefill.batch_size, isl + 1500)  # the benchmark rules otherwise
+    got = (cfg.prefill.max_running_requests, cfg.prefill.max_batched_tokens)
+    assert got == (limits or recorded)

@@ -270,15 +270,22 @@ def _layouts(row: DisaggRow, moe: bool) -> dict[str, dict[str, Any]] | str:
 _PREFILL_HEADROOM = 1500
 
 
-def role_limits(row: DisaggRow, decode_cap: int | None = None) -> dict[str, dict[str, int]]:
+def role_limits(
+    row: DisaggRow,
+    decode_cap: int | None = None,
+    prefill_recipe: tuple[int, int] | None = None,
+) -> dict[str, dict[str, int]]:
     """Per-pool engine limits of ``row``'s deployment (``PoolConfig`` fields by pool): each
-    role's recorded batch size caps its running requests (the decode one replaced by
-    ``decode_cap`` where the benchmark's own recipe is known, ``inferencex_disagg.py``); a
-    prefill step holds the prompt + 1,500 tokens; a decode step (rule: ``max_num_tokens =
-    max_batch_size``) one token per running request."""
+    role's recorded batch size caps its running requests; a prefill step holds the prompt +
+    1,500 tokens; a decode step (rule: ``max_num_tokens = max_batch_size``) one token per
+    running request. Where the benchmark's own recipe is known (``inferencex_disagg.py``) its
+    decode cap (``decode_cap``) and its prefill ``(max_batch_size, max_num_tokens)``
+    (``prefill_recipe``) replace the recorded ones (all per attention-DP rank)."""
     prefill_limits = {"max_batched_tokens": row.isl + _PREFILL_HEADROOM}
     decode_limits: dict[str, int] = {}
     prefill, decode = row.prefill.batch_size, decode_cap or row.decode.batch_size
+    if prefill_recipe is not None:
+        prefill, prefill_limits["max_batched_tokens"] = prefill_recipe
     if prefill:
         prefill_limits["max_running_requests"] = prefill
     if decode:
@@ -296,13 +303,14 @@ def disagg_config(
     kv_precision: str,
     engine_limits: bool = True,
     decode_cap: int | None = None,
+    prefill_recipe: tuple[int, int] | None = None,
 ) -> ServingConfig | str:
     """The PD deployment ``row`` measured, or the reason it cannot be expressed (module doc).
 
     ``weight_precision`` / ``kv_precision`` are the simulator's names, derived by the caller
     with the aggregated rows' rules; ``engine_limits`` applies ``role_limits`` (else each pool
-    keeps its backend preset's), with ``decode_cap`` (per worker, per attention-DP rank) in
-    place of the recorded decode batch size where given.
+    keeps its backend preset's), with ``decode_cap`` and ``prefill_recipe`` (per attention-DP
+    rank) in place of the recorded limits where given.
     """
     problem = disagg_problem(row)
     if problem:
@@ -330,7 +338,11 @@ def disagg_config(
         "pd_mode": "disaggregated",
         "allow_multi_node": multi_node,
     }
-    limits = role_limits(row, decode_cap) if engine_limits else {"prefill": {}, "decode": {}}
+    limits = (
+        role_limits(row, decode_cap, prefill_recipe)
+        if engine_limits
+        else {"prefill": {}, "decode": {}}
+    )
     for role in _ROLES:
         shape, layout = getattr(row, role), layouts[role]
         fields[role] = {
