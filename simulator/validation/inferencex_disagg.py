@@ -42,8 +42,22 @@ export wrote InferenceX's aggregated attention-DP rows, ``rules.recorded_layout`
 GPUs too). At some points InferenceX ran a speculative-decoding (MTP) recipe besides the plain
 one and the export does not say which a row is; where the candidates agree on the cap it is
 returned (whatever the decoding: MTP is not modelled, for any row), where they differ, None (the
-row keeps its recorded batch size; 12 such (key, lengths, users, workers, layout) groups). Prefill
-workers keep the benchmark rules of ``silicon/disagg.py``.
+row keeps its recorded batch size; 12 such (key, lengths, users, workers, layout) groups).
+
+``prefill_limits(row)``: the prefill workers' ``max_batch_size`` and ``max_num_tokens`` (per
+attention-DP rank) of the matching points, where they are known and agree. They were read in 87
+recipe files: the eight H100 ones above, and 79 STP files of connorcarpenter15/srt-slurm@5a156f6
+(every gb200-fp4 one; 5-10 of each other GPU and precision). Within a GPU, precision and input
+length every file read agrees (b200-fp8 at 8k input aside: one TP8 recipe of 64 / 8320 beside
+the DEP ones of 1 / 8320), e.g. gb200 and gb300 16 / 16384 at 1k input, 2 / 16384-16640 at 8k;
+b200 / b300 FP4 8 / 10240 and 2 / 16896; h200 8 / 8192 and 2 / 16640. The unread STP recipes of a
+group that agrees take its values (``prefill_from`` says which); MTP recipes were not read, so
+where an MTP point also matches no prefill limit applies. Those files also corrected ten rows'
+decode caps whose name's ``B`` the file contradicts (e.g. b200-fp8 ``ctx1_gen3_tp8_batch1024_…_32``:
+12). Without them a prefill worker keeps the benchmark rules of ``silicon/disagg.py`` (the
+recorded batch, 1 in the H100 exports, and the prompt + 1,500 tokens), which at InferenceX's
+largest points prefills one prompt per rank per step where the recipe batches 16: a GB200 FP4
+point of 4,301 users then waits 36 s for its first token instead of 20 s.
 """
 
 from __future__ import annotations
@@ -100,6 +114,9 @@ class DisaggRecipe:
     #: rank with ``prefill_dp_attn``); None where no copy of the file was read.
     prefill_batch: int | None = None
     prefill_tokens: int | None = None
+    #: ``recipe_file <repo@commit>``, or ``group <gpu> <input>: N files read agree`` where the
+    #: prefill settings of the point's group were read in every file of it read (module doc).
+    prefill_from: str = ""
 
     @property
     def source(self) -> str:
@@ -139,6 +156,7 @@ def _row(raw: dict[str, str]) -> DisaggRecipe:
         config_file=raw["config_file"],
         prefill_batch=_optional(raw.get("prefill_batch")),
         prefill_tokens=_optional(raw.get("prefill_tokens")),
+        prefill_from=raw.get("prefill_from") or "",
     )  # fmt: skip
 
 

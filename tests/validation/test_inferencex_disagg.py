@@ -271,3 +271,39 @@ def test_a_read_recipe_file_gives_the_prefill_workers_their_limits(
     recorded = (row.prefill.batch_size, isl + 1500)  # the benchmark rules otherwise
     got = (cfg.prefill.max_running_requests, cfg.prefill.max_batched_tokens)
     assert got == (limits or recorded)
+
+
+def test_a_gb200_max_throughput_point_gets_the_recipes_prefill_batches() -> None:
+    # dsr1-fp4-gb200 1k/1k STP [4301]: ctx1 DEP4 prefill of 16 prompts / 16,384 tokens per rank
+    # (read), one DEP8 decode worker of 512 per rank.
+    row = _row(model="deepseek-ai/DeepSeek-R1", system="gb200", precision="fp4", isl=1024,
+               osl=1024, users=4301, prefill=(1, 4), decode=(1, 8, True))  # fmt: skip
+    recipe = decode_cap(row)
+    assert recipe is not None
+    assert (recipe.decode_batch, recipe.prefill_from) == (
+        512,
+        "recipe_file connorcarpenter15/srt-slurm@5a156f6",
+    )
+    assert prefill_limits(row) == (16, 16384)
+    cfg = row_config(row, shipped_catalog(), latency_model="roofline")
+    assert isinstance(cfg, ServingConfig), cfg
+    assert cfg.prefill is not None
+    assert (cfg.prefill.max_running_requests, cfg.prefill.max_batched_tokens) == (16, 16384)
+
+
+def test_a_recipe_file_overrides_the_batch_its_name_says() -> None:
+    # b200-fp8 1k/1k ctx1_gen3_tp8_batch1024_…_32: the file's decode max_batch_size is 12.
+    row = _row(model="deepseek-ai/DeepSeek-R1", system="b200_sxm", precision="fp8", isl=1024,
+               osl=1024, users=32, prefill=(1, 8), decode=(3, 8, False))  # fmt: skip
+    recipe = decode_cap(row)
+    assert recipe is not None
+    assert (recipe.name_batch, recipe.decode_batch) == (1024, 12)
+    assert _decode_cap_in_config(row) == 12
+
+
+def test_every_prefill_limit_names_where_it_was_read() -> None:
+    known = [r for r in recipes() if r.prefill_batch is not None]
+    assert len(known) > 150
+    assert all(r.prefill_tokens is not None and r.prefill_from for r in known)
+    assert all(r.prefill_from.startswith(("recipe_file ", "group ")) for r in known)
+    assert not any(r.spec == "mtp" and r.prefill_from.startswith("group ") for r in known)
