@@ -50,14 +50,15 @@ recipe files: the eight H100 ones above, and 79 STP files of connorcarpenter15/s
 (every gb200-fp4 one; 5-10 of each other GPU and precision). Within a GPU, precision and input
 length every file read agrees (b200-fp8 at 8k input aside: one TP8 recipe of 64 / 8320 beside
 the DEP ones of 1 / 8320), e.g. gb200 and gb300 16 / 16384 at 1k input, 2 / 16384-16640 at 8k;
-b200 / b300 FP4 8 / 10240 and 2 / 16896; h200 8 / 8192 and 2 / 16640. The unread STP recipes of a
-group that agrees take its values (``prefill_from`` says which); MTP recipes were not read, so
-where an MTP point also matches no prefill limit applies. Those files also corrected ten rows'
-decode caps whose name's ``B`` the file contradicts (e.g. b200-fp8 ``ctx1_gen3_tp8_batch1024_…_32``:
-12). Without them a prefill worker keeps the benchmark rules of ``silicon/disagg.py`` (the
-recorded batch, 1 in the H100 exports, and the prompt + 1,500 tokens), which at InferenceX's
-largest points prefills one prompt per rank per step where the recipe batches 16: a GB200 FP4
-point of 4,301 users then waits 36 s for its first token instead of 20 s.
+b200 / b300 FP4 8 / 10240 and 2 / 16896; h200 8 / 8192 and 2 / 16640. The MTP recipe files read
+(four H100, two gb200-fp4) carry the prefill settings of their group's STP ones, so the unread
+recipes of a group that agrees, STP or MTP, take its values (``prefill_from`` says which).
+Those files also corrected ten rows' decode caps whose name's ``B`` the file contradicts
+(e.g. b200-fp8 ``ctx1_gen3_tp8_batch1024_…_32``: 12). Without them a prefill worker keeps the
+benchmark rules of ``silicon/disagg.py`` (the recorded batch, 1 in the H100 exports, and the
+prompt + 1,500 tokens), which at InferenceX's largest points prefills one prompt per rank per
+step where the recipe batches 16: a GB200 FP4 point of 4,301 users then waits 36 s for its
+first token instead of 20 s.
 """
 
 from __future__ import annotations

@@ -256,14 +256,21 @@ def test_recipes_that_disagree_on_the_cap_leave_the_row_alone(
 
 
 @pytest.mark.parametrize(
-    ("users", "isl", "limits"), [(6, 1024, (2, 2048)), (9, 8192, (1, 8224)), (30, 1024, None)]
+    ("users", "isl", "workers", "limits"),
+    [
+        (6, 1024, 3, (2, 2048)),
+        (9, 8192, 3, (1, 8224)),
+        (30, 1024, 3, (2, 2048)),
+        (8, 1024, 4, None),
+    ],
 )
 def test_a_read_recipe_file_gives_the_prefill_workers_their_limits(
-    users: int, isl: int, limits: tuple[int, int] | None
+    users: int, isl: int, workers: int, limits: tuple[int, int] | None
 ) -> None:
     # The H100 batch-1 and batch-2 recipe files (read) set prefill max_batch_size 2 and
-    # max_num_tokens 2048 at 1k/1k, 1 and 8224 at 8k/1k; the batch-8 one was not read.
-    row = _v3_row(users, isl)
+    # max_num_tokens 2048 at 1k/1k, 1 and 8224 at 8k/1k; the batch-8 one (30 users) was not
+    # read and takes its group's; 8 users on 4 workers match no point.
+    row = _v3_row(users, isl, workers)
     assert prefill_limits(row) == limits
     cfg = row_config(row, shipped_catalog(), latency_model="roofline")
     assert isinstance(cfg, ServingConfig), cfg
@@ -306,4 +313,4 @@ def test_every_prefill_limit_names_where_it_was_read() -> None:
     assert len(known) > 150
     assert all(r.prefill_tokens is not None and r.prefill_from for r in known)
     assert all(r.prefill_from.startswith(("recipe_file ", "group ")) for r in known)
-    assert not any(r.spec == "mtp" and r.prefill_from.startswith("group ") for r in known)
+    assert {r.spec for r in known} == {"stp", "mtp"}
