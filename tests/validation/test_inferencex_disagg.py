@@ -164,41 +164,40 @@ def test_the_recipes_decode_cap_replaces_the_recorded_even_split(
     assert _decode_cap_in_config(row) == cap
 
 
+def _applied_cap(row: DisaggRow, key: str) -> int:
+    """The decode cap of the point of ``key`` that matches ``row``, checked to reach the
+    deployment ``validate`` simulates."""
+    recipe = decode_cap(row)
+    assert recipe is not None
+    assert recipe.key == key
+    assert _decode_cap_in_config(row) == recipe.decode_batch
+    return recipe.decode_batch
+
+
 def test_a_b200_point_resolves() -> None:
     # dsr1-fp4-b200 8k/1k STP [837]: 4 prefill workers of DEP4, 3 decode workers of DEP8,
     # ctx4_gen3_dep8_batch32 (32 per rank); the export's even split would be 279.
     row = _row(model="nvidia/DeepSeek-R1-0528-NVFP4-v2", system="b200_sxm", precision="fp4",
                isl=8192, osl=1024, users=837, prefill=(4, 4), decode=(3, 8, True))  # fmt: skip
-    recipe = decode_cap(row)
-    assert recipe is not None
-    assert recipe.key == "dsr1-fp4-b200-dynamo-trt"
-    assert recipe.decode_batch == 32
+    assert _applied_cap(row, "dsr1-fp4-b200-dynamo-trt") == 32
     # The same shape with FP8 weights is another key, which has no such point.
     assert decode_cap(replace(row, precision="fp8")) is None
     # Prefill EP4 and decode EP8: each pool splits its experts its own way.
     cfg = row_config(row, shipped_catalog(), latency_model="roofline")
     assert isinstance(cfg, ServingConfig), cfg
     assert (cfg.pool_ep("prefill"), cfg.pool_ep("decode")) == (4, 8)
-    assert _decode_cap_in_config(row) == 32
     # dsr1-fp8-b200 1k/1k STP [5152]: ctx2_gen5_dep8_batch128, 128 per rank as the recipe file
     # says.
     fp8 = _row(model="deepseek-ai/DeepSeek-R1-0528", system="b200_sxm", precision="fp8",
                isl=1024, osl=1024, users=5152, prefill=(2, 8), decode=(5, 8, True))  # fmt: skip
-    recipe = decode_cap(fp8)
-    assert recipe is not None
-    assert recipe.decode_batch == 128
-    assert _decode_cap_in_config(fp8) == 128
+    assert _applied_cap(fp8, "dsr1-fp8-b200-dynamo-trt") == 128
 
 
 def test_a_gb200_point_resolves() -> None:
     # dsr1-fp8-gb200 1k/1k STP [27]: ctx1_gen3_tep8_batch8, 27 users on 3 workers of 8 slots.
     row = _row(model="deepseek-ai/DeepSeek-R1-0528", system="gb200", precision="fp8",
                isl=1024, osl=1024, users=27, prefill=(1, 8), decode=(3, 8, False))  # fmt: skip
-    recipe = decode_cap(row)
-    assert recipe is not None
-    assert recipe.key == "dsr1-fp8-gb200-dynamo-trt"
-    assert recipe.decode_batch == 8
-    assert _decode_cap_in_config(row) == 8
+    assert _applied_cap(row, "dsr1-fp8-gb200-dynamo-trt") == 8
     # A decode worker written TP8 × DP8 (GPUs as tp, the ranks as dp) is read as DEP8.
     dep = _row(model="deepseek-ai/DeepSeek-R1-0528", system="gb200", precision="fp8",
                isl=1024, osl=1024, users=4301, prefill=(1, 8), decode=(1, 8, True))  # fmt: skip
