@@ -34,8 +34,7 @@ DeepSeek-V3 TensorRT-LLM rows' prefill worker: TP1 × DP16, experts EP16). Not e
 skipped with the reason: pipeline parallelism (``layout.PP_ROW_REASON``) and an MoE split with
 ``moe_tp × moe_ep`` ≠ the worker's GPUs (the aggregated rows' rule: 0 counts as 1). Prefill and
 decode pools may split their experts differently (each pool's ``ep``; the deployment's is the
-decode pool's). The
-recorded batch sizes are per attention-DP rank, as the engine limits are
+decode pool's). The recorded batch sizes are per attention-DP rank, as the engine limits are
 (``simulator/latency/data_parallel.py``).
 Engine limits per pool (``role_limits``, aiconfigurator's benchmark rules): each role's
 recorded batch size caps the running requests of its workers (a prefill cap of 1 serialises
@@ -97,7 +96,8 @@ class PoolLayout:
     moe_ep: int
     """MoE expert parallelism; 0 = not recorded."""
     batch_size: int | None
-    """The engine's cap on running requests per instance; None = not recorded. Not applied."""
+    """The engine's cap on running requests per attention-DP rank; None = not recorded
+    (``role_limits`` applies it where no recipe of the benchmark is known)."""
 
     def label(self) -> str:
         """``'3×TP16'``, ``'1×TP1×DP16'`` with attention DP (workers × TP per rank × ranks)."""
