@@ -157,8 +157,9 @@ def _engine(
     except InputError as err:
         return Infeasible(str(err))
     budget, running = config.pool_limits(role)
-    max_batched = budget or preset.max_batched_tokens
-    max_running = running or preset.max_running_requests
+    defaults = preset.limits_for(pool.gpu, pool.tp)
+    max_batched = budget or defaults.max_batched_tokens
+    max_running = running or defaults.max_running_requests
     # Every running request needs one token of the step's budget.
     max_running = min(max_running, max_batched)
     # Engine limits are per attention-DP rank; the instance runs its ranks' worth at once
@@ -171,7 +172,7 @@ def _engine(
         ranks,
         max_batched,
         max_running,
-        config.chunk_tokens or preset.chunked_prefill_tokens_for(pool.gpu.hbm_bytes, pool.tp),
+        config.chunk_tokens or defaults.chunk_tokens,
         scheduler=scheduler,
         running_given=running is not None,
     )
@@ -198,6 +199,7 @@ def _engine(
         kv_conservativeness=preset.rank_conservativeness(ranks, config.schedule_conservativeness),
         # The serial front end; none for a PD pool (its proxy to the clients is not modelled).
         **({} if role is not None else preset.frontend_seconds(config.frontend_us)),
+        limits_note=defaults.note if budget is None or running is None else "",
     )
     if config.kv_capacity_tokens is not None:
         kv_tokens, memory = config.kv_capacity_tokens, "KV capacity set by kv_capacity_tokens"

@@ -16,19 +16,20 @@ import difflib
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hardware.schema import GpuSpec
 from simulator.engine.admission import KvAdmission
 from simulator.engine.remote import PdFirstToken
 from simulator.engine.scheduler import SCHEDULERS
 from simulator.latency.compose import ComposeParams
 from simulator.latency.memory import MemoryAccounting, MemoryParams
-from simulator.latency.memory_rules import sglang_memory_defaults
+from simulator.latency.memory_rules import sglang_memory_defaults, vllm_batch_defaults
 from slo.inputfile import InputError, load_mapping, validate
 
-__all__ = ["BACKEND_PRESETS", "BackendPreset", "load_preset"]
+__all__ = ["BACKEND_PRESETS", "BackendPreset", "EngineLimits", "load_preset"]
 
 #: Shipped presets: name → file in ``simulator/data/presets``.
 BACKEND_PRESETS: dict[str, str] = {
@@ -36,6 +37,20 @@ BACKEND_PRESETS: dict[str, str] = {
     "sglang": "sglang.yaml",
     "trtllm": "trtllm.yaml",
 }
+
+
+class EngineLimits(NamedTuple):
+    """An engine's default batch limits on one GPU (``BackendPreset.limits_for``)."""
+
+    #: Tokens of one step (prefill chunks plus decode tokens).
+    max_batched_tokens: int
+    #: Requests scheduled in one step.
+    max_running_requests: int
+    #: Largest prefill chunk of one request in one step, tokens, before the step budget
+    #: bounds it (the engine's chunk is the smaller of the two: vLLM's is the budget).
+    chunk_tokens: int
+    #: Why they differ from the preset's numbers, one clause; empty where they do not.
+    note: str
 
 
 class BackendPreset(BaseModel):
@@ -57,6 +72,13 @@ class BackendPreset(BaseModel):
         "sglang_gpu_memory = SGLang's default chunked_prefill_size for the GPU's memory "
         "(simulator/latency/memory_rules.py SGLANG_BUCKETS: 4096 below 60 GiB, 8192 to "
         "160 GiB, 16384 above), chunked_prefill_tokens only where the memory is unknown.",
+    )
+    batch_defaults_rule: Literal["fixed", "vllm_gpu_class"] = Field(
+        default="fixed",
+        description="Where the step budget and running cap come from: fixed = "
+        "max_batched_tokens and max_running_requests; vllm_gpu_class = those on GPUs of at "
+        "least 70 GiB other than A100, vLLM's 2048 tokens (also the chunk) and 256 requests "
+        "on every other GPU (simulator/latency/memory_rules.py vllm_batch_defaults).",
     )
     max_running_requests: int = Field(ge=1, description="Most requests scheduled in one step.")
     scheduler: str = Field(
@@ -179,6 +201,21 @@ class BackendPreset(BaseModel):
             return sglang_memory_defaults(gpu_bytes, tp).chunked_prefill_tokens
         return self.chunked_prefill_tokens
 
+    def limits_for(self, gpu: GpuSpec | None, tp: int) -> EngineLimits:
+        """The step budget, running cap and prefill chunk this engine defaults to on ``gpu``
+        at ``tp`` (``batch_defaults_rule``, ``chunked_prefill_rule``; None: the GPU unknown,
+        the preset's numbers)."""
+        budget, running = self.max_batched_tokens, self.max_running_requests
+        chunk = self.chunked_prefill_tokens_for(gpu.hbm_bytes if gpu else 0.0, tp)
+        note = ""
+        if self.batch_defaults_rule == "vllm_gpu_class" and gpu is not None:
+            names = (gpu.name, gpu.description, *gpu.aliases)
+            rule = vllm_batch_defaults(gpu.hbm_bytes, names, (budget, running))
+            if not rule.large:
+                budget, running = rule.max_batched_tokens, rule.max_running_requests
+                note = rule.explain()
+        return EngineLimits(budget, running, chunk, note)
+
     def rank_limits(
         self,
         ranks: int,
@@ -246,17 +283,21 @@ class BackendPreset(BaseModel):
             marlin_moe=self.marlin_moe,
         )
 
-    def memory_params(self, tp: int = 1, *, min_kv_tokens: int = 0) -> MemoryParams:
+    def memory_params(
+        self, tp: int = 1, *, min_kv_tokens: int = 0, gpu: GpuSpec | None = None
+    ) -> MemoryParams:
         """The HBM budget settings for ``memory_fit`` at tensor parallelism ``tp`` (the
-        fraction is left to ``memory_fit`` to derive from the GPU under ``sglang_reserved``)."""
+        fraction is left to ``memory_fit`` to derive from the GPU under ``sglang_reserved``;
+        the activation peak is that of ``gpu``'s default step budget, ``limits_for``)."""
         derived = self.mem_fraction_rule == "sglang_reserved"
+        limits = self.limits_for(gpu, tp)
         return MemoryParams(
             hbm_utilization=None if derived else self.hbm_utilization_for(tp),
             accounting=self.memory_accounting,
             framework_reserve_gib=self.framework_reserve_gib,
             cuda_graph_gib=self.cuda_graph_gib,
-            max_batched_tokens=self.max_batched_tokens,
-            max_running_requests=self.max_running_requests,
+            max_batched_tokens=limits.max_batched_tokens,
+            max_running_requests=limits.max_running_requests,
             block_tokens=self.kv_block_tokens,
             min_kv_tokens=min_kv_tokens,
         )

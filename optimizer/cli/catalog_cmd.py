@@ -375,7 +375,7 @@ def deployment_figures(deployment: Deployment, preset: BackendPreset) -> dict[st
     Warnings a model raises (e.g. a calibration borrowed from another GPU) are collected under
     ``step_notes[name]`` instead of being printed.
     """
-    fit = memory_fit(deployment, preset.memory_params(deployment.tp))
+    fit = memory_fit(deployment, preset.memory_params(deployment.tp, gpu=deployment.gpu))
     step_ms: dict[str, dict[str, Any]] = {}
     notes: dict[str, list[str]] = {}
     for name in LATENCY_MODELS:

@@ -61,13 +61,18 @@ class EngineParams:
     """The serial front end's CPU time per streamed token, s."""
     frontend_prompt_token_s: float = 0.0
     """The serial front end's CPU time per prompt token taken in (tokenising), s."""
+    limits_note: str = ""
+    """Why the step budget or running cap is not the preset's number (an engine default that
+    depends on the GPU, ``BackendPreset.limits_for``); empty otherwise."""
 
     def describe(self) -> str:
         """The engine knobs that shape scheduling, in one line for reports."""
         return (
             f"{self.scheduler} scheduler, {self.max_batched_tokens:,}-token steps, at most "
-            f"{self.max_running:,} running, overlap scheduling "
-            f"{'on' if self.overlap_scheduling else 'off'}, KV admission {self.kv_admission}"
+            f"{self.max_running:,} running"
+            + (f" ({self.limits_note})" if self.limits_note else "")
+            + ", overlap scheduling "
+            + f"{'on' if self.overlap_scheduling else 'off'}, KV admission {self.kv_admission}"
             + (
                 f", serial front end {self.frontend_request_s * 1e3:g} ms + "
                 f"{self.frontend_prompt_token_s * 1e6:g} µs per prompt token per request, "

@@ -1,4 +1,5 @@
-"""Engine rules that size the memory budget from the GPU: SGLang's ``mem_fraction_static``.
+"""Engine rules that size their defaults from the GPU: SGLang's ``mem_fraction_static`` and
+prefill chunk, vLLM's step budget and running cap.
 
 SGLang (0.5.4 and later; PR sgl-project/sglang#10975 "General heuristics for
 --mem-fraction-static", read in ``python/sglang/srt/server_args.py``,
@@ -19,9 +20,18 @@ TP1 … 0.79 at TP16, ``sglang.yaml``'s ``hbm_utilization_by_tp``). Pure functio
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["SGLANG_BUCKETS", "SglangMemoryDefaults", "sglang_memory_defaults"]
+__all__ = [
+    "SGLANG_BUCKETS",
+    "VLLM_LARGE_GPU_GIB",
+    "VLLM_SMALL_GPU_DEFAULTS",
+    "SglangMemoryDefaults",
+    "VllmBatchDefaults",
+    "sglang_memory_defaults",
+    "vllm_batch_defaults",
+]
 
 #: ``(upper bound of GPU memory in MiB, chunked_prefill_size, cuda_graph_max_bs at TP < 4,
 #: at TP >= 4)``, first match wins (server_args.py buckets: T4/4080, A10/4090, A100-40G/L40,
@@ -69,3 +79,40 @@ def sglang_memory_defaults(gpu_bytes: float, tp: int, pp: int = 1) -> SglangMemo
         reserved = max(reserved, 10 * 1024)
     fraction = round((gpu_mib - reserved) / gpu_mib, 3)
     return SglangMemoryDefaults(chunk, graphs, reserved, fraction)
+
+
+#: vLLM's large-device threshold, GiB of device memory (module doc; ``GiB_bytes`` = 2**30).
+VLLM_LARGE_GPU_GIB = 70
+#: ``(max_num_batched_tokens, max_num_seqs)`` of ``vllm serve`` below that class (module doc).
+VLLM_SMALL_GPU_DEFAULTS = (2048, 256)
+
+
+@dataclass(frozen=True, slots=True)
+class VllmBatchDefaults:
+    """Which of vLLM's two device classes a GPU falls in (module doc)."""
+
+    #: True: the large class (the preset's own numbers apply).
+    large: bool
+    max_batched_tokens: int
+    max_running_requests: int
+
+    def explain(self) -> str:
+        """One clause: the class and its numbers."""
+        if self.large:
+            return "vLLM's >= 70 GiB defaults"
+        return (
+            f"vLLM's defaults below 70 GiB or on A100: {self.max_batched_tokens:,}-token steps, "
+            f"{self.max_running_requests} running requests"
+        )
+
+
+def vllm_batch_defaults(
+    gpu_bytes: float, names: Iterable[str], large: tuple[int, int]
+) -> VllmBatchDefaults:
+    """vLLM's API-server batch defaults on a GPU of ``gpu_bytes`` called ``names`` (catalog
+    key, aliases, product name; vLLM tests the device name for "a100"); ``large`` is the
+    ``(max_num_batched_tokens, max_num_seqs)`` of the large class (the preset's)."""
+    a100 = any("a100" in name.lower() for name in names)
+    if gpu_bytes >= VLLM_LARGE_GPU_GIB * 2**30 and not a100:
+        return VllmBatchDefaults(True, *large)
+    return VllmBatchDefaults(False, *VLLM_SMALL_GPU_DEFAULTS)

@@ -14,7 +14,7 @@ from simulator.config import ServingConfig
 from simulator.core import Kernel
 from simulator.latency import Deployment, memory_fit
 from simulator.latency.memory import GIB, activation_bytes_per_gpu
-from simulator.latency.memory_rules import sglang_memory_defaults
+from simulator.latency.memory_rules import sglang_memory_defaults, vllm_batch_defaults
 from simulator.presets import load_preset
 from simulator.records import Recorder
 
@@ -94,9 +94,9 @@ def test_sglang_prefill_chunk_follows_the_gpu_memory(gpu: str, chunk: int) -> No
     )
 
 
-@pytest.mark.parametrize(("gpu", "chunk"), [("b200_sxm", 16384), ("h100_sxm", 8192)])
-def test_the_engine_built_for_sglang_prefills_the_gpus_chunk(gpu: str, chunk: int) -> None:
-    config = ServingConfig(model="Qwen/Qwen3-8B", gpu=gpu, backend="sglang")
+def _pool(backend: str, gpu: str, **settings: int) -> Pool:
+    """The built pool of Qwen3-8B on ``gpu`` under ``backend``'s preset and ``settings``."""
+    config = ServingConfig(model="Qwen/Qwen3-8B", gpu=gpu, backend=backend, **settings)
     pool = build_pool(
         config,
         shipped_catalog(),
@@ -106,4 +106,82 @@ def test_the_engine_built_for_sglang_prefills_the_gpus_chunk(gpu: str, chunk: in
         seed=np.random.SeedSequence(0),
     )
     assert isinstance(pool, Pool)
-    assert pool.params.chunk_tokens == chunk
+    return pool
+
+
+@pytest.mark.parametrize(("gpu", "chunk"), [("b200_sxm", 16384), ("h100_sxm", 8192)])
+def test_the_engine_built_for_sglang_prefills_the_gpus_chunk(gpu: str, chunk: int) -> None:
+    assert _pool("sglang", gpu).params.chunk_tokens == chunk
+
+
+@pytest.mark.parametrize(
+    ("gib", "names", "large"),
+    [
+        (79.65, ("h100_sxm",), True),  # H100: the large class
+        (80.0, ("a100_sxm", "NVIDIA A100-SXM4-80GB"), False),  # A100 of any size: the small
+        (95.0, ("my_gpu", "A100 96GB variant"), False),  # vLLM tests the device name
+        (69.9, ("h100_cut",), False),  # under 70 GiB
+        (70.0, ("h100_cut",), True),  # the boundary is inclusive
+        (44.99, ("l40s",), False),
+    ],
+)
+def test_vllm_batch_defaults_follow_the_device_class(
+    gib: float, names: tuple[str, ...], large: bool
+) -> None:
+    """vLLM's get_batch_defaults: >= 70 GiB and no "a100" in the name keeps the large-class
+    numbers given; every other device gets 2048 tokens and 256 sequences."""
+    got = vllm_batch_defaults(gib * 2**30, names, (8192, 1024))
+    assert got.large is large
+    want = (8192, 1024) if large else (2048, 256)
+    assert (got.max_batched_tokens, got.max_running_requests) == want
+
+
+@pytest.mark.parametrize(
+    ("gpu", "budget", "running"),
+    [
+        ("l40s", 2048, 256),
+        ("a100_sxm", 2048, 256),
+        ("h100_sxm", 8192, 1024),
+        ("b200_sxm", 8192, 1024),
+    ],
+)
+def test_the_engine_built_for_vllm_takes_the_gpu_class_limits(
+    gpu: str, budget: int, running: int
+) -> None:
+    """`vllm serve` on an L40S or an A100 schedules 2,048-token steps (prefill chunks of that
+    size) and 256 requests; the engine line says why."""
+    params = _pool("vllm", gpu).params
+    assert (params.max_batched_tokens, params.max_running, params.chunk_tokens) == (
+        budget,
+        running,
+        budget,
+    )
+    assert ("below 70 GiB or on A100" in params.describe()) is (budget == 2048)
+
+
+def test_vllm_limits_the_user_sets_are_kept_on_a_small_gpu() -> None:
+    """A step budget the user gives replaces the class default; the running cap the user did
+    not give still comes from the class (and the note stays)."""
+    params = _pool("vllm", "l40s", max_batched_tokens=4096).params
+    assert (params.max_batched_tokens, params.max_running, params.chunk_tokens) == (4096, 256, 4096)
+    assert "256 running requests" in params.describe()
+    both = _pool("vllm", "l40s", max_batched_tokens=4096, max_running_requests=64).params
+    assert (both.max_batched_tokens, both.max_running) == (4096, 64)
+    assert "below 70 GiB" not in both.describe()
+
+
+def test_vllm_memory_profiles_the_small_class_step() -> None:
+    """vLLM's profiling pass runs max_num_batched_tokens tokens: on an L40S the activation
+    peak is that of a 2,048-token step, so the KV cache gets more than with 8,192."""
+    preset = load_preset("vllm")
+    l40s = shipped_catalog().gpu("l40s")
+    d = Deployment(LLAMA_8B, l40s)
+    small = memory_fit(d, preset.memory_params(1, gpu=l40s))
+    generic = memory_fit(d, preset.memory_params(1))
+    assert preset.memory_params(1, gpu=l40s).max_batched_tokens == 2048
+    assert small.kv_tokens > generic.kv_tokens
+    assert small.kv_tokens - generic.kv_tokens == pytest.approx(
+        (activation_bytes_per_gpu(d, 8192, 1024) - activation_bytes_per_gpu(d, 2048, 256))
+        / KV_BYTES_PER_TOKEN,
+        abs=64,
+    )
