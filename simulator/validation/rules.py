@@ -36,9 +36,17 @@ vendor's block FP8; ``nvfp4`` → ModelOpt NVFP4; empty → the model's own chec
 where the model's own repository is already quantised with those weights (DeepSeek-V3/R1,
 natively block FP8): then that is the checkpoint served (``recipe_for``). vLLM's
 ``auto`` honours a ModelOpt KV scheme from 0.13 (PR #29980); older vLLM rows keep bf16 KV.
+A harness that sets the KV dtype itself overrides both (``FP8_KV_DEPLOYMENTS``:
+aiconfigurator's generator gives every FP8 or FP4 deployment an FP8 KV cache).
 Both release rules read ``MeasuredRow.release``: the row's version, or for a row that names
 none the bound its export implies (``silicon/versions.py``; InferenceX's Llama-3.1-70B
 rows, measured 2025-10-29 in an export whose vLLM rows of 2025-12-08 ran 0.11.2).
+
+A MoE row's ``moe_quant_mode`` must name the weights of the checkpoint it resolves to; 16-bit
+GEMMs beside quantised experts resolve to a checkpoint that keeps its attention in bf16 (gpt-oss's
+MXFP4). Routed experts in another precision than the rest, and aiconfigurator's modes without a
+precision here (``int8_wo``, ``w4afp8``), are skipped with the reason (``precision_reason``),
+never simulated at the wrong width.
 """
 
 from __future__ import annotations
@@ -66,6 +74,7 @@ __all__ = [
     "benchmark_engine_settings",
     "harness",
     "kv_precision",
+    "precision_reason",
     "protocol",
     "recipe_for",
     "recorded_layout",
@@ -305,6 +314,16 @@ _MODE_RECIPES = {
     "int4_wo": "int4",  # aiconfigurator's weight-only int4 (InferenceX's int4 Kimi-K2.5 rows)
     "w4a16": "int4",
     "awq": "int4",
+    # aiconfigurator's other quant-mode names (sdk/common.py GEMMQuantMode / MoEQuantMode):
+    "sq": "int8",  # SmoothQuant: W8A8 int8 GEMMs (the catalog's int8)
+    "fp8_ootb": "modelopt_fp8",  # TensorRT-LLM's TRT-flow FP8 GEMMs of an FP8 checkpoint
+    "w4a16_mxfp4": "mxfp4",  # MXFP4 experts, 16-bit activations (gpt-oss on Hopper)
+    "w4a8_mxfp4_mxfp8": "mxfp4",  # MXFP4 experts, MXFP8 activations (gpt-oss on Blackwell)
+}
+#: aiconfigurator quant modes the simulator has no precision for, and why (the row is skipped).
+_UNMODELLED_MODES = {
+    "int8_wo": "weight-only int8 (W8A16) is not modelled; the catalog's int8 is W8A8 ('sq')",
+    "w4afp8": "int4 weights with FP8 activations (TensorRT-LLM W4A8) are not modelled",
 }
 
 
@@ -327,33 +346,92 @@ def recipe_for(row: MeasuredRow, catalog: Catalog) -> Recipe | None:
         # measured FP8-KV MLA decode kernel allows, and what the bf16-KV kernel gives.
         if own is not None and own.name != "none" and own.weights == RECIPES[mode].weights:
             return own
+        # 16-bit GEMMs beside quantised experts (moe_quant_mode) are what a checkpoint that
+        # keeps its attention in bf16 serves (gpt-oss's MXFP4, Kimi's INT4 experts).
+        experts = _MODE_RECIPES.get(row.moe_precision)
+        if (
+            own is not None
+            and own.attention_bf16
+            and RECIPES[mode].weights == "bf16"
+            and experts is not None
+            and RECIPES[experts].weights == own.weights
+        ):
+            return own
         return RECIPES[mode]
     return own or RECIPES["fp8_block" if "fp8" in row.model.lower() else "none"]
+
+
+def precision_reason(row: MeasuredRow, catalog: Catalog) -> str | None:
+    """Why ``row``'s quant modes cannot be simulated, if so: a spelling the simulator has no
+    precision for, or (MoE models) routed experts in another weight precision than the
+    checkpoint the row resolves to, which a deployment here cannot hold (one weight precision,
+    besides a recipe's bf16 attention)."""
+    for column, mode in (("gemm_quant_mode", row.precision), ("moe_quant_mode", row.moe_precision)):
+        if mode in _UNMODELLED_MODES:
+            return f"{column} '{mode}': {_UNMODELLED_MODES[mode]}"
+    recipe = recipe_for(row, catalog)
+    if recipe is None:
+        return f"unknown precision '{row.precision}'"
+    return _experts_reason(row, catalog, recipe) if row.moe_precision else None
+
+
+def _experts_reason(row: MeasuredRow, catalog: Catalog, recipe: Recipe) -> str | None:
+    """Why ``row``'s ``moe_quant_mode`` contradicts the ``recipe`` it is served with, if so
+    (MoE models only; an unknown model is left to ``row_config``, which names it)."""
+    try:
+        moe = catalog.model(row.model).is_moe
+    except InputError:
+        return None
+    experts = _MODE_RECIPES.get(row.moe_precision)
+    if not moe or (experts is not None and RECIPES[experts].weights == recipe.weights):
+        return None
+    if experts is None:
+        return f"unknown moe_quant_mode '{row.moe_precision}'"
+    return (
+        f"moe_quant_mode '{row.moe_precision}' ({RECIPES[experts].weights} experts) beside the "
+        f"{recipe.weights} weights of the checkpoint served ({recipe.name} recipe, "
+        f"gemm_quant_mode '{row.precision}'): mixed expert and dense weight precisions are not "
+        "modelled"
+    )
 
 
 def weight_precision(row: MeasuredRow, catalog: Catalog) -> str | None:
     """The simulator's weight precision for ``row``; None when the spelling is unknown.
     fp16 stays fp16 (the recipe table speaks of bf16 for an unquantised checkpoint)."""
-    if row.precision in ("fp16", "float16"):
-        return "fp16"
     recipe = recipe_for(row, catalog)
+    if recipe is not None and recipe.weights == "bf16" and row.precision in ("fp16", "float16"):
+        return "fp16"
     return recipe.weights if recipe else None
 
 
-#: (harness, backend) whose FP8-weight deployments set an FP8 KV cache whatever the checkpoint
-#: carries. InferenceX's TensorRT-LLM rows: an inference from the rows, not a launch script
-#: read in this repository — its DeepSeek-V3/R1 rows match an FP8 KV cache (TPOT 69.6% / 15.9%
-#: MAPE) and not the checkpoint's bf16 one (87.2% / 28.8%), with the measured MLA kernels.
-FP8_KV_DEPLOYMENTS: frozenset[tuple[str, str]] = frozenset({("inferencex", "trtllm")})
+#: (harness, backend) → the weight precisions whose deployments set an FP8 KV cache whatever
+#: the checkpoint carries and the engine's ``auto`` would do.
+#:
+#: - InferenceX's TensorRT-LLM rows: an inference from the rows, not a launch script read in
+#:   this repository — its DeepSeek-V3/R1 rows match an FP8 KV cache (TPOT 69.6% / 15.9%
+#:   MAPE) and not the checkpoint's bf16 one (87.2% / 28.8%), with the measured MLA kernels.
+#: - aiconfigurator's generated deployments, every engine: its quant inference
+#:   (``sdk/models`` ``_infer_quant_modes_from_raw_config``) gives an fp8, fp8_block or nvfp4
+#:   checkpoint ``kvcache_quant_mode`` fp8, and the generator passes that as the engine's KV
+#:   dtype (``generator/module_bridge.py`` ``kv_cache_dtype``; ``backend_config_mapping.yaml``:
+#:   vLLM and SGLang ``--kv-cache-dtype``, TensorRT-LLM ``kv_cache_config.dtype``; read). The
+#:   rows agree: Qwen3-235B-A22B-FP8 on TensorRT-LLM (a block-FP8 checkpoint, whose own KV is
+#:   bf16) TPOT median bias +5% -> 0% (bench/README.md).
+FP8_KV_DEPLOYMENTS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("inferencex", "trtllm"): ("fp8",),
+    ("aiconfigurator", "trtllm"): ("fp8", "fp4"),
+    ("aiconfigurator", "vllm"): ("fp8", "fp4"),
+    ("aiconfigurator", "sglang"): ("fp8", "fp4"),
+}
 
 
 def kv_precision(row: MeasuredRow, catalog: Catalog) -> str:
     """KV-cache precision of ``row``'s deployment: its checkpoint's, under the engine's
-    ``auto`` rule for the row's release (module doc), unless its harness sets FP8: for FP8
-    weights (``FP8_KV_DEPLOYMENTS``), or in the launch script of its model family and GPU
-    (InferenceX: ``inferencex.LAUNCHES``, e.g. every Blackwell script)."""
+    ``auto`` rule for the row's release (module doc), unless its harness sets FP8: for
+    quantised weights (``FP8_KV_DEPLOYMENTS``), or in the launch script of its model family
+    and GPU (InferenceX: ``inferencex.LAUNCHES``, e.g. every Blackwell script)."""
     recipe = recipe_for(row, catalog) or RECIPES["none"]
-    if (harness(row), row.backend) in FP8_KV_DEPLOYMENTS and recipe.weights == "fp8":
+    if recipe.weights in FP8_KV_DEPLOYMENTS.get((harness(row), row.backend), ()):
         return "fp8"
     if harness(row) == "inferencex":
         launch = launch_for(row)

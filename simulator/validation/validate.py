@@ -96,6 +96,7 @@ from simulator.validation.report import FidelityReport, mape
 from simulator.validation.rules import (
     benchmark_engine_settings,
     kv_precision,
+    precision_reason,
     protocol,
     recorded_layout,
     version_settings,
@@ -230,9 +231,8 @@ def _unsupported(row: Row, catalog: Catalog) -> str | None:
     # A DisaggRow's pools are checked by disagg_config.
     if isinstance(row, SiliconRow) and row.pp > 1:
         return f"pipeline parallelism (pp_size={row.pp}): {PP_ROW_REASON}"
-    if weight_precision(row, catalog) is None:
-        return f"unknown precision '{row.precision}'"
-    return _overlong(row, catalog)
+    reason = precision_reason(row, catalog)
+    return reason if reason is not None else _overlong(row, catalog)
 
 
 def _overlong(row: Row, catalog: Catalog) -> str | None:

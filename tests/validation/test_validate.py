@@ -174,6 +174,38 @@ def test_row_config_resolves_precision_and_names() -> None:
     assert (adp.tp, adp.attention_dp, adp.ep, adp.allow_multi_node) == (8, 4, 8, False)
 
 
+#: A Qwen3-235B FP8 row at TP4 with whole experts per GPU.
+_QWEN_MOE: dict[str, object] = {
+    "model": "Qwen/Qwen3-235B-A22B-FP8", "tp": 4, "moe_tp": 1, "moe_ep": 4,
+    "precision": "fp8_block",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fields", "weights", "kv"),
+    [
+        ({"precision": "sq", "system": "a100_sxm"}, "int8", "bf16"),  # SmoothQuant W8A8
+        ({"precision": "fp8_ootb"}, "fp8", "fp8"),  # an FP8 checkpoint in TRT-flow GEMMs
+        # gpt-oss: bf16 GEMMs (attention) beside MXFP4 experts is its own checkpoint.
+        (
+            {"model": "openai/gpt-oss-120b", "precision": "float16",
+             "moe_precision": "w4a16_mxfp4", "tp": 2, "moe_tp": 2},
+            "fp4",
+            "bf16",
+        ),
+        # The experts' column means nothing on a dense model.
+        ({"precision": "fp8", "moe_precision": "int4_wo"}, "fp8", "fp8"),
+        ({**_QWEN_MOE, "moe_precision": "fp8_block"}, "fp8", "bf16"),
+    ],
+)  # fmt: skip
+def test_aiconfigurator_quant_modes_resolve(
+    fields: dict[str, object], weights: str, kv: str
+) -> None:
+    config = row_config(_row(**fields), shipped_catalog(), latency_model="roofline")
+    assert not isinstance(config, str), config
+    assert (config.weight_precision, config.kv_precision) == (weights, kv)
+
+
 @pytest.mark.parametrize(
     ("fields", "reason"),
     [
@@ -187,6 +219,17 @@ def test_row_config_resolves_precision_and_names() -> None:
         ),
         ({"backend": "tgi"}, "backend 'tgi' has no preset"),
         ({"precision": "q3_k"}, "unknown precision 'q3_k'"),
+        ({"precision": "int8_wo"}, "gemm_quant_mode 'int8_wo': weight-only int8 (W8A16)"),
+        # Routed experts in another precision than the rest of the checkpoint served.
+        (
+            {**_QWEN_MOE, "moe_precision": "w4afp8"},
+            "moe_quant_mode 'w4afp8': int4 weights with FP8 activations",
+        ),
+        (
+            {**_QWEN_MOE, "moe_precision": "int4_wo"},
+            "moe_quant_mode 'int4_wo' (int4 experts) beside the fp8 weights",
+        ),
+        ({**_QWEN_MOE, "moe_precision": "q9"}, "unknown moe_quant_mode 'q9'"),
         (
             {"model": "Qwen/Qwen3-235B-A22B-FP8", "tp": 4, "moe_tp": 2, "moe_ep": 4},
             "moe_tp_size=2 × moe_ep_size=4 != tp_size=4",

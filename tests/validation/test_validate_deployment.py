@@ -218,3 +218,31 @@ def test_inferencex_rows_get_their_scripts_settings_per_gpu() -> None:
         "max_running_requests": 8
     }
     assert benchmark_engine_settings(_row(system="b200_sxm", backend="sglang", source=sgl)) == {}
+
+
+@pytest.mark.parametrize(
+    ("fields", "aic_kv", "plain_kv"),
+    [
+        # A vendor block-FP8 checkpoint carries no FP8 KV scheme; aiconfigurator's generator
+        # sets one for it on every engine.
+        ({"model": "Qwen/Qwen3-235B-A22B-FP8", "backend": "trtllm", "tp": 4, "moe_ep": 4},
+         "fp8", "bf16"),
+        # vLLM before 0.13 ignores a ModelOpt KV scheme under auto; the generator's
+        # --kv-cache-dtype does not depend on it.
+        ({"model": "Qwen/Qwen3-32B", "precision": "fp8", "backend_version": "0.12.0"},
+         "fp8", "bf16"),
+        ({"model": "Qwen/Qwen3-32B", "precision": "fp8_block", "backend": "sglang"},
+         "fp8", "bf16"),
+        # bf16 weights: the generator leaves the KV cache in the model dtype.
+        ({"model": "Qwen/Qwen3-32B", "backend": "trtllm"}, "bf16", "bf16"),
+    ],
+)  # fmt: skip
+def test_aiconfigurator_deployments_quantise_the_kv_cache_with_the_weights(
+    fields: dict[str, object], aic_kv: str, plain_kv: str
+) -> None:
+    catalog = shipped_catalog()
+    aic = row_config(_row(**fields), catalog, latency_model="roofline")
+    plain = row_config(_row(**fields, source=""), catalog, latency_model="roofline")
+    assert not isinstance(aic, str), aic
+    assert not isinstance(plain, str), plain
+    assert (aic.kv_precision, plain.kv_precision) == (aic_kv, plain_kv)

@@ -5,7 +5,8 @@ The format is aiconfigurator's ``silicon_sample.csv``: one row per benchmarked d
 ``batch_size`` = concurrent users per attention-DP rank, ``tp_size`` (GPUs per rank: a worker
 has ``tp_size × attention_dp_size``), optional ``pp_size``, ``attention_dp_size``,
 ``moe_tp_size``, ``moe_ep_size`` (``moe_tp × moe_ep`` = the worker's GPUs), ``precision``,
-``gemm_quant_mode``) with the measured means
+``gemm_quant_mode``, ``moe_quant_mode`` (the routed experts'; ``../rules.py`` reads the
+spellings)) with the measured means
 ``silicon_ttft_ms`` and ``silicon_tpot_ms``. ``read.read_silicon`` returns the
 aggregated rows (``SiliconRow``) and the disaggregated ones (``DisaggRow``, parsed by
 ``disagg.py`` from the per-role ``prefill_*`` / ``decode_*`` columns), checked,
@@ -124,6 +125,9 @@ class MeasuredRow:
     (``simulator/validation/rules.py`` reads it)."""
     backend_version: str = field(default="", kw_only=True)
     """``backend_version`` as written (may be empty)."""
+    moe_precision: str = field(default="", kw_only=True)
+    """Routed experts' weight precision as written (``moe_quant_mode``, lower-cased; may be
+    empty; meaningful for MoE models only)."""
     release_at_most: str = field(default="", kw_only=True)
     """For a row without ``backend_version``: the newest engine release it can have run, as the
     rows of its export say (``versions.py``); empty where the row names its release or nothing
@@ -163,6 +167,7 @@ def identity_fields(line: int, record: Mapping[str, str | None]) -> dict[str, An
         return (record.get(column) or "").strip()
 
     precision = (text("gemm_quant_mode") or text("precision")).lower()
+    experts = text("moe_quant_mode").lower()
     return {
         "line": line,
         "id": text("id") or f"line {line}",
@@ -172,6 +177,7 @@ def identity_fields(line: int, record: Mapping[str, str | None]) -> dict[str, An
         "precision": precision if precision != "nan" else "",
         "source": text("silicon_data_source"),
         "backend_version": text("backend_version"),
+        "moe_precision": experts if experts != "nan" else "",
     }
 
 
