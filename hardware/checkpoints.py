@@ -30,6 +30,8 @@ recipe                  weights     KV cache  what it is (source)
                                               ``group_size: 32``, ``ignore`` lm_head, self_attn,
                                               shared_experts, the dense MLP); no KV scheme
 ``int8``                int8        bf16      W8A8 int8 (``*-W8A8``, ``*-quantized.w8a8``)
+``int8_wo``             int8_wo     bf16      weight-only int8, W8A16 (``*-W8A16``; TensorRT-LLM's
+                                              ``int8_wo``)
 ======================  ==========  ========  =================================================
 
 ``resolve_checkpoint(name, known)`` maps a repository name to ``(base key, recipe)`` by its
@@ -105,6 +107,7 @@ RECIPES: dict[str, Recipe] = {
         # of these repositories; an inference, not a config field).
         Recipe("int4_experts", "int4", "bf16", scale_bits=16 / 32, attention_bf16=True),
         Recipe("int8", "int8", "bf16"),
+        Recipe("int8_wo", "int8_wo", "bf16"),
     )
 }
 
@@ -118,6 +121,7 @@ _SUFFIXES: tuple[tuple[str, str], ...] = (
     (r"-fp8", "fp8"),
     (r"-(?:awq|gptq-int4|w4a16|gptq)", "int4"),
     (r"-(?:w8a8|int8|quantized\.w8a8)", "int8"),
+    (r"-(?:w8a16|quantized\.w8a16)", "int8_wo"),
 )
 #: What a publisher may append after the recipe suffix: a re-release of the same recipe
 #: (``nvidia/DeepSeek-R1-0528-FP4-v2``) or a preview tag (``amd/*-MXFP4-Preview``).

@@ -65,7 +65,7 @@ class ModelSpec(Frozen):
     )
     checkpoint_recipe: Literal[
         "none", "modelopt_fp8", "modelopt_nvfp4", "fp8_block", "fp8_dynamic", "fp8_kv",
-        "mxfp4", "int4", "int4_experts", "int8",
+        "mxfp4", "int4", "int4_experts", "int8", "int8_wo",
     ] = Field(
         default="none",
         description="Quantisation recipe of the checkpoint published under this name "

@@ -69,7 +69,7 @@ class ServingConfig(BaseModel):
         "all-reduce, or pipeline stages with their hops, over the inter-node network); off, "
         "such a layout is an error.",
     )
-    weight_precision: Literal["bf16", "fp16", "fp8", "int8", "fp4", "int4"] = Field(
+    weight_precision: Literal["bf16", "fp16", "fp8", "int8", "int8_wo", "fp4", "int4"] = Field(
         default="bf16", description="Precision of the GEMM weights."
     )
     kv_precision: Literal["bf16", "fp16", "fp8", "fp4"] = Field(

@@ -52,6 +52,7 @@ from typing import Any, Literal, Self, TypeVar
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hardware.precision import gemm_compute_precision
 from hardware.schema import BYTES_PER_ELEMENT, GpuSpec
 from simulator.latency._cached import CachedKernels, Heads, float_heads
 from simulator.latency.kernels import KERNEL_CLASSES, KernelClass
@@ -143,9 +144,10 @@ class PeakRates:
         )
 
     def flops(self, dtype: str) -> float:
-        """Peak FLOP/s at ``dtype`` ('fp8_block' runs at fp8; an unsupported precision is timed at
-        bf16 peak, deployments reject those before timing)."""
-        base = "fp8" if dtype == "fp8_block" else dtype
+        """Peak FLOP/s at ``dtype`` ('fp8_block' runs at fp8, a weight-only precision at bf16
+        (``hardware.precision.WEIGHT_ONLY``); an unsupported precision is timed at bf16 peak,
+        deployments reject those before timing)."""
+        base = "fp8" if dtype == "fp8_block" else gemm_compute_precision(dtype)
         return self.flops_per_s.get(base) or self.flops_per_s.get("bf16") or 1e12
 
 

@@ -5,9 +5,9 @@ combination once, at construction, and raises a one-line ``InputError`` for what
 refuse to launch:
 
 - a weight precision the GPU's tensor cores cannot run (fp8 on an A100: ``GpuSpec.supports``);
-  4-bit weights are the exception — weight-only int4 (AWQ/GPTQ, W4A16) and fp4 (MXFP4/NVFP4 on a
-  GPU without fp4 tensor cores: vLLM's Marlin and Triton MoE kernels, the path gpt-oss runs on
-  Hopper) run on any GPU, computing in 16 bit;
+  weight-only precisions are the exception — int4 (AWQ/GPTQ, W4A16), int8_wo (W8A16) and fp4
+  (MXFP4/NVFP4 on a GPU without fp4 tensor cores: vLLM's Marlin and Triton MoE kernels, the path
+  gpt-oss runs on Hopper) run on any GPU, computing in 16 bit;
 - a KV precision no engine stores (int8/int4) or fp4 KV on a GPU without fp4;
 - ``tp`` that does not divide the query heads, or that neither divides nor is a multiple of the
   KV heads (vLLM replicates KV heads when ``tp > num_kv_heads``, so tp=8 on 4 KV heads is fine);
@@ -51,6 +51,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from hardware.precision import WEIGHT_ONLY
 from hardware.schema import BYTES_PER_ELEMENT, GpuSpec, ModelSpec
 from simulator.latency.transfer import kv_bytes_per_gpu, request_state_bytes_per_gpu
 from slo.inputfile import InputError
@@ -62,7 +63,7 @@ KV_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
 #: Activation precisions (engines serve with 16-bit activations; fp32 for completeness).
 ACTIVATION_PRECISIONS = ("bf16", "fp16", "fp32")
 #: Weight precisions that run as weight-only kernels on any GPU (dequantised to 16 bit).
-_WEIGHT_ONLY = ("int4", "fp4")  # 4-bit weights dequantised into 16-bit GEMMs (module doc)
+_WEIGHT_ONLY = (*sorted(WEIGHT_ONLY), "fp4")  # dequantised into 16-bit GEMMs (module doc)
 
 
 @dataclass(frozen=True, slots=True)

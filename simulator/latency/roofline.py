@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hardware.precision import gemm_compute_precision
 from hardware.schema import BYTES_PER_ELEMENT, GpuSpec, Precision
 
 __all__ = [
@@ -220,6 +221,8 @@ class RooflineKernels:
             raise ValueError(f"{gpu.name}: the roofline needs a bf16 or fp16 peak")
         self._peak: dict[str, float] = {}
         for dtype, tflops in gpu.dense_tflops.items():
+            if gemm_compute_precision(dtype) != dtype:
+                continue  # a weight-only precision computes at the 16-bit peak (WEIGHT_ONLY)
             eff = (
                 p.gemm_low_precision_compute_efficiency
                 if dtype in LOW_PRECISION_GEMM

@@ -45,7 +45,7 @@ rows, measured 2025-10-29 in an export whose vLLM rows of 2025-12-08 ran 0.11.2)
 A MoE row's ``moe_quant_mode`` must name the weights of the checkpoint it resolves to; 16-bit
 GEMMs beside quantised experts resolve to a checkpoint that keeps its attention in bf16 (gpt-oss's
 MXFP4). Routed experts in another precision than the rest, and aiconfigurator's modes without a
-precision here (``int8_wo``, ``w4afp8``), are skipped with the reason (``precision_reason``),
+precision here (``w4afp8``), are skipped with the reason (``precision_reason``),
 never simulated at the wrong width.
 """
 
@@ -312,6 +312,8 @@ _MODE_RECIPES = {
     "w8a8": "int8",
     "int4": "int4",
     "int4_wo": "int4",  # aiconfigurator's weight-only int4 (InferenceX's int4 Kimi-K2.5 rows)
+    "int8_wo": "int8_wo",  # weight-only int8 (W8A16)
+    "w8a16": "int8_wo",
     "w4a16": "int4",
     "awq": "int4",
     # aiconfigurator's other quant-mode names (sdk/common.py GEMMQuantMode / MoEQuantMode):
@@ -322,7 +324,6 @@ _MODE_RECIPES = {
 }
 #: aiconfigurator quant modes the simulator has no precision for, and why (the row is skipped).
 _UNMODELLED_MODES = {
-    "int8_wo": "weight-only int8 (W8A16) is not modelled; the catalog's int8 is W8A8 ('sq')",
     "w4afp8": "int4 weights with FP8 activations (TensorRT-LLM W4A8) are not modelled",
 }
 

@@ -22,6 +22,8 @@ from slo.inputfile import InputError
         ("RedHatAI/Meta-Llama-3.1-8B-Instruct-FP8", "meta-llama/Llama-3.1-8B-Instruct",
          "fp8_dynamic", "fp8", "bf16"),
         ("Qwen/Qwen3-32B-AWQ", "Qwen/Qwen3-32B", "int4", "int4", "bf16"),
+        ("RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w8a16", "meta-llama/Llama-3.1-8B-Instruct",
+         "int8_wo", "int8_wo", "bf16"),
         ("Qwen3-32B", "Qwen/Qwen3-32B", "none", "bf16", "bf16"),
         ("deepseek-ai/DeepSeek-V3", "deepseek-ai/DeepSeek-V3", "fp8_block", "fp8", "bf16"),
         # re-releases under the names benchmarks use, and a publisher's re-release suffix

@@ -40,6 +40,13 @@ def test_weight_only_int4_runs_anywhere() -> None:
     assert Deployment(LLAMA_8B, H100, weight_precision="int4").weight_precision == "int4"
 
 
+def test_weight_only_int8_runs_anywhere_w8a8_needs_int8_tensor_cores() -> None:
+    # int8_wo (W8A16) dequantises into 16-bit GEMMs; int8 (W8A8 SmoothQuant) needs an int8 peak.
+    no_int8 = H100.model_copy(update={"name": "no_int8", "dense_tflops": {"bf16": 989.4}})
+    assert Deployment(LLAMA_8B, no_int8, weight_precision="int8_wo").weight_precision == "int8_wo"
+    _one_line_error("no int8 tensor cores", model=LLAMA_8B, gpu=no_int8, weight_precision="int8")
+
+
 def test_kv_precision_checks() -> None:
     _one_line_error("not a KV-cache precision", model=LLAMA_8B, gpu=H100, kv_precision="int8")
     _one_line_error("fp4 KV cache", model=LLAMA_8B, gpu=H100, kv_precision="fp4")

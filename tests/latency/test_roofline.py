@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from hardware.catalog import shipped_catalog
 from simulator.latency import Deployment, RooflineKernels, RooflineModel, RooflineParams
+from simulator.latency.calibrated import PeakRates
 from simulator.latency.roofline import (
     all_reduce_work,
     context_attention_work,
@@ -133,3 +135,18 @@ def test_gemm_many_is_gemm_shape_by_shape_to_the_bit() -> None:
         many = k.gemm_many(m, n, k_dim, dtype)
         one = [k.gemm(int(a), int(b), int(c), dtype) for a, b, c in zip(m, n, k_dim, strict=True)]
         assert many.tolist() == one, dtype
+
+
+def test_weight_only_int4_computes_at_the_16_bit_peak() -> None:
+    """The catalog's int4 is weight-only (W4A16): A100's listed INT4 tensor peak (W4A4) must not
+    price its GEMMs. A compute-bound int4 GEMM takes the bf16 one's time; int8 (W8A8) is
+    faster; at one token int4 reads a quarter of the weight bytes."""
+    a100 = shipped_catalog().gpu("a100_sxm")
+    assert a100.supports("int4")  # the datasheet peak is listed
+    k = RooflineKernels(a100, RooflineParams())
+    big = (8192, 8192, 8192)
+    assert k.gemm(*big, "int4") == pytest.approx(k.gemm(*big, "bf16"))
+    assert k.gemm(*big, "int8") < 0.8 * k.gemm(*big, "bf16")
+    assert k.gemm(1, 14336, 4096, "int4") < 0.3 * k.gemm(1, 14336, 4096, "bf16")
+    rates = PeakRates.of(a100)
+    assert rates.flops("int4") == rates.flops("bf16") < rates.flops("int8")

@@ -39,6 +39,7 @@ from simulator.latency.table import (
     TableFallbackWarning,
 )
 from simulator.latency.table_source import table_kernels
+from simulator.presets import load_preset
 from slo.inputfile import InputError
 
 H100 = shipped_catalog().gpu("h100_sxm")
@@ -488,3 +489,26 @@ def test_isotonic_along_an_axis_is_the_plain_fit_of_every_run() -> None:
         got = _isotonic_along(values, axis)
         assert got.tobytes() == expected.tobytes()
         assert np.all(np.diff(got, axis=axis) >= 0)
+
+
+def test_a100_trtllm_times_weight_only_int8_with_its_measured_kernels() -> None:
+    """TensorRT-LLM's weight-only int8 GEMMs (``int8_wo``, measured on A100): no fallback to
+    another dtype; a prefill step costs about what bf16 does (16-bit compute), a decode step
+    less (half the weight bytes)."""
+    a100 = shipped_catalog().gpu("a100_sxm")
+    context = LatencyContext.of("trtllm", [], None)
+    params = load_preset("trtllm").compose_params()
+
+    def times(precision: str) -> tuple[float, float]:
+        d = Deployment(LLAMA_8B, a100, weight_precision=precision)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = make_latency_model("table", d, params=params, context=context)
+            prefill = model.step_seconds([(0, 2048)])
+            decode = model.step_seconds([(1000, 1)] * 32)
+        assert not [w for w in caught if "not profiled" in str(w.message)]
+        return prefill, decode
+
+    bf16, wo = times("bf16"), times("int8_wo")
+    assert wo[0] == pytest.approx(bf16[0], rel=0.1)
+    assert wo[1] < 0.9 * bf16[1]

@@ -185,6 +185,7 @@ _QWEN_MOE: dict[str, object] = {
     ("fields", "weights", "kv"),
     [
         ({"precision": "sq", "system": "a100_sxm"}, "int8", "bf16"),  # SmoothQuant W8A8
+        ({"precision": "int8_wo", "system": "a100_sxm"}, "int8_wo", "bf16"),  # W8A16
         ({"precision": "fp8_ootb"}, "fp8", "fp8"),  # an FP8 checkpoint in TRT-flow GEMMs
         # gpt-oss: bf16 GEMMs (attention) beside MXFP4 experts is its own checkpoint.
         (
@@ -219,7 +220,7 @@ def test_aiconfigurator_quant_modes_resolve(
         ),
         ({"backend": "tgi"}, "backend 'tgi' has no preset"),
         ({"precision": "q3_k"}, "unknown precision 'q3_k'"),
-        ({"precision": "int8_wo"}, "gemm_quant_mode 'int8_wo': weight-only int8 (W8A16)"),
+        ({"precision": "w4afp8"}, "gemm_quant_mode 'w4afp8': int4 weights with FP8 activations"),
         # Routed experts in another precision than the rest of the checkpoint served.
         (
             {**_QWEN_MOE, "moe_precision": "w4afp8"},
