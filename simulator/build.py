@@ -158,6 +158,9 @@ def _engine(
         return Infeasible(str(err))
     budget, running = config.pool_limits(role)
     defaults = preset.limits_for(pool.gpu, pool.tp)
+    # An analytic step timer (const:, linear:) states every step's seconds itself: no floor.
+    analytic = parse_analytic(config.latency_model)
+    eager_layers = 0 if analytic else math.ceil(hw.model.num_layers / pool.pp)
     max_batched = budget or defaults.max_batched_tokens
     max_running = running or defaults.max_running_requests
     # Every running request needs one token of the step's budget.
@@ -200,6 +203,7 @@ def _engine(
         # The serial front end; none for a PD pool (its proxy to the clients is not modelled).
         **({} if role is not None else preset.frontend_seconds(config.frontend_us)),
         limits_note=defaults.note if budget is None or running is None else "",
+        prefill_step_floor_s=preset.eager_prefill_us_per_layer * 1e-6 * eager_layers,
     )
     if config.kv_capacity_tokens is not None:
         kv_tokens, memory = config.kv_capacity_tokens, "KV capacity set by kv_capacity_tokens"
@@ -222,7 +226,7 @@ def _engine(
             f"{block_tokens}-token block of the workload"
         )
     roots = [config.kernel_profiles_dir] if config.kernel_profiles_dir else []
-    timer: StepTimer = parse_analytic(config.latency_model) or make_latency_model(
+    timer: StepTimer = analytic or make_latency_model(
         config.latency_model,
         deployment,
         params=preset.compose_params(),

@@ -183,6 +183,15 @@ class BackendPreset(BaseModel):
         description="The API server's serial CPU time per generated token streamed back "
         "(detokenising, one server-sent event), µs; shares the CPU with the intake.",
     )
+    eager_prefill_us_per_layer: float = Field(
+        default=0.0,
+        ge=0,
+        description="Host launch time per decoder layer (of a pipeline stage) of a step that "
+        "runs a prefill chunk, µs: an engine that replays CUDA graphs for decode-only steps "
+        "only runs it eagerly, so it lasts at least this times the layers "
+        "(EngineParams.prefill_step_floor_s); 0 = no floor. An analytic latency model "
+        "(const:, linear:) states its step times itself and gets none.",
+    )
     marlin_moe: bool = Field(
         default=False,
         description="Whether a weight-only MoE (MXFP4 on a GPU without fp4 tensor cores) runs "

@@ -120,7 +120,7 @@ class EngineInstance:
         self.kernel = kernel
         self.params = params
         self.timer = timer
-        self._pricer = StepPricer(timer)
+        self._pricer = StepPricer(timer, params.prefill_step_floor_s)
         self.kv = kv
         self.load_link = load_link
         self.prefetcher = (

@@ -50,6 +50,10 @@ class EngineParams:
     loop hands out step k's responses only after it has launched step k+1 (``_forward_step``,
     ``_sample_async``, then ``_process_previous_batch``), and a context step, run without a
     CUDA graph, returns from its launch when its GPU work is done (``instance.py``)."""
+    prefill_step_floor_s: float = 0.0
+    """Least seconds of a step that runs a prefill chunk: an engine that replays CUDA graphs
+    for decode-only steps only runs such a step eagerly, and it cannot end before the host has
+    launched every kernel of the forward pass (``steps.StepPricer``). 0: no floor."""
     kv_admission: KvAdmission = "on_demand"
     """Future KV growth set aside before admitting a request (``admission.py``)."""
     kv_conservativeness: float = 1.0
@@ -71,6 +75,11 @@ class EngineParams:
             f"{self.scheduler} scheduler, {self.max_batched_tokens:,}-token steps, at most "
             f"{self.max_running:,} running"
             + (f" ({self.limits_note})" if self.limits_note else "")
+            + (
+                f", prefill steps at least {self.prefill_step_floor_s * 1e3:.3g} ms (eager launch)"
+                if self.prefill_step_floor_s
+                else ""
+            )
             + ", overlap scheduling "
             + f"{'on' if self.overlap_scheduling else 'off'}, KV admission {self.kv_admission}"
             + (

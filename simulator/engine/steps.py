@@ -95,10 +95,12 @@ class StepPricer:
     takes decodes as octave buckets (``takes_buckets``: the decode cohort's).
     """
 
-    __slots__ = ("_closed_form", "_run_pricer", "_shapes", "_split", "timer")
+    __slots__ = ("_closed_form", "_prefill_floor_s", "_run_pricer", "_shapes", "_split", "timer")
 
-    def __init__(self, timer: StepTimer) -> None:
+    def __init__(self, timer: StepTimer, prefill_floor_s: float = 0.0) -> None:
         self.timer = timer
+        # A step with a prefill chunk lasts at least this long (EngineParams.prefill_step_floor_s).
+        self._prefill_floor_s = prefill_floor_s
         # Once per instance: a runtime protocol check costs more than a step.
         self._shapes = isinstance(timer, LatencyModel)
         # A composed model prices the split directly (no ``latency.Batch`` object).
@@ -115,7 +117,23 @@ class StepPricer:
 
     def step(self, batch: Mapping[EngineRequest, int], gathered: StepSplit | None = None) -> float:
         """Seconds of one step of ``batch`` (non-empty); ``gathered`` is its split if the
-        scheduler gathered it (``scheduler.StepSplit``: what ``split_of`` would return)."""
+        scheduler gathered it (``scheduler.StepSplit``: what ``split_of`` would return). A
+        step with a prefill chunk lasts at least the prefill floor (``__init__``)."""
+        seconds = self._timed(batch, gathered)
+        floor = self._prefill_floor_s
+        if floor and seconds < floor and self._has_prefill(batch, gathered):
+            return floor
+        return seconds
+
+    @staticmethod
+    def _has_prefill(batch: Mapping[EngineRequest, int], gathered: StepSplit | None) -> bool:
+        """Whether the step runs a prefill chunk (a request given more than one token)."""
+        if gathered is not None:
+            return bool(gathered.chunks)
+        return any(n > 1 for n in batch.values())
+
+    def _timed(self, batch: Mapping[EngineRequest, int], gathered: StepSplit | None) -> float:
+        """The timer's seconds of the step (``step`` without the floor)."""
         if not self._shapes:
             return self.timer.step_seconds([(req.processed, n) for req, n in batch.items()])
         if gathered is not None:

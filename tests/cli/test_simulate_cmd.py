@@ -117,8 +117,9 @@ def test_rejections_are_counted_by_reason_in_json_and_table(tmp_path: Path) -> N
     assert data["requests"]["rejections"] == {reason: 12}
     # The preset's settings as resolved, the override included.
     assert data["engine"] == (
-        "decode_first scheduler, 128-token steps, at most 128 running, overlap scheduling on, "
-        "KV admission reserve_full, serial front end 8 ms + 0 µs per prompt token per request, "
+        "decode_first scheduler, 128-token steps, at most 128 running, prefill steps at least "
+        "19.2 ms (eager launch), overlap scheduling on, KV admission reserve_full, serial "
+        "front end 8 ms + 0 µs per prompt token per request, "
         "75 µs per streamed token"
     )
     table = runner.invoke(app, ["simulate", *args, *config])
