@@ -191,11 +191,9 @@ def _engine(
         prefetch_timeout_per_1k_tokens_s=config.prefetch_timeout_per_1k_tokens_s,
         prefetch_threshold_tokens=config.l3_prefetch_threshold_tokens,
         max_context_tokens=hw.model.max_context_tokens,
-        overlap_scheduling=(
-            preset.overlap_scheduling
-            if config.overlap_scheduling is None
-            else config.overlap_scheduling
-        ),
+        overlap_scheduling=preset.overlap_for(role)
+        if config.overlap_scheduling is None
+        else config.overlap_scheduling,
         # A PD prefill pool hands its first tokens off (``remote.py``): not lagged here.
         overlap_prefill_lag=preset.overlap_prefill_lag and role is None,
         kv_admission=config.kv_admission or preset.kv_admission,

@@ -138,6 +138,11 @@ class BackendPreset(BaseModel):
         description="Whether the engine schedules the next step while the current one runs "
         "(new requests then join a busy engine one step later).",
     )
+    pd_prefill_overlap_scheduling: bool | None = Field(
+        default=None,
+        description="Overlap scheduling of a PD prefill pool's instances (None: as "
+        "overlap_scheduling); TensorRT-LLM's context servers run without it.",
+    )
     overlap_prefill_lag: bool = Field(
         default=False,
         description="With overlap scheduling: a step's first tokens reach their clients only "
@@ -278,6 +283,13 @@ class BackendPreset(BaseModel):
             "frontend_prompt_token_s": prompt_us / 1e6,
             "frontend_token_s": token_us / 1e6,
         }
+
+    def overlap_for(self, role: str | None) -> bool:
+        """Whether an instance of pool ``role`` (None: aggregated; ``prefill`` / ``decode``)
+        schedules its next step while one runs (``pd_prefill_overlap_scheduling``)."""
+        if role == "prefill" and self.pd_prefill_overlap_scheduling is not None:
+            return self.pd_prefill_overlap_scheduling
+        return self.overlap_scheduling
 
     def hbm_utilization_for(self, tp: int) -> float:
         """The utilisation that applies at tensor parallelism ``tp``."""

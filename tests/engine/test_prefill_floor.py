@@ -1,11 +1,12 @@
-"""A step with a prefill chunk lasts at least the engine's eager-launch floor
-(``EngineParams.prefill_step_floor_s``, ``steps.StepPricer``); decode-only steps, and an
-analytic timer's steps, do not."""
+"""How an engine runs its prefill steps: a step with a prefill chunk lasts at least the engine's
+eager-launch floor (``EngineParams.prefill_step_floor_s``, ``steps.StepPricer``; decode-only
+steps, and an analytic timer's steps, do not), and a PD prefill pool schedules with or without
+overlap as the preset says (``BackendPreset.overlap_for``)."""
 
 from __future__ import annotations
 
 import pytest
-from engine_helpers import built_params
+from engine_helpers import built_params, built_pool
 
 from simulator.engine.analytic import LinearLatency
 from simulator.engine.request import EngineRequest
@@ -65,3 +66,22 @@ def test_an_analytic_timer_states_its_own_step_times() -> None:
     params = built_params(backend="trtllm", latency_model="constant:0.01")
     assert params.prefill_step_floor_s == 0.0
     assert "eager launch" not in params.describe()
+
+
+@pytest.mark.parametrize(("backend", "prefill", "decode"), [
+    ("trtllm", False, True),  # context servers run without the overlap scheduler
+    ("sglang", True, True),
+    ("vllm", False, False),
+])  # fmt: skip
+def test_a_pd_prefill_pool_takes_the_presets_overlap(
+    backend: str, prefill: bool, decode: bool
+) -> None:
+    pool = built_pool(
+        backend=backend,
+        pd_mode="disaggregated",
+        prefill={"instances": 1},
+        decode={"instances": 1},
+    )
+    # Instances are numbered prefill pool first (one instance each here).
+    first, second = (engine.params.overlap_scheduling for engine in pool.instances)
+    assert (first, second) == (prefill, decode)
