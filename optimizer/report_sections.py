@@ -31,17 +31,15 @@ __all__ = [
 #: Validated error of each latency model against measured serving benchmarks: TTFT and TPOT
 #: MAPE (%) over the 579 dense-model H100 rows of ../shared/data/silicon (vLLM, SGLang,
 #: TensorRT-LLM; Qwen3-32B, Llama-3.1-8B/70B), from ``python bench/validate_fidelity.py
-#: --latency ...`` as recorded in bench/README.md. All four measured 2026-12-03 with the
-#: serial front end modelled and the InferenceX Llama-3.1-70B rows' vLLM release bounded by
-#: their export (bf16 KV; 579 rows, 0 skipped, 5 rounds, start together); ``auto`` (the table
-#: on every H100 row) re-measured 2026-12-07 on the same 579 rows after that day's changes
-#: (TensorRT-LLM's first-token lag and eager context steps, aiconfigurator's FP8 KV cache;
-#: bench/README.md).
+#: --latency table,roofline,calibrated --jobs 2`` as recorded in bench/README.md; all four
+#: re-measured 2026-12-07 (579 rows, 0 skipped, 5 rounds, start together; ``auto`` is the table
+#: on every H100 row) after that day's changes (TensorRT-LLM's first-token lag and eager
+#: context steps, aiconfigurator's FP8 KV cache).
 LATENCY_ERRORS: dict[str, tuple[float, float]] = {
     "auto": (23.6, 7.3),
     "table": (23.6, 7.3),
-    "roofline": (26.3, 9.3),
-    "calibrated": (25.9, 7.9),
+    "roofline": (23.8, 9.3),
+    "calibrated": (24.1, 7.9),
 }
 
 
