@@ -63,6 +63,13 @@ class ModelSpec(Frozen):
     first_dense_layers: int = Field(
         default=0, ge=0, description="Leading layers that use the dense MLP in an MoE model."
     )
+    expert_routing: Literal["skewed", "balanced"] = Field(
+        default="skewed",
+        description="How a batch's tokens spread over the routed experts: skewed = a "
+        "power-law popularity (trained routers are skewed; simulator/latency/moe_table.py "
+        "ROUTING_POWER_LAW), balanced = uniform, for a router trained to even expert load "
+        "(DeepSeek-V3's auxiliary-loss-free balancing, config topk_method noaux_tc).",
+    )
     checkpoint_recipe: Literal[
         "none", "modelopt_fp8", "modelopt_nvfp4", "fp8_block", "fp8_dynamic", "fp8_kv",
         "mxfp4", "int4", "int4_experts", "int8", "int8_wo",

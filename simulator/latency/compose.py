@@ -27,7 +27,8 @@ head only for ``logit_tokens`` rows (plus gathering the vocab-split logits).
 ``T·k`` picks are drawn from a power-law popularity over the experts
 (``moe_table.ROUTING_POWER_LAW``) and touch ``D = Σ_i 1 - (1 - p_i)^(T·k)`` distinct experts
 (``moe_table.distinct_experts``; uniform routing would touch ``E·(1 - (1 - 1/E)^(T·k))``, more at
-decode batch sizes). Only their weights are read: each GPU runs ``D / ep`` experts with
+decode batch sizes, and does for a model whose router is trained to even expert load:
+``ModelSpec.expert_routing`` balanced, DeepSeek-V3's family). Only their weights are read: each GPU runs ``D / ep`` experts with
 ``T·k / D`` tokens each (rounded to at least 1).
 The engines run them as one grouped GEMM (a fused MoE kernel), priced as a single GEMM of those
 ``T·k / D`` rows against all ``D / ep`` experts' weights side by side (gate+up ``n`` and down ``k``
@@ -557,6 +558,7 @@ class OperatorPlanner:
             moe_tp=d.expert_tp,
             moe_ep=d.expert_parallel,
             dtype=self.wdtype,
+            balanced=m.expert_routing == "balanced",
         )
 
     def routed_expert_calls(self, t: int) -> list[KernelCall]:

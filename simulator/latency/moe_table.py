@@ -190,16 +190,26 @@ class MoeShape:
     moe_tp: int
     moe_ep: int
     dtype: str
+    #: Whether the router spreads tokens evenly (``ModelSpec.expert_routing`` balanced: uniform
+    #: picks) rather than by the skewed ``ROUTING_POWER_LAW`` popularity.
+    balanced: bool = False
+
+    def touched(self, assignments: float) -> float:
+        """Expected distinct experts ``assignments`` routed pairs touch under this layer's
+        routing (``distinct_experts``, or uniform picks when ``balanced``)."""
+        if self.balanced:
+            return _balanced_distinct(self.num_experts, assignments) if assignments > 0 else 0.0
+        return distinct_experts(self.num_experts, assignments)
 
     def routing(self, tokens: int) -> tuple[int, int, float]:
         """How ``tokens`` entering the layer spread over this GPU's experts: ``(tokens per
         touched expert, the GPU's expert columns, assignments on this GPU)``. ``tokens · top_k``
-        assignments touch ``distinct_experts`` of the ``E`` experts (routers are skewed:
-        ``ROUTING_POWER_LAW``); the GPU holds ``1 / moe_ep`` of them, each ``inter / moe_tp``
-        columns wide. The grouped GEMMs over them are priced as one GEMM that wide
-        (``compose.py``, "Routed experts"; widths in columns, so no rounding of experts)."""
+        assignments touch ``touched`` of the ``E`` experts (routers are skewed,
+        ``ROUTING_POWER_LAW``, unless ``balanced``); the GPU holds ``1 / moe_ep`` of them, each
+        ``inter / moe_tp`` columns wide. The grouped GEMMs over them are priced as one GEMM that
+        wide (``compose.py``, "Routed experts"; widths in columns, so no rounding of experts)."""
         assignments = tokens * self.top_k
-        touched = distinct_experts(self.num_experts, assignments)
+        touched = self.touched(assignments)
         tokens_each = max(1, round(assignments / touched))
         width = max(1, round(touched / self.moe_ep * (self.inter // self.moe_tp)))
         return tokens_each, width, assignments / self.moe_ep
@@ -369,7 +379,7 @@ class MoeTable:
         key = min(keys, key=distance)
         hidden, inter, top_k, experts = (float(cast(float, v)) for v in key[1:5])
         assignments = tokens * shape.top_k
-        touched = distinct_experts(shape.num_experts, assignments)
+        touched = shape.touched(assignments)
         ref_assignments = _balanced_assignments(experts, assignments / touched)
         ref_touched = _balanced_distinct(experts, ref_assignments)
         ref_tokens = max(1, round(ref_assignments / top_k))

@@ -126,6 +126,24 @@ def test_moe_touches_expected_distinct_experts() -> None:
     )
 
 
+def test_a_balanced_router_touches_the_uniform_count_of_experts() -> None:
+    """``expert_routing: balanced`` (DeepSeek-V3's auxiliary-loss-free router): a batch's
+    picks spread as uniform ones, ``E·(1 - (1 - 1/E)^(T·k))`` distinct experts, more weights
+    read at decode batch sizes than the skewed default, the same when every expert is hit."""
+    balanced = QWEN3_MOE.model_copy(update={"expert_routing": "balanced"})
+    even = OperatorPlanner(Deployment(balanced, H100, tp=2))
+    skewed = OperatorPlanner(Deployment(QWEN3_MOE, H100, tp=2))
+    for tokens in (1, 16, 64):
+        uniform = 128 * (1 - (1 - 1 / 128) ** (tokens * 8))
+        gate_up = next(c for c in even.token_calls(tokens) if c.op == "moe_experts")
+        assert gate_up.args[1] == round(uniform / 2 * 768) * 2
+        assert gate_up.args[0] == max(1, round(tokens * 8 / uniform))
+        skew_up = next(c for c in skewed.token_calls(tokens) if c.op == "moe_experts")
+        assert skew_up.args[1] < gate_up.args[1]
+    assert shipped_catalog().model("deepseek-ai/DeepSeek-R1").expert_routing == "balanced"
+    assert shipped_catalog().model("Qwen/Qwen3-235B-A22B").expert_routing == "skewed"
+
+
 def test_moe_expert_parallel_vs_tensor_parallel_experts() -> None:
     ep = OperatorPlanner(Deployment(QWEN3_MOE, H100, tp=2, ep=2)).token_calls(64)
     tp = OperatorPlanner(Deployment(QWEN3_MOE, H100, tp=2, ep=1)).token_calls(64)
