@@ -28,8 +28,8 @@ head only for ``logit_tokens`` rows (plus gathering the vocab-split logits).
 (``moe_table.ROUTING_POWER_LAW``) and touch ``D = Σ_i 1 - (1 - p_i)^(T·k)`` distinct experts
 (``moe_table.distinct_experts``; uniform routing would touch ``E·(1 - (1 - 1/E)^(T·k))``, more at
 decode batch sizes, and does for a model whose router is trained to even expert load:
-``ModelSpec.expert_routing`` balanced, DeepSeek-V3's family). Only their weights are read: each GPU runs ``D / ep`` experts with
-``T·k / D`` tokens each (rounded to at least 1).
+``ModelSpec.expert_routing`` balanced, DeepSeek-V3's family). Only their weights are read: each
+GPU runs ``D / ep`` experts with ``T·k / D`` tokens each (rounded to at least 1).
 The engines run them as one grouped GEMM (a fused MoE kernel), priced as a single GEMM of those
 ``T·k / D`` rows against all ``D / ep`` experts' weights side by side (gate+up ``n`` and down ``k``
 = experts × per-expert width): the same FLOPs and weight bytes, one launch, and the tile
