@@ -16,7 +16,7 @@ import importlib
 import os
 import sys
 import warnings
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 import typer
@@ -142,9 +142,25 @@ def _root(
     """kvplan: which hardware, cache and scheduling configuration meets my SLOs at least cost."""
 
 
+def quiet_interrupt_reports(previous: Callable[[Any], None]) -> Callable[[Any], None]:
+    """An ``sys.unraisablehook`` that drops the report of a ``KeyboardInterrupt`` raised where
+    Python cannot propagate it (a garbage-collection or weakref callback: "Exception ignored
+    in …" and a traceback) and hands every other report to ``previous``. A Ctrl-C is reported
+    once, as one line (``run``); while a study runs ``optimizer.run.InterruptLatch`` also
+    records such a lost one and raises it again."""
+
+    def hook(info: Any) -> None:
+        if isinstance(info.exc_value, KeyboardInterrupt):
+            return
+        previous(info)
+
+    return hook
+
+
 def run() -> None:
     """Console-script entry point: run the app, mapping ``InputError`` to one line and exit 2."""
     warnings.showwarning = NotePrinter()
+    sys.unraisablehook = quiet_interrupt_reports(sys.unraisablehook)
     try:
         # Without standalone mode click returns (not raises) the code of ``typer.Exit(code)``.
         # prog_name: ``python -m kvplan`` would name itself "python -m kvplan", which no shell

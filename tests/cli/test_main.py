@@ -13,7 +13,7 @@ import pytest
 import typer.main
 from typer.testing import CliRunner
 
-from optimizer.cli.main import app
+from optimizer.cli.main import app, quiet_interrupt_reports
 from optimizer.cli.notes import NotePrinter
 
 runner = CliRunner()
@@ -199,3 +199,21 @@ def test_every_command_takes_json() -> None:
         if "--json" not in {opt for param in command.params for opt in param.opts}
     ]
     assert lacking == []
+
+
+def test_a_lost_ctrl_c_is_not_reported_as_a_traceback() -> None:
+    """A KeyboardInterrupt raised inside a GC/weakref callback reaches ``sys.unraisablehook``
+    ("Exception ignored in …" and a traceback): the CLI's hook drops that report (the run says
+    "interrupted" in one line) and passes every other one on."""
+    seen: list[object] = []
+    hook = quiet_interrupt_reports(lambda info: seen.append(info.exc_value))
+
+    class Info:
+        def __init__(self, exc: BaseException) -> None:
+            self.exc_value = exc
+
+    hook(Info(KeyboardInterrupt()))
+    assert seen == []
+    error = ValueError("kept")
+    hook(Info(error))
+    assert seen == [error]
