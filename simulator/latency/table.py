@@ -481,7 +481,7 @@ class ProfileKernels(CachedKernels):
 
             hit = (grid.carried(ratio), ())
             self._memo.carried[("moe", shape)] = hit
-        return MoeTable.read(hit[0], tokens)
+        return MoeTable.routed(hit[0], tokens, shape)
 
     def marlin_moe(self, tokens: int, shape: MoeShape) -> float | None:
         """Seconds of one routed-expert layer in vLLM's Marlin MoE kernel, carried from the

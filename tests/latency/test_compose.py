@@ -141,6 +141,8 @@ def test_a_balanced_router_touches_the_uniform_count_of_experts() -> None:
         skew_up = next(c for c in skewed.token_calls(tokens) if c.op == "moe_experts")
         assert skew_up.args[1] < gate_up.args[1]
     assert shipped_catalog().model("deepseek-ai/DeepSeek-R1").expert_routing == "balanced"
+    # MiniMax-M2's config: use_routing_bias (the same per-expert score bias).
+    assert shipped_catalog().model("MiniMaxAI/MiniMax-M2.5").expert_routing == "balanced"
     assert shipped_catalog().model("Qwen/Qwen3-235B-A22B").expert_routing == "skewed"
 
 

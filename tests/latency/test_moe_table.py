@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import itertools
 import math
 from pathlib import Path
 
@@ -22,7 +23,8 @@ from .specs import H100
 
 pytestmark = pytest.mark.filterwarnings("ignore::simulator.latency.table.TableFallbackWarning")
 
-_R1_TP16 = MoeShape(256, 8, 7168, 2048, moe_tp=16, moe_ep=1, dtype="fp8")
+#: DeepSeek-R1's routed experts at expert TP 16 (its router balanced: ``expert_routing``).
+_R1_TP16 = MoeShape(256, 8, 7168, 2048, moe_tp=16, moe_ep=1, dtype="fp8", balanced=True)
 
 
 def _shipped_moe(engine: str) -> Path:
@@ -54,6 +56,8 @@ def test_measured_shape_is_priced_from_the_fused_moe_table() -> None:
 
 
 def test_measured_grid_points_are_returned_verbatim() -> None:
+    """``read`` answers a measured token count with its row; ``lookup`` too once the picks of
+    a batch touch every expert (a prefill: no even-pick correction left)."""
     frame = read_moe_profile(_shipped_moe("sglang"))
     rows = frame[
         (frame["hidden"] == 7168)
@@ -63,8 +67,14 @@ def test_measured_grid_points_are_returned_verbatim() -> None:
         & (frame["dtype"] == "fp8_block")
     ]
     table = MoeTable(frame, monotone=False)
+    grid = table.grid(_R1_TP16)
+    assert grid is not None
     for tokens, seconds in zip(rows["tokens"], rows["seconds"], strict=True):
-        assert table.lookup(int(tokens), _R1_TP16) == (seconds, int(tokens))
+        assert table.read(grid, int(tokens)) == (seconds, int(tokens))
+        if tokens >= 512:  # 4,096+ uniform picks of 256 experts: every one touched
+            hit = table.lookup(int(tokens), _R1_TP16)
+            assert hit is not None
+            assert hit[0] == pytest.approx(seconds, rel=1e-6)
 
 
 def test_held_out_token_counts_interpolate_within_ten_percent() -> None:
@@ -78,7 +88,9 @@ def test_held_out_token_counts_interpolate_within_ten_percent() -> None:
     for row in frame[frame["tokens"].isin(held)].to_dict("records"):
         sizes = (int(row[c]) for c in ("experts", "top_k", "hidden", "inter", "moe_tp", "moe_ep"))
         shape = MoeShape(*sizes, dtype=str(row["dtype"]))
-        hit = table.lookup(int(row["tokens"]), shape)
+        grid = table.grid(shape)
+        assert grid is not None
+        hit = table.read(grid, int(row["tokens"]))
         assert hit is not None
         errors.append(abs(hit[0] / float(row["seconds"]) - 1))
     assert len(errors) > 500
@@ -118,8 +130,67 @@ def test_beyond_the_measured_tokens_the_composition_carries_the_edge() -> None:
 
 def test_fp8_weights_read_block_fp8_rows_where_no_per_tensor_rows() -> None:
     table = MoeTable(read_moe_profile(_shipped_moe("sglang")))
-    block = MoeShape(256, 8, 7168, 2048, 16, 1, "fp8_block")
+    block = MoeShape(256, 8, 7168, 2048, 16, 1, "fp8_block", balanced=True)
     assert table.lookup(64, _R1_TP16) == table.lookup(64, block)
+
+
+def _even_picks_table() -> MoeTable:
+    """A balanced-row layer of 16 experts, top-2 (saturation at 8 tokens): 10 µs per token up
+    to 8 tokens — exactly linear, as striding picks make it — then 80 µs plus 1 µs per token."""
+    tokens = [1.0, 2.0, 4.0, 8.0, 16.0, 64.0]
+    seconds = [t * 1e-5 if t <= 8 else 8e-5 + (t - 8) * 1e-6 for t in tokens]
+    frame = pd.DataFrame(
+        {"dtype": "bf16", "hidden": 256.0, "inter": 256.0, "top_k": 2.0, "experts": 16.0,
+         "moe_tp": 1.0, "moe_ep": 1.0, "tokens": tokens, "seconds": seconds}
+    )  # fmt: skip
+    return MoeTable(frame)
+
+
+_EVEN_BALANCED = MoeShape(16, 2, 256, 256, 1, 1, "bf16", balanced=True)
+_EVEN_SKEWED = MoeShape(16, 2, 256, 256, 1, 1, "bf16")
+
+
+def test_a_batch_reads_the_balanced_row_at_its_touched_experts_by_hand() -> None:
+    """4 tokens x top-2 uniform picks of 16 experts touch 16·(1 - (15/16)^8) = 6.45 of them
+    (the row's striding touches 8): priced at sqrt(6.45/2 · 4) = 3.59 tokens of the row."""
+    table = _even_picks_table()
+    touched = 16 * (1 - (15 / 16) ** 8)
+    even = math.sqrt(touched / 2 * 4)
+    hit = table.lookup(4, _EVEN_BALANCED)
+    assert hit is not None
+    assert hit[1] == 4
+    assert hit[0] == pytest.approx(even * 1e-5, rel=1e-9)
+    # Past saturation the row's own growth is added: 12 tokens touch 16·(1 - (15/16)^24),
+    # read at sqrt(touched/2 · 8) tokens, plus the row's growth from 8 to 12 tokens (~4.6 µs
+    # of log-log interpolation between 8 and 16).
+    touched = 16 * (1 - (15 / 16) ** 24)
+    even = math.sqrt(touched / 2 * 8)
+    grid = table.grid(_EVEN_BALANCED)
+    assert grid is not None
+    growth = table.read(grid, 12)[0] - table.read(grid, 8)[0]  # type: ignore[index]
+    assert 4e-6 < growth < 5e-6
+    hit = table.lookup(12, _EVEN_BALANCED)
+    assert hit is not None
+    assert hit[1] == 12
+    assert hit[0] == pytest.approx(even * 1e-5 + growth, rel=1e-9)
+
+
+def test_a_prefill_keeps_the_row_and_skewed_picks_cost_less_at_decode_sizes() -> None:
+    table = _even_picks_table()
+    grid = table.grid(_EVEN_BALANCED)
+    assert grid is not None
+    prefill = table.lookup(64, _EVEN_BALANCED)
+    assert prefill is not None
+    assert prefill[0] == pytest.approx(table.read(grid, 64)[0], rel=1e-3)  # type: ignore[index]
+    for tokens in (2, 4, 8):
+        skewed, uniform = table.lookup(tokens, _EVEN_SKEWED), table.lookup(tokens, _EVEN_BALANCED)
+        assert skewed is not None
+        assert uniform is not None
+        assert skewed[0] < uniform[0] < table.read(grid, tokens)[0]  # type: ignore[index]
+    times = [table.lookup(t, shape)[0] for shape in (_EVEN_BALANCED, _EVEN_SKEWED)  # type: ignore[index]
+             for t in range(1, 100)]  # fmt: skip
+    for shape_times in (times[:99], times[99:]):
+        assert all(b >= a for a, b in itertools.pairwise(shape_times))
 
 
 def _write(path: Path, rows: list[dict[str, object]]) -> Path:
