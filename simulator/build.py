@@ -179,6 +179,9 @@ def _engine(
         scheduler=scheduler,
         running_given=running is not None,
     )
+    overlapped = (
+        preset.overlap_for(role) if config.overlap_scheduling is None else config.overlap_scheduling
+    )
     params = EngineParams(
         block_tokens=block_tokens,
         scheduler=scheduler,
@@ -191,9 +194,7 @@ def _engine(
         prefetch_timeout_per_1k_tokens_s=config.prefetch_timeout_per_1k_tokens_s,
         prefetch_threshold_tokens=config.l3_prefetch_threshold_tokens,
         max_context_tokens=hw.model.max_context_tokens,
-        overlap_scheduling=preset.overlap_for(role)
-        if config.overlap_scheduling is None
-        else config.overlap_scheduling,
+        overlap_scheduling=overlapped,
         # A PD prefill pool hands its first tokens off (``remote.py``): not lagged here.
         overlap_prefill_lag=preset.overlap_prefill_lag and role is None,
         kv_admission=config.kv_admission or preset.kv_admission,
@@ -227,7 +228,7 @@ def _engine(
     timer: StepTimer = analytic or make_latency_model(
         config.latency_model,
         deployment,
-        params=preset.compose_params(),
+        params=preset.compose_params(overlapped=overlapped),
         context=LatencyContext.of(preset.name, roots, config.latency_cache_dir),
     )
     if config.spec_tokens:

@@ -208,6 +208,12 @@ class BackendPreset(BaseModel):
     request_overhead_us: float = Field(
         ge=0, description="CPU time per scheduled request per step, µs."
     )
+    overlap_hides_request_overhead: bool = Field(
+        default=False,
+        description="Whether overlap scheduling takes the per-request CPU time off the step "
+        "(the next step's scheduling and input preparation run while this one computes; "
+        "step_overhead_us stays): vLLM's --async-scheduling.",
+    )
 
     def chunked_prefill_tokens_for(self, gpu_bytes: float, tp: int) -> int:
         """The prefill chunk on a GPU of ``gpu_bytes`` at ``tp`` (``chunked_prefill_rule``)."""
@@ -296,11 +302,13 @@ class BackendPreset(BaseModel):
         keys = [k for k in self.hbm_utilization_by_tp if k <= tp]
         return self.hbm_utilization_by_tp[max(keys)] if keys else self.hbm_utilization
 
-    def compose_params(self) -> ComposeParams:
-        """Framework overheads for the latency model (elementwise costs at their defaults)."""
+    def compose_params(self, *, overlapped: bool = False) -> ComposeParams:
+        """Framework overheads for the latency model (elementwise costs at their defaults) of
+        an instance that schedules with overlap (``overlapped``) or without."""
+        hidden = overlapped and self.overlap_hides_request_overhead
         return ComposeParams(
             step_overhead_s=self.step_overhead_us / 1e6,
-            request_overhead_s=self.request_overhead_us / 1e6,
+            request_overhead_s=0.0 if hidden else self.request_overhead_us / 1e6,
             marlin_moe=self.marlin_moe,
         )
 

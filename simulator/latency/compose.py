@@ -138,7 +138,7 @@ class ComposeParams:
     #: Fixed CPU cost of one engine step not overlapped with GPU work.
     step_overhead_s: float = 1.0e-3
     #: CPU cost per scheduled request per step (input preparation, detokenisation hand-off).
-    request_overhead_s: float = 10.0e-6
+    request_overhead_s: float = 20.0e-6
     #: Fraction of HBM bandwidth that norms, RoPE and activations reach. An assumption in line
     #: with the memory-bound GEMM rows of the H100 profile (median 0.80).
     elementwise_memory_efficiency: float = 0.80

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from engine_helpers import built_params, make_rig, request
+from engine_helpers import built_params, built_pool, make_rig, request
 
 from simulator.engine import LinearLatency
 from simulator.records import RequestRecord
@@ -100,3 +100,16 @@ def test_the_lag_comes_from_the_trtllm_preset_only() -> None:
     assert built_params(backend="trtllm").overlap_prefill_lag is True
     assert built_params(backend="sglang").overlap_prefill_lag is False
     assert built_params(backend="vllm").overlap_prefill_lag is False
+
+
+@pytest.mark.parametrize(("backend", "hidden_s"), [("vllm", 20e-6), ("sglang", 0.0)])
+def test_overlap_prices_a_vllm_step_without_its_per_request_cpu(
+    backend: str, hidden_s: float
+) -> None:
+    # A 64-request decode step of a built instance, priced with and without overlap: vLLM's
+    # async scheduling takes its 20 µs per request off the step; SGLang's overlap keeps it.
+    def step_s(overlap: bool) -> float:
+        (instance,) = built_pool(backend=backend, overlap_scheduling=overlap).instances
+        return instance.timer.step_seconds([(1_000, 1)] * 64)
+
+    assert step_s(False) - step_s(True) == pytest.approx(64 * hidden_s, rel=1e-6, abs=1e-12)
