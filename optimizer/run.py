@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import os
 import signal
 import sys
@@ -241,8 +242,10 @@ def run_trials(
             frozen = study.tell(trial, values, state=state)
         except optuna.exceptions.UpdateFinishedTrialError:
             continue  # another process took this worker for dead and failed the trial
-        except BaseException:
+        except BaseException as error:
             if trial is not None:
+                if isinstance(error, KeyboardInterrupt):
+                    _let_go_of_interrupted_calls(error)
                 _fail(study, trial)
             raise
         finally:
@@ -257,6 +260,25 @@ def run_trials(
 #: Tries at marking an interrupted trial FAILED, and the pause between them (seconds): when
 #: every worker is stopped at once, their writes meet on a locked SQLite file.
 FAIL_TRIES, FAIL_PAUSE_S = 5, 0.2
+
+
+def _let_go_of_interrupted_calls(interrupt: BaseException) -> None:
+    """Free what a Ctrl-C cut short inside a storage call, so that the run can still write.
+
+    A ``KeyboardInterrupt`` raised while SQLAlchemy runs a query leaves SQLite's statement
+    unfinished: it holds a shared lock on the database file (no other connection can commit)
+    until its cursor is reset or freed, and the cursor stays reachable from the exception's
+    traceback frames for as long as the exception lives — all the while the run marks its
+    trial FAILED. Dropping the tracebacks (the CLI prints the interrupt as one line) and
+    collecting the frames frees the cursor and its lock. ``tests/optimizer/test_exact_trials.py``
+    interrupts such a query deterministically."""
+    seen: set[int] = set()
+    error: BaseException | None = interrupt
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        error.__traceback__ = None
+        error = error.__context__ or error.__cause__
+    gc.collect()
 
 
 def _fail(study: optuna.Study, trial: optuna.Trial) -> None:
@@ -455,7 +477,8 @@ class StudyWorkers:
                 here()
                 if self.pool is not None:
                     self.pool.supervise(tick)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as interrupt:
+            _let_go_of_interrupted_calls(interrupt)
             if self.pool is not None:
                 self.pool.stop()
             # Trials of workers killed before they could mark them, and this process's own if

@@ -16,11 +16,12 @@ from pathlib import Path
 
 import optuna
 import pytest
+import sqlalchemy
 from optuna.trial import TrialState
 
 from optimizer import claims
 from optimizer.objective import is_repeat
-from optimizer.run import OptimizeSetup, run_workers
+from optimizer.run import Interrupted, OptimizeSetup, run_workers
 from optimizer.study import make_sampler, make_storage, open_study
 
 DATA = Path(__file__).parent / "data"
@@ -44,6 +45,22 @@ def _cli(*args: str, requests: int = 30) -> list[str]:
         "--json",
         *args,
     ]
+
+
+def _tiny_setup(url: str, name: str, *, n_trials: int) -> OptimizeSetup:
+    """An in-process run of the tiny space on ``url``: random sampler, 30 requests a trial."""
+    return OptimizeSetup(
+        slo_path=SLO,
+        space_path=SPACE,
+        workload=None,
+        catalog_path=None,
+        storage=url,
+        study_name=name,
+        sampler="random",
+        seed=0,
+        n_trials=n_trials,
+        max_requests=30,
+    )
 
 
 def _load(url: str, name: str = "kvplan") -> optuna.Study:
@@ -328,20 +345,37 @@ def test_a_run_ending_on_ctrl_c_fails_its_own_running_trial_too() -> None:
     assert states == {own.number: TrialState.FAIL, other.number: TrialState.RUNNING}
 
 
+def test_a_ctrl_c_inside_a_storage_query_still_fails_the_trial(tmp_path: Path) -> None:
+    """The flake of the Ctrl-C test above, made deterministic: a KeyboardInterrupt raised just
+    after SQLite ran a query of the trials, before its rows were read. The unfinished statement
+    holds a shared lock on the database, and its cursor stays reachable from the exception's
+    traceback; unless the run lets go of it, marking the trial FAILED waits out the lock five
+    times (5 s each) and the trial is left RUNNING."""
+    url = f"sqlite:///{tmp_path / 'cut.db'}"
+    armed, written = [True], [False]
+
+    def interrupt(*args: object) -> None:
+        statement = str(args[2]).lstrip().upper()
+        written[0] = written[0] or statement.startswith("INSERT INTO TRIAL_PARAMS")
+        if armed[0] and written[0] and statement.startswith("SELECT TRIALS.TRIAL_ID"):
+            armed[0] = False  # the trial has its parameters: it is inside _run_trial
+            raise KeyboardInterrupt
+
+    setup = _tiny_setup(url, "cut", n_trials=3)
+    sqlalchemy.event.listen(sqlalchemy.engine.Engine, "after_cursor_execute", interrupt)
+    try:
+        with pytest.raises(Interrupted, match="1 unfinished marked failed"):
+            run_workers(setup, workers=1)
+    finally:
+        sqlalchemy.event.remove(sqlalchemy.engine.Engine, "after_cursor_execute", interrupt)
+    assert not armed[0]
+    trials = _load(url, "cut").trials
+    assert [t.state for t in trials] == [TrialState.FAIL]
+
+
 def test_a_resumed_run_fails_what_the_killed_run_left(tmp_path: Path) -> None:
     url = str(tmp_path / "resume.log")
-    setup = OptimizeSetup(
-        slo_path=SLO,
-        space_path=SPACE,
-        workload=None,
-        catalog_path=None,
-        storage=url,
-        study_name="stale",
-        sampler="random",
-        seed=0,
-        n_trials=3,
-        max_requests=30,
-    )
+    setup = _tiny_setup(url, "stale", n_trials=3)
     study = run_workers(setup, workers=1)
     trial = study.ask()  # as a run killed mid-trial leaves it, with a worker that is gone
     trial.set_user_attr(claims.WORKER_ATTR, claims.worker_identity() | {"pid": 2**22 + 1})
