@@ -9,9 +9,18 @@ its pace, requests reach the engine at its pace, and in a closed loop the users 
 outside the engine — a throughput ceiling that does not grow with TP, which TensorRT-LLM's
 server shows in the H100 benchmarks (``bench/README.md``).
 
-``Frontend`` is that CPU as a single FIFO server in simulated time: work offered at time ``t``
-of cost ``c`` is done at ``max(t, free) + c``, and the server is then free from that time. The
-instance offers a request's intake (a fixed cost plus one per prompt token, the tokeniser's
+``Frontend`` is that CPU as one server in simulated time. Streaming is first come first served:
+the tokens of a step offered at time ``t`` at a cost ``c`` are done at ``max(t, free) + c``,
+and the server is then free from that time. A request's intake does not queue behind that
+backlog: the server is one asyncio loop, which runs a new request's handler between two of the
+streams' per-token slices (one slice is ~0.1 ms), not after every token already waiting. An
+intake is done at ``max(t, intake_free) + c`` (behind earlier intakes only) and takes its CPU
+time from the streams (``free`` moves ``c`` later). Served first come first served as well
+(the model before), a saturated front end hands finished users' next requests to the engine
+only after the whole streaming backlog, which held some closed loops in prefill waves
+(``bench/README.md``, "The closed loop's two attractors").
+
+The instance offers a request's intake (a fixed cost plus one per prompt token, the tokeniser's
 share) when it arrives (the request joins the engine's queue when its intake is done) and
 the tokens of every step when the step ends (the step's tokens reach
 their clients when that work is done: first token and finish are recorded, and a closed-loop
@@ -38,7 +47,7 @@ __all__ = ["Frontend"]
 class Frontend:
     """One serial front-end CPU (module docstring); times in seconds."""
 
-    __slots__ = ("free_s", "prompt_token_s", "request_s", "token_s")
+    __slots__ = ("free_s", "intake_free_s", "prompt_token_s", "request_s", "token_s")
 
     def __init__(self, request_s: float, token_s: float, prompt_token_s: float = 0.0) -> None:
         if request_s < 0 or token_s < 0 or prompt_token_s < 0:
@@ -51,6 +60,8 @@ class Frontend:
         """CPU time to stream one generated token, s."""
         self.free_s = 0.0
         """When the CPU has done all the work offered so far."""
+        self.intake_free_s = 0.0
+        """When the CPU has done the intakes offered so far."""
 
     def _serve(self, now_s: float, cost_s: float) -> float:
         done = max(now_s, self.free_s) + cost_s
@@ -59,8 +70,13 @@ class Frontend:
 
     def intake(self, now_s: float, prompt_tokens: int = 0) -> float:
         """A request of ``prompt_tokens`` arrives at ``now_s``: when it reaches the engine's
-        queue."""
-        return self._serve(now_s, self.request_s + prompt_tokens * self.prompt_token_s)
+        queue (behind earlier intakes, ahead of the streaming backlog, which its CPU time
+        delays; module docstring)."""
+        cost_s = self.request_s + prompt_tokens * self.prompt_token_s
+        done = max(now_s, self.intake_free_s) + cost_s
+        self.intake_free_s = done
+        self.free_s = max(now_s, self.free_s) + cost_s
+        return done
 
     def stream(self, end_s: float, tokens: int) -> float:
         """A step that ended at ``end_s`` emitted ``tokens`` tokens: when they reach their

@@ -1,5 +1,6 @@
 """The serial front end (``simulator/engine/frontend.py``): request intake and token streaming
-share one CPU, served first come first served; by hand and as a throughput ceiling."""
+share one CPU, streams served first come first served and intakes ahead of their backlog; by
+hand and as a throughput ceiling."""
 
 from __future__ import annotations
 
@@ -25,6 +26,18 @@ def test_the_cpu_serves_work_in_the_order_offered() -> None:
     assert Frontend(5 * MS, 0.0, prompt_token_s=0.01 * MS).intake(0.0, 100) == pytest.approx(6 * MS)
     with pytest.raises(ValueError, match=">= 0"):
         Frontend(-1.0, 0.0)
+
+
+def test_an_intake_does_not_wait_for_the_streaming_backlog() -> None:
+    # Three steps' tokens are queued (10 ms of streaming from 0 ms); a request arriving at 1 ms
+    # is taken in by 6 ms, not after the backlog (15 ms), and the streams finish 5 ms later.
+    cpu = Frontend(request_s=5 * MS, token_s=1 * MS)
+    assert [cpu.stream(0.0, n) for n in (4, 3, 3)] == pytest.approx([4 * MS, 7 * MS, 10 * MS])
+    assert cpu.intake(1 * MS) == pytest.approx(6 * MS)
+    assert cpu.stream(2 * MS, 1) == pytest.approx(16 * MS)
+    # A second intake waits for the first only.
+    assert cpu.intake(2 * MS) == pytest.approx(11 * MS)
+    assert cpu.stream(3 * MS, 1) == pytest.approx(22 * MS)
 
 
 def _config(frontend_us: tuple[float, float, float] | None) -> ServingConfig:
