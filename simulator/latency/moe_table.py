@@ -244,12 +244,17 @@ class MoeShape:
         width = max(1, round(touched / self.moe_ep * (self.inter // self.moe_tp)))
         return tokens_each, width, assignments / self.moe_ep
 
+    @property
+    def saturation_tokens(self) -> float:
+        """``E / k``: the tokens from which a balanced profile row's even picks touch every
+        expert (module doc, "Balanced rows are perfectly even picks")."""
+        return self.num_experts / self.top_k
+
     def even_tokens(self, tokens: int) -> float:
         """The tokens at which a balanced profile row (perfectly even picks: ``min(E, k·T)``
         experts) is read for ``tokens`` entering the layer under this layer's routing, up to
-        the saturation ``E / k`` (module doc, ``MoeTable.routed``)."""
-        saturation = self.num_experts / self.top_k
-        even = min(float(tokens), saturation)
+        ``saturation_tokens`` (module doc, ``MoeTable.routed``)."""
+        even = min(float(tokens), self.saturation_tokens)
         touched_tokens = self.touched(tokens * self.top_k) / self.top_k
         weight = TOUCHED_TOKENS_WEIGHT
         return float(touched_tokens**weight * even ** (1.0 - weight))
@@ -403,7 +408,7 @@ class MoeTable:
         if hit is None:
             return None
         seconds, anchor = hit
-        saturation = shape.num_experts / shape.top_k
+        saturation = shape.saturation_tokens
         even, _ = cls._at(grid, shape.even_tokens(tokens))
         growth = seconds - cls._at(grid, saturation)[0] if tokens > saturation else 0.0
         return even + max(0.0, growth), anchor
