@@ -127,6 +127,13 @@ class BackendPreset(BaseModel):
         description="CUDA-graph memory allocated after the KV pool, outside the accounting "
         "(it must fit in what the fraction leaves), GiB.",
     )
+    collective_gib: float = Field(
+        default=0.0,
+        ge=0,
+        description="Per-GPU memory of the collectives (NCCL communicators, all-reduce "
+        "buffers) of a tensor-parallel group spanning GPUs, allocated before the KV pool is "
+        "sized, GiB (simulator/latency/memory.py).",
+    )
     kv_cache_dtype_auto: Literal["checkpoint", "model_dtype"] = Field(
         default="checkpoint",
         description="What --kv-cache-dtype auto means: checkpoint = the checkpoint's KV "
@@ -325,6 +332,7 @@ class BackendPreset(BaseModel):
             accounting=self.memory_accounting,
             framework_reserve_gib=self.framework_reserve_gib,
             cuda_graph_gib=self.cuda_graph_gib,
+            collective_gib=self.collective_gib,
             max_batched_tokens=limits.max_batched_tokens,
             max_running_requests=limits.max_running_requests,
             block_tokens=self.kv_block_tokens,

@@ -7,10 +7,14 @@ Per GPU of an instance::
                 expert × tp/ep ways within one) + shared experts / tp + router
                 + embedding / tp + LM head / tp (vocab-parallel, kept in bf16) + norms
     reserve   = framework_reserve_gib + activation peak at max_batched_tokens
+    comm      = collective_gib when tp > 1 (NCCL communicators and all-reduce buffers, set up
+                before the pool is sized), else 0
     KV pool   = depends on the engine's accounting (``MemoryAccounting``):
-      reserve_inside   (vLLM):    hbm · util - weights - reserve
-      reserve_outside  (SGLang):  hbm · util - weights   (reserve must fit in hbm · (1 - util))
-      fraction_of_free (TRT-LLM): util · (hbm - weights - reserve)
+      reserve_inside   (vLLM):    hbm · util - weights - reserve - comm
+      reserve_outside  (SGLang):  (hbm - comm) · util - weights   (reserve must fit in the
+                                  rest; the fraction is of the memory free after the
+                                  distributed set-up)
+      fraction_of_free (TRT-LLM): util · (hbm - weights - reserve - comm)
     graphs    = cuda_graph_gib, allocated after the KV pool (vLLM captures its CUDA graphs
                 after sizing the pool; TensorRT-LLM's live in the 1 - fraction it leaves): it
                 must fit in what the accounting leaves free, or the engine would fail to start.
@@ -80,6 +84,10 @@ class MemoryParams:
     framework_reserve_gib: float = 1.0
     #: CUDA-graph memory allocated after the KV pool, outside the accounting (GiB; module doc).
     cuda_graph_gib: float = 0.0
+    #: Per-GPU memory of the collectives' communicators and buffers (NCCL, custom all-reduce)
+    #: when the tensor-parallel group spans GPUs (``tp > 1``), allocated before the pool is
+    #: sized (GiB; module doc).
+    collective_gib: float = 0.0
     #: Token budget of one step: sizes the activation peak.
     max_batched_tokens: int = 8192
     #: Most requests in one step: sizes the sampler's logits buffer.
@@ -92,7 +100,15 @@ class MemoryParams:
     def __post_init__(self) -> None:
         if self.hbm_utilization is not None and not 0 < self.hbm_utilization <= 1:
             raise ValueError("MemoryParams.hbm_utilization must be in (0, 1]")
-        if min(self.framework_reserve_gib, self.cuda_graph_gib, self.min_kv_tokens) < 0:
+        if (
+            min(
+                self.framework_reserve_gib,
+                self.cuda_graph_gib,
+                self.collective_gib,
+                self.min_kv_tokens,
+            )
+            < 0
+        ):
             raise ValueError("MemoryParams: reserve and min_kv_tokens must be >= 0")
         if min(self.max_batched_tokens, self.max_running_requests, self.block_tokens) < 1:
             raise ValueError("MemoryParams: token and request limits must be >= 1")
@@ -261,15 +277,24 @@ def _sizes(d: Deployment, p: MemoryParams, ends: _Ends, stage: str) -> _Sizes:
     weights = (
         weight_bytes_per_gpu(d) if ends == _WHOLE else _weight_bytes(d, ends, routed_split=None)
     )
+    collectives = p.collective_gib * GIB if d.tp > 1 else 0.0
     reserve = p.framework_reserve_gib * GIB + activation_bytes_per_gpu(
         d, p.max_batched_tokens, p.max_running_requests, logits=ends[1]
     )
-    if p.accounting == "fraction_of_free":
-        usable = float(hbm)
-        kv = util * (hbm - weights - reserve)
+    if p.accounting == "reserve_outside":
+        # SGLang's fraction applies to the memory free after the distributed set-up.
+        usable = (hbm - collectives) * util
+        kv = usable - weights
     else:
-        usable = hbm * util
-        kv = usable - weights - (reserve if p.accounting == "reserve_inside" else 0.0)
+        # vLLM profiles the collectives as non-torch memory; TensorRT-LLM's free memory is
+        # read after them: either way they are one more reserve.
+        reserve += collectives
+        if p.accounting == "fraction_of_free":
+            usable = float(hbm)
+            kv = util * (hbm - weights - reserve)
+        else:
+            usable = hbm * util
+            kv = usable - weights - reserve
     per_token = d.kv_bytes_per_token_per_gpu()
     # Per rank with attention DP (each rank's GPUs hold their own requests' tokens); the
     # instance holds ``attention_dp`` ranks' worth.
@@ -278,7 +303,7 @@ def _sizes(d: Deployment, p: MemoryParams, ends: _Ends, stage: str) -> _Sizes:
     state_blocks = math.ceil(d.request_state_bytes_per_gpu() / (per_token * p.block_tokens))
     return _Sizes(
         d, p, util, weights, reserve, usable, max(kv, 0.0), tokens, blocks, state_blocks, rule,
-        stage,
+        stage, collectives,
     )  # fmt: skip
 
 
@@ -301,6 +326,9 @@ class _Sizes:
     #: Which pipeline stage these are, e.g. " PP2 (stage 1: layers 40-79, LM head)" ("" for
     #: a whole instance).
     stage: str = ""
+    #: Bytes of collective buffers per GPU (``MemoryParams.collective_gib`` at ``tp > 1``);
+    #: inside ``reserve`` unless the accounting is ``reserve_outside``.
+    collectives: float = 0.0
 
     def outcome(self) -> MemoryFit:
         """The ``MemoryFit`` these sizes make."""
@@ -348,7 +376,7 @@ class _Sizes:
         if p.accounting != "reserve_outside" and room < self.reserve:
             left, need = _gib_pair(room, self.reserve)
             return f"{head}; {budget}, leaving {left} GiB < {need} GiB reserve"
-        outside = self.d.gpu.hbm_bytes - self.usable
+        outside = self.d.gpu.hbm_bytes - self.collectives - self.usable
         if p.accounting == "reserve_outside" and outside < self.reserve:
             left, need = _gib_pair(outside, self.reserve)
             return f"{head}; {budget}, and the other {left} GiB cannot hold the {need} GiB reserve"
@@ -357,7 +385,8 @@ class _Sizes:
             spare = (1 - self.util) * (self.d.gpu.hbm_bytes - self.weights - self.reserve)
         else:
             spare = self.d.gpu.hbm_bytes - self.usable
-            spare -= self.reserve if p.accounting == "reserve_outside" else 0.0
+            if p.accounting == "reserve_outside":
+                spare -= self.reserve + self.collectives
         if graphs > spare:
             free, need = _gib_pair(max(spare, 0.0), graphs)
             return f"{head}; {budget}, leaving {free} GiB < {need} GiB of CUDA graphs"
@@ -374,23 +403,27 @@ class _Sizes:
         d, p = self.d, self.p
         name = d.model.name.rsplit("/", 1)[-1]
         weights, reserve, kv = self.weights / GIB, self.reserve / GIB, self.kv / GIB
+        comm = self.collectives / GIB
         if p.accounting == "reserve_outside":
+            after = f" of what {comm:g} GiB of collective buffers leave" if comm else ""
             split = (
                 f"{weights:.1f} GiB of weights per GPU leave {kv:.1f} GiB of the "
-                f"{self.util:.3f} static fraction for KV ({reserve:.1f} GiB reserve "
+                f"{self.util:.3f} static fraction{after} for KV ({reserve:.1f} GiB reserve "
                 "outside it)"
             )
-        elif p.accounting == "fraction_of_free":
-            split = (
-                f"{weights:.1f} GiB of weights + {reserve:.1f} GiB reserve per GPU, "
-                f"{self.util:.2f} of the rest = {kv:.1f} GiB for KV"
-            )
         else:
-            split = (
-                f"{self.util:.2f} x {d.gpu.hbm_gib:.1f} GiB = {self.usable / GIB:.1f} GiB, of "
-                f"which {weights:.1f} GiB of weights + {reserve:.1f} GiB reserve per GPU leave "
-                f"{kv:.1f} GiB for KV"
-            )
+            within = f" (collective buffers {comm:g} GiB of it)" if comm else ""
+            if p.accounting == "fraction_of_free":
+                split = (
+                    f"{weights:.1f} GiB of weights + {reserve:.1f} GiB reserve{within} per "
+                    f"GPU, {self.util:.2f} of the rest = {kv:.1f} GiB for KV"
+                )
+            else:
+                split = (
+                    f"{self.util:.2f} x {d.gpu.hbm_gib:.1f} GiB = {self.usable / GIB:.1f} GiB, "
+                    f"of which {weights:.1f} GiB of weights + {reserve:.1f} GiB reserve{within} "
+                    f"per GPU leave {kv:.1f} GiB for KV"
+                )
         if p.cuda_graph_gib:
             split += f" ({p.cuda_graph_gib:g} GiB of CUDA graphs outside)"
         per_token = d.kv_bytes_per_token_per_gpu() / 1024

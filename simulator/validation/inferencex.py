@@ -82,6 +82,10 @@ class Launch:
     kv_cache: Literal["fp8", "auto"]
     settings: Callable[[MeasuredRow], dict[str, Any]]
     source: str
+    #: Whether the script has an attention-DP branch (``DP_ATTENTION``). Where it has none, a
+    #: row that records attention DP ran its id's GPUs as one TP group
+    #: (``rules.recorded_layout``).
+    attention_dp: bool = True
 
 
 #: vLLM's ``--max-num-seqs`` where a script leaves it unset (``EngineArgs`` default for the API
@@ -312,7 +316,8 @@ LAUNCHES: tuple[Launch, ...] = (
            "--max-num-seqs 512, 8192, 0.9"),
     Launch("vllm", "minimax", frozenset({"h100_sxm"}), "any", "auto", _vllm(256),
            _IX + "benchmarks/single_node[/fixed_seq_len]/minimaxm2.5_fp8_h100.sh @34bc7c40/"
-           "@8eec0d4e: --max-num-seqs 256, 0.90, KV cache not set"),
+           "@8eec0d4e: --max-num-seqs 256, 0.90, KV cache not set; --tensor-parallel-size=$TP "
+           "--enable-expert-parallel, no data-parallel size", attention_dp=False),
     Launch("vllm", "minimax", frozenset({"h200_sxm"}), "any", "auto", _vllm(None, memory=0.95),
            _IX + "benchmarks/single_node/fixed_seq_len/minimaxm2.5_fp8_h200.sh @8eec0d4e: "
            "--gpu-memory-utilization 0.95, KV cache and max-num-seqs not set"),

@@ -264,8 +264,12 @@ def recorded_layout(row: SiliconRow) -> tuple[int, int, int, int]:
     ``moe_ep_size`` = their product (MiniMax-M2.5 on H100: ``tp 4 × dp 4``, ``ep 16``, id
     ``…_tp4_ep4_…``), which read in aiconfigurator's convention is a 16-GPU worker, four times
     the benchmark's. Here the id's ``tp`` GPUs hold the ranks (``tp / ranks`` each) and the
-    id's ``ep`` splits the experts. A row whose id names no such settings, or whose ranks do
-    not divide them, keeps its columns (the layout check then names what does not fit).
+    id's ``ep`` splits the experts — unless the row's launch script has no attention-DP branch
+    (``inferencex.Launch.attention_dp``): then the GPUs are one TP group. MiniMax-M2.5's H100
+    script passes only ``--tensor-parallel-size=$TP --enable-expert-parallel``, and the
+    2026-03-25 export records the same measurements (within 1-3%) as ``tp 4, dp 1, ep 4``.
+    A row whose id names no such settings, or whose ranks do not divide them, keeps its
+    columns (the layout check then names what does not fit).
     """
     recorded = (row.tp, row.attention_dp, row.moe_tp, row.moe_ep)
     ranks = max(1, row.attention_dp)
@@ -275,6 +279,9 @@ def recorded_layout(row: SiliconRow) -> tuple[int, int, int, int]:
     gpus, ep = int(match.group(1)), int(match.group(2))
     if gpus % ranks or gpus % ep:
         return recorded
+    launch = launch_for(row)
+    if launch is not None and not launch.attention_dp:
+        return gpus, 1, gpus // ep, ep
     return gpus // ranks, ranks, gpus // ep, ep
 
 

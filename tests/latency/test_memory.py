@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simulator.latency import Deployment, MemoryParams, memory_fit, weight_bytes_per_gpu
-from simulator.latency.memory import GIB, activation_bytes_per_gpu
+from simulator.latency.memory import GIB, MemoryAccounting, activation_bytes_per_gpu
 
 from .specs import B200, DEEPSEEK_V3, DEPLOYMENTS, H100, LLAMA_8B, LLAMA_70B, QWEN3_MOE
 
@@ -124,3 +124,28 @@ def test_replicated_kv_heads_count_on_every_gpu() -> None:
     d = Deployment(LLAMA_8B, H100, tp=16, allow_multi_node=True)
     assert d.kv_bytes_per_token_per_gpu() == 32 * 2 * 1 * 128 * 2
     assert d.kv_bytes_per_token_per_gpu() * 16 > LLAMA_8B.kv_bytes_per_token()
+
+
+@pytest.mark.parametrize(
+    ("accounting", "share"),
+    [("reserve_inside", 1.0), ("reserve_outside", 0.9), ("fraction_of_free", 0.9)],
+)
+def test_collective_buffers_come_off_the_pool_once_tp_spans_gpus(
+    accounting: MemoryAccounting, share: float
+) -> None:
+    # vLLM counts them as non-torch memory in its reserve (all 1.85 GiB); SGLang's fraction is
+    # of the memory free after the distributed set-up and TensorRT-LLM's of the memory free
+    # after loading, so each gives up 0.9 of them at 0.9 utilisation.
+    def kv_gib(tp: int, collectives: float) -> float:
+        params = MemoryParams(accounting=accounting, collective_gib=collectives)
+        fit = memory_fit(Deployment(LLAMA_8B, H100, tp=tp), params)
+        assert fit.fits
+        return fit.kv_gib_per_gpu
+
+    assert kv_gib(1, 1.85) == kv_gib(1, 0.0)
+    assert kv_gib(2, 0.0) - kv_gib(2, 1.85) == pytest.approx(share * 1.85)
+    fit = memory_fit(
+        Deployment(LLAMA_8B, H100, tp=2), MemoryParams(accounting=accounting, collective_gib=1.85)
+    )
+    said = ("1.85 GiB of collective buffers", "(collective buffers 1.85 GiB of it)")
+    assert any(words in fit.reason for words in said)

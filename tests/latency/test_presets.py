@@ -35,6 +35,10 @@ def test_documented_engine_defaults() -> None:
     assert sglang.memory_params(8).hbm_utilization is None
     assert (vllm.cuda_graph_gib, sglang.cuda_graph_gib, trt.cuda_graph_gib) == (0.5, 0.0, 0.5)
     assert trt.memory_accounting == "fraction_of_free"
+    # vLLM 0.19 on H100 measured (llm-d-planner's accuracy campaign): non-torch memory
+    # 0.24-0.27 GiB per GPU at TP1, 2.06-2.17 at TP2/TP4.
+    assert {p.collective_gib for p in (vllm, sglang, trt)} == {1.85}
+    assert vllm.memory_params(4).collective_gib == 1.85
 
 
 def test_compose_defaults_are_the_vllm_preset() -> None:

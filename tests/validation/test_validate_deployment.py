@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from hardware.catalog import shipped_catalog
@@ -150,18 +152,26 @@ def test_inferencex_clients_draw_lengths_and_send_ten_rounds() -> None:
 def test_an_inferencex_attention_dp_row_is_the_gpus_its_id_names() -> None:
     # The 2026-04-06 export's MiniMax-M2.5 rows: id "..._tp4_ep4_1322" (InferenceX's tp = the
     # server's 4 GPUs), columns tp_size 4 × attention_dp_size 4 with moe_ep_size 16 — read
-    # in aiconfigurator's convention a 16-GPU worker. The worker is the id's 4 GPUs: 4 ranks
-    # of TP1 (--tensor-parallel-size=1 --data-parallel-size=$TP), experts split 4 ways.
+    # in aiconfigurator's convention a 16-GPU worker. The worker is the id's 4 GPUs. Where the
+    # script has an attention-DP branch (H200 here): 4 ranks of TP1 (--tensor-parallel-size=1
+    # --data-parallel-size=$TP), experts split 4 ways.
     source = "source_file=2026-04-06.csv; model=MiniMax-M2.5; image=vllm/vllm-openai:v0.18.0"
     row = _row(
-        id="2026_04_06_minimax_m2_5_h100_sxm_vllm_fp8_agg_8192x1024_c32_tp4_ep4_1322",
-        model="MiniMaxAI/MiniMax-M2.5", tp=4, attention_dp=4, moe_tp=1, moe_ep=16,
-        concurrency=32, source=source, precision="fp8",
+        id="2026_04_06_minimax_m2_5_h200_sxm_vllm_fp8_agg_8192x1024_c32_tp4_ep4_1322",
+        model="MiniMaxAI/MiniMax-M2.5", system="h200_sxm", tp=4, attention_dp=4, moe_tp=1,
+        moe_ep=16, concurrency=32, source=source, precision="fp8",
     )  # fmt: skip
     assert recorded_layout(row) == (1, 4, 1, 4)
     config = row_config(row, shipped_catalog(), latency_model="roofline")
     assert not isinstance(config, str)
     assert (config.tp, config.attention_dp, config.ep) == (4, 4, 4)
+    # The H100 script has no attention-DP branch (--tensor-parallel-size=$TP
+    # --enable-expert-parallel only): the same record is one TP4 group, experts split 4 ways.
+    h100 = dataclasses.replace(row, system="h100_sxm")
+    assert recorded_layout(h100) == (4, 1, 1, 4)
+    config = row_config(h100, shipped_catalog(), latency_model="roofline")
+    assert not isinstance(config, str)
+    assert (config.tp, config.attention_dp, config.ep) == (4, 1, 4)
     # Without attention DP, or from another harness, the columns stand as recorded.
     plain = _row(id=row.id, tp=4, moe_ep=4, source=source)
     assert recorded_layout(plain) == (4, 1, 1, 4)
