@@ -134,6 +134,14 @@ class BackendPreset(BaseModel):
         "buffers) of a tensor-parallel group spanning GPUs, allocated before the KV pool is "
         "sized, GiB (simulator/latency/memory.py).",
     )
+    sampler_logit_copies: float | None = Field(
+        default=None,
+        gt=0,
+        description="fp32 copies of max_running_requests rows of logits the sampler holds at "
+        "its peak, where the engine profiles it after the forward pass (the activation peak "
+        "is then the larger of the two); unset: one copy on top of the forward pass "
+        "(simulator/latency/memory.py).",
+    )
     kv_cache_dtype_auto: Literal["checkpoint", "model_dtype"] = Field(
         default="checkpoint",
         description="What --kv-cache-dtype auto means: checkpoint = the checkpoint's KV "
@@ -333,6 +341,7 @@ class BackendPreset(BaseModel):
             framework_reserve_gib=self.framework_reserve_gib,
             cuda_graph_gib=self.cuda_graph_gib,
             collective_gib=self.collective_gib,
+            sampler_logit_copies=self.sampler_logit_copies,
             max_batched_tokens=limits.max_batched_tokens,
             max_running_requests=limits.max_running_requests,
             block_tokens=self.kv_block_tokens,

@@ -88,6 +88,11 @@ class MemoryParams:
     #: when the tensor-parallel group spans GPUs (``tp > 1``), allocated before the pool is
     #: sized (GiB; module doc).
     collective_gib: float = 0.0
+    #: fp32 copies of the logits of ``max_running_requests`` rows that the sampler holds at its
+    #: peak, where the engine profiles it after the forward pass (the activation peak is then
+    #: the larger of the two, ``activation_bytes_per_gpu``); None: one copy on top of the
+    #: forward pass.
+    sampler_logit_copies: float | None = None
     #: Token budget of one step: sizes the activation peak.
     max_batched_tokens: int = 8192
     #: Most requests in one step: sizes the sampler's logits buffer.
@@ -219,7 +224,12 @@ def _vocab_matrices(tied: bool, ends: _Ends) -> int:
 
 
 def activation_bytes_per_gpu(
-    d: Deployment, max_batched_tokens: int, max_requests: int, *, logits: bool = True
+    d: Deployment,
+    max_batched_tokens: int,
+    max_requests: int,
+    *,
+    logits: bool = True,
+    sampler_copies: float | None = None,
 ) -> float:
     """Peak activation memory of a step of ``max_batched_tokens`` tokens (what an engine's
     profiling run measures): four hidden-state buffers plus the larger of the attention
@@ -227,7 +237,11 @@ def activation_bytes_per_gpu(
     and output per routed token), plus the sampler's fp32 logits for ``max_requests`` rows.
     With attention DP, the limits are one rank's and the shapes the rank's (``rank()``): an
     approximation for the routed experts' workspace, which runs on every rank's tokens.
-    ``logits`` False: a pipeline stage without the LM head."""
+    ``logits`` False: a pipeline stage without the LM head.
+
+    ``sampler_copies`` (``MemoryParams.sampler_logit_copies``): an engine whose profiling runs
+    the sampler on its own after the forward pass peaks at the larger of the two, the sampler
+    holding that many fp32 copies of the ``max_requests`` rows of logits (vLLM)."""
     d = d.rank()
     m, t, a = d.model, max_batched_tokens, d.activation_bytes
     h = m.hidden_size
@@ -242,8 +256,12 @@ def activation_bytes_per_gpu(
         expert = 3.0 * m.expert_ffn_size / d.expert_tp + h
         mlp = max(mlp, t * m.experts_per_token * expert)
         mlp += 3.0 * t * m.num_shared_experts * m.expert_ffn_size / d.tp
+    forward = hidden + max(attn, mlp) * a
+    if sampler_copies is not None:
+        sampler = max_requests * m.vocab_size * _LOGIT_BYTES * sampler_copies if logits else 0.0
+        return max(forward, sampler)
     sampled = min(max_requests, t) * m.vocab_size * _LOGIT_BYTES if logits else 0.0
-    return hidden + max(attn, mlp) * a + sampled
+    return forward + sampled
 
 
 def memory_fit(d: Deployment, params: MemoryParams | None = None) -> MemoryFit:
@@ -279,7 +297,11 @@ def _sizes(d: Deployment, p: MemoryParams, ends: _Ends, stage: str) -> _Sizes:
     )
     collectives = p.collective_gib * GIB if d.tp > 1 else 0.0
     reserve = p.framework_reserve_gib * GIB + activation_bytes_per_gpu(
-        d, p.max_batched_tokens, p.max_running_requests, logits=ends[1]
+        d,
+        p.max_batched_tokens,
+        p.max_running_requests,
+        logits=ends[1],
+        sampler_copies=p.sampler_logit_copies,
     )
     if p.accounting == "reserve_outside":
         # SGLang's fraction applies to the memory free after the distributed set-up.

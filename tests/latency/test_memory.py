@@ -149,3 +149,21 @@ def test_collective_buffers_come_off_the_pool_once_tp_spans_gpus(
     )
     said = ("1.85 GiB of collective buffers", "(collective buffers 1.85 GiB of it)")
     assert any(words in fit.reason for words in said)
+
+
+def test_a_separate_sampler_run_peaks_at_the_larger_of_it_and_the_forward_pass() -> None:
+    # vLLM 0.19 on H100 (llm-d-planner's start-up logs): Llama-3.1-8B's activation peak is 1.89
+    # GiB at TP1, 2 and 4 with max_num_seqs 1,024 — four fp32 copies of 1,024 rows of its
+    # 128,256 logits (1.96 GiB) outweigh the forward pass of 8,192 tokens at every TP.
+    sampler = 4 * 1024 * 128_256 * 4
+    for tp in (1, 2, 4):
+        d = Deployment(LLAMA_8B, H100, tp=tp)
+        peak = activation_bytes_per_gpu(d, 8192, 1024, sampler_copies=4)
+        assert peak == sampler
+        assert peak / GIB == pytest.approx(1.89, rel=0.05)
+    # With few running requests the forward pass is the peak (the one-copy sum is the default).
+    d = Deployment(LLAMA_8B, H100)
+    forward = activation_bytes_per_gpu(d, 8192, 1024) - 1024 * 128_256 * 4
+    assert activation_bytes_per_gpu(d, 8192, 16, sampler_copies=4) == pytest.approx(forward)
+    fit = memory_fit(d, MemoryParams(sampler_logit_copies=4))
+    assert fit.reserve_gib_per_gpu == pytest.approx(1.0 + sampler / GIB)

@@ -29,11 +29,13 @@ def _weights() -> float:
 
 
 def test_vllm_capacity_by_hand() -> None:
-    # total x 0.9 - weights - (0.5 GiB non-torch + activation peak of an 8,192-token step).
+    # total x 0.9 - weights - (0.5 GiB non-torch + activation peak): the sampler run's 4 fp32
+    # copies of 1,024 rows of logits, more than an 8,192-token forward pass.
     d = Deployment(LLAMA_8B, H100)
     preset = load_preset("vllm")
     fit = memory_fit(d, preset.memory_params(1))
-    activations = activation_bytes_per_gpu(d, 8192, 1024)
+    activations = 4 * 1024 * LLAMA_8B.vocab_size * 4
+    assert activations > activation_bytes_per_gpu(d, 8192, 1)
     kv = H100.hbm_bytes * 0.9 - _weights() - 0.5 * GIB - activations
     assert fit.kv_tokens == math.floor(kv / (KV_BYTES_PER_TOKEN * 16)) * 16
     assert fit.kv_bytes_per_token_per_gpu == KV_BYTES_PER_TOKEN
@@ -181,7 +183,10 @@ def test_vllm_memory_profiles_the_small_class_step() -> None:
     assert preset.memory_params(1, gpu=l40s).max_batched_tokens == 2048
     assert small.kv_tokens > generic.kv_tokens
     assert small.kv_tokens - generic.kv_tokens == pytest.approx(
-        (activation_bytes_per_gpu(d, 8192, 1024) - activation_bytes_per_gpu(d, 2048, 256))
+        (
+            activation_bytes_per_gpu(d, 8192, 1024, sampler_copies=4)
+            - activation_bytes_per_gpu(d, 2048, 256, sampler_copies=4)
+        )
         / KV_BYTES_PER_TOKEN,
         abs=64,
     )

@@ -39,6 +39,8 @@ def test_documented_engine_defaults() -> None:
     # 0.24-0.27 GiB per GPU at TP1, 2.06-2.17 at TP2/TP4.
     assert {p.collective_gib for p in (vllm, sglang, trt)} == {1.85}
     assert vllm.memory_params(4).collective_gib == 1.85
+    # The same logs: vLLM 0.17+'s activation peak is its sampler run, ~4 fp32 logits copies.
+    assert (vllm.sampler_logit_copies, sglang.sampler_logit_copies) == (4, None)
 
 
 def test_compose_defaults_are_the_vllm_preset() -> None:
