@@ -105,16 +105,11 @@ class MemoryParams:
     def __post_init__(self) -> None:
         if self.hbm_utilization is not None and not 0 < self.hbm_utilization <= 1:
             raise ValueError("MemoryParams.hbm_utilization must be in (0, 1]")
-        if (
-            min(
-                self.framework_reserve_gib,
-                self.cuda_graph_gib,
-                self.collective_gib,
-                self.min_kv_tokens,
-            )
-            < 0
-        ):
+        sizes = (self.framework_reserve_gib, self.cuda_graph_gib, self.collective_gib)
+        if min(*sizes, self.min_kv_tokens) < 0:
             raise ValueError("MemoryParams: reserve and min_kv_tokens must be >= 0")
+        if self.sampler_logit_copies is not None and self.sampler_logit_copies <= 0:
+            raise ValueError("MemoryParams.sampler_logit_copies must be > 0")
         if min(self.max_batched_tokens, self.max_running_requests, self.block_tokens) < 1:
             raise ValueError("MemoryParams: token and request limits must be >= 1")
 
@@ -257,10 +252,9 @@ def activation_bytes_per_gpu(
         mlp = max(mlp, t * m.experts_per_token * expert)
         mlp += 3.0 * t * m.num_shared_experts * m.expert_ffn_size / d.tp
     forward = hidden + max(attn, mlp) * a
-    if sampler_copies is not None:
-        sampler = max_requests * m.vocab_size * _LOGIT_BYTES * sampler_copies if logits else 0.0
-        return max(forward, sampler)
     sampled = min(max_requests, t) * m.vocab_size * _LOGIT_BYTES if logits else 0.0
+    if sampler_copies is not None:
+        return max(forward, sampled * sampler_copies)
     return forward + sampled
 
 
