@@ -71,6 +71,8 @@ def test_unknown_name_suggests() -> None:
         ("kv_block_tokens: 0\n", "kv_block_tokens: Input should be greater than or equal to 1"),
         ("max_batch: 3\n", "max_batch: unknown key"),
         ("scheduler: fastest\n", "scheduler: unknown scheduler 'fastest'"),
+        ("collective_gib: -1\n", "collective_gib: Input should be greater than or equal to 0"),
+        ("sampler_logit_copies: 0\n", "sampler_logit_copies: Input should be greater than 0"),
     ],
 )
 def test_bad_fields_are_one_line(tmp_path: Path, text: str, expected: str) -> None:
