@@ -134,6 +134,13 @@ class BackendPreset(BaseModel):
         "buffers) of a tensor-parallel group spanning GPUs, allocated before the KV pool is "
         "sized, GiB (simulator/latency/memory.py).",
     )
+    startup_gib: float = Field(
+        default=0.0,
+        ge=0,
+        description="Per-GPU memory already taken when the engine reads the total its static "
+        "fraction applies to (memory_accounting reserve_outside): the driver's reserve in the "
+        "catalog's nvidia-smi total and the CUDA context, GiB (simulator/latency/memory.py).",
+    )
     sampler_logit_copies: float | None = Field(
         default=None,
         gt=0,
@@ -342,6 +349,7 @@ class BackendPreset(BaseModel):
             cuda_graph_gib=self.cuda_graph_gib,
             collective_gib=self.collective_gib,
             sampler_logit_copies=self.sampler_logit_copies,
+            startup_gib=self.startup_gib,
             max_batched_tokens=limits.max_batched_tokens,
             max_running_requests=limits.max_running_requests,
             block_tokens=self.kv_block_tokens,

@@ -11,9 +11,9 @@ Per GPU of an instance::
                 before the pool is sized), else 0
     KV pool   = depends on the engine's accounting (``MemoryAccounting``):
       reserve_inside   (vLLM):    hbm · util - weights - reserve - comm
-      reserve_outside  (SGLang):  (hbm - comm) · util - weights   (reserve must fit in the
-                                  rest; the fraction is of the memory free after the
-                                  distributed set-up)
+      reserve_outside  (SGLang):  (hbm - startup - comm) · util - weights   (reserve must fit
+                                  in the rest; the fraction is of the memory free after the
+                                  CUDA context and the distributed set-up, ``startup_gib``)
       fraction_of_free (TRT-LLM): util · (hbm - weights - reserve - comm)
     graphs    = cuda_graph_gib, allocated after the KV pool (vLLM captures its CUDA graphs
                 after sizing the pool; TensorRT-LLM's live in the 1 - fraction it leaves): it
@@ -88,6 +88,10 @@ class MemoryParams:
     #: when the tensor-parallel group spans GPUs (``tp > 1``), allocated before the pool is
     #: sized (GiB; module doc).
     collective_gib: float = 0.0
+    #: Per-GPU memory already taken when a ``reserve_outside`` engine reads the total its
+    #: fraction applies to: the driver's reserve that the catalog's (nvidia-smi) total counts
+    #: and the CUDA context (GiB; the other accountings' ``framework_reserve_gib`` covers it).
+    startup_gib: float = 0.0
     #: fp32 copies of the logits of ``max_running_requests`` rows that the sampler holds at its
     #: peak, where the engine profiles it after the forward pass (the activation peak is then
     #: the larger of the two, ``activation_bytes_per_gpu``); None: one copy on top of the
@@ -105,7 +109,12 @@ class MemoryParams:
     def __post_init__(self) -> None:
         if self.hbm_utilization is not None and not 0 < self.hbm_utilization <= 1:
             raise ValueError("MemoryParams.hbm_utilization must be in (0, 1]")
-        sizes = (self.framework_reserve_gib, self.cuda_graph_gib, self.collective_gib)
+        sizes = (
+            self.framework_reserve_gib,
+            self.cuda_graph_gib,
+            self.collective_gib,
+            self.startup_gib,
+        )
         if min(*sizes, self.min_kv_tokens) < 0:
             raise ValueError("MemoryParams: reserve and min_kv_tokens must be >= 0")
         if self.sampler_logit_copies is not None and self.sampler_logit_copies <= 0:
@@ -290,6 +299,7 @@ def _sizes(d: Deployment, p: MemoryParams, ends: _Ends, stage: str) -> _Sizes:
         weight_bytes_per_gpu(d) if ends == _WHOLE else _weight_bytes(d, ends, routed_split=None)
     )
     collectives = p.collective_gib * GIB if d.tp > 1 else 0.0
+    startup = p.startup_gib * GIB if p.accounting == "reserve_outside" else 0.0
     reserve = p.framework_reserve_gib * GIB + activation_bytes_per_gpu(
         d,
         p.max_batched_tokens,
@@ -298,8 +308,8 @@ def _sizes(d: Deployment, p: MemoryParams, ends: _Ends, stage: str) -> _Sizes:
         sampler_copies=p.sampler_logit_copies,
     )
     if p.accounting == "reserve_outside":
-        # SGLang's fraction applies to the memory free after the distributed set-up.
-        usable = (hbm - collectives) * util
+        # SGLang's fraction applies to the memory free after the context and distributed set-up.
+        usable = (hbm - startup - collectives) * util
         kv = usable - weights
     else:
         # vLLM profiles the collectives as non-torch memory; TensorRT-LLM's free memory is
@@ -319,7 +329,7 @@ def _sizes(d: Deployment, p: MemoryParams, ends: _Ends, stage: str) -> _Sizes:
     state_blocks = math.ceil(d.request_state_bytes_per_gpu() / (per_token * p.block_tokens))
     return _Sizes(
         d, p, util, weights, reserve, usable, max(kv, 0.0), tokens, blocks, state_blocks, rule,
-        stage, collectives,
+        stage, collectives, startup,
     )  # fmt: skip
 
 
@@ -345,6 +355,9 @@ class _Sizes:
     #: Bytes of collective buffers per GPU (``MemoryParams.collective_gib`` at ``tp > 1``);
     #: inside ``reserve`` unless the accounting is ``reserve_outside``.
     collectives: float = 0.0
+    #: Bytes taken before a ``reserve_outside`` fraction applies (``MemoryParams.startup_gib``;
+    #: 0 for the other accountings).
+    startup: float = 0.0
 
     def outcome(self) -> MemoryFit:
         """The ``MemoryFit`` these sizes make."""
@@ -392,7 +405,7 @@ class _Sizes:
         if p.accounting != "reserve_outside" and room < self.reserve:
             left, need = _gib_pair(room, self.reserve)
             return f"{head}; {budget}, leaving {left} GiB < {need} GiB reserve"
-        outside = self.d.gpu.hbm_bytes - self.collectives - self.usable
+        outside = self.d.gpu.hbm_bytes - self.startup - self.collectives - self.usable
         if p.accounting == "reserve_outside" and outside < self.reserve:
             left, need = _gib_pair(outside, self.reserve)
             return f"{head}; {budget}, and the other {left} GiB cannot hold the {need} GiB reserve"
@@ -402,7 +415,7 @@ class _Sizes:
         else:
             spare = self.d.gpu.hbm_bytes - self.usable
             if p.accounting == "reserve_outside":
-                spare -= self.reserve + self.collectives
+                spare -= self.reserve + self.collectives + self.startup
         if graphs > spare:
             free, need = _gib_pair(max(spare, 0.0), graphs)
             return f"{head}; {budget}, leaving {free} GiB < {need} GiB of CUDA graphs"
@@ -421,7 +434,9 @@ class _Sizes:
         weights, reserve, kv = self.weights / GIB, self.reserve / GIB, self.kv / GIB
         comm = self.collectives / GIB
         if p.accounting == "reserve_outside":
-            after = f" of what {comm:g} GiB of collective buffers leave" if comm else ""
+            held = [f"{self.startup / GIB:g} GiB at start-up"] if self.startup else []
+            held += [f"{comm:g} GiB of collective buffers"] if comm else []
+            after = f" of what {' and '.join(held)} leave" if held else ""
             split = (
                 f"{weights:.1f} GiB of weights per GPU leave {kv:.1f} GiB of the "
                 f"{self.util:.3f} static fraction{after} for KV ({reserve:.1f} GiB reserve "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from hardware.catalog import shipped_catalog
 from simulator.latency import Deployment, MemoryParams, memory_fit, weight_bytes_per_gpu
 from simulator.latency.memory import GIB, MemoryAccounting, activation_bytes_per_gpu
 
@@ -167,3 +168,26 @@ def test_a_separate_sampler_run_peaks_at_the_larger_of_it_and_the_forward_pass()
     assert activation_bytes_per_gpu(d, 8192, 16, sampler_copies=4) == pytest.approx(forward)
     fit = memory_fit(d, MemoryParams(sampler_logit_copies=4))
     assert fit.reserve_gib_per_gpu == pytest.approx(1.0 + sampler / GIB)
+
+
+def test_a_static_fraction_applies_to_what_start_up_and_the_collectives_leave() -> None:
+    # vllm-project/vllm#21348: SGLang, Qwen3-235B-A22B-FP8 on 4 x H100 at
+    # --mem-fraction-static 0.93 logged 367,404 tokens, K + V = 16.46 GiB per GPU. The fraction
+    # is of the memory free after the CUDA context (0.9 GiB with the driver's reserve, the
+    # value this log fixes) and the collectives (1.85 GiB): 0.93 x (79.65 - 0.9 - 1.85) - weights.
+    catalog = shipped_catalog()
+    h100 = catalog.gpu("h100_sxm")
+    d = Deployment(catalog.model("Qwen/Qwen3-235B-A22B-FP8"), h100, tp=4, weight_precision="fp8")
+    params = MemoryParams(
+        accounting="reserve_outside", hbm_utilization=0.93, startup_gib=0.9, collective_gib=1.85
+    )
+    fit = memory_fit(d, params)
+    expected = 0.93 * (h100.hbm_bytes - 2.75 * GIB) - weight_bytes_per_gpu(d)
+    assert fit.kv_gib_per_gpu * GIB == pytest.approx(expected)
+    assert fit.kv_gib_per_gpu == pytest.approx(16.46, rel=0.01)
+    assert fit.kv_tokens == pytest.approx(367_404, rel=0.01)
+    assert "0.9 GiB at start-up and 1.85 GiB of collective buffers" in fit.reason
+    # The other accountings leave start-up to their framework reserve.
+    with_startup = memory_fit(d, MemoryParams(startup_gib=0.9, collective_gib=1.85))
+    without = memory_fit(d, MemoryParams(collective_gib=1.85))
+    assert with_startup.kv_gib_per_gpu == without.kv_gib_per_gpu

@@ -48,7 +48,8 @@ def test_sglang_capacity_by_hand() -> None:
     fraction = round((gpu_mib - 13_440) / gpu_mib, 3)
     assert fraction == 0.834
     fit = memory_fit(Deployment(LLAMA_8B, H100), load_preset("sglang").memory_params(1))
-    kv = H100.hbm_bytes * fraction - _weights()
+    # The fraction applies to what the driver's reserve and the CUDA context leave (0.9 GiB).
+    kv = (H100.hbm_bytes - 0.9 * GIB) * fraction - _weights()
     assert fit.kv_tokens == math.floor(kv / KV_BYTES_PER_TOKEN)
     assert "SGLang mem_fraction_static 0.834 = 1 - 13,440 MiB reserved" in fit.reason
 

@@ -41,6 +41,8 @@ def test_documented_engine_defaults() -> None:
     assert vllm.memory_params(4).collective_gib == 1.85
     # The same logs: vLLM 0.17+'s activation peak is its sampler run, ~4 fp32 logits copies.
     assert (vllm.sampler_logit_copies, sglang.sampler_logit_copies) == (4, None)
+    # SGLang's static fraction is of what the driver's reserve and the CUDA context leave.
+    assert (vllm.startup_gib, sglang.startup_gib, trt.startup_gib) == (0.0, 0.9, 0.0)
 
 
 def test_compose_defaults_are_the_vllm_preset() -> None:
@@ -73,6 +75,7 @@ def test_unknown_name_suggests() -> None:
         ("scheduler: fastest\n", "scheduler: unknown scheduler 'fastest'"),
         ("collective_gib: -1\n", "collective_gib: Input should be greater than or equal to 0"),
         ("sampler_logit_copies: 0\n", "sampler_logit_copies: Input should be greater than 0"),
+        ("startup_gib: -0.5\n", "startup_gib: Input should be greater than or equal to 0"),
     ],
 )
 def test_bad_fields_are_one_line(tmp_path: Path, text: str, expected: str) -> None:
