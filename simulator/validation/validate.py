@@ -76,7 +76,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -326,6 +326,7 @@ def simulate_row(
     deployment: Deployment = "benchmark",
     ttft_offset: bool = False,
     files: UserFiles = UserFiles(),
+    overrides: Mapping[str, Any] | None = None,
 ) -> RowResult | Skipped:
     """Simulate the benchmark of ``row`` and return its mean TTFT and TPOT (module doc).
 
@@ -334,7 +335,9 @@ def simulate_row(
     one-round pilot run (the fully desynchronised limit; see ``START_MODES``). ``deployment``
     chooses the engine limits (``DEPLOYMENTS``); ``ttft_offset`` adds the fitted
     ``FITTED_TTFT_OFFSET_MS`` of the row's backend to the TTFT; ``files`` are the user's
-    profile and table folders.
+    profile and table folders; ``overrides`` are ``ServingConfig`` fields set over the row's
+    deployment (e.g. ``kv_capacity_tokens``, to probe what pool a row implies:
+    ``bench/implied_pool.py``).
 
     An ``InputError`` from a bad ``latency_model`` spec propagates (a user mistake that would
     fail every row); a configuration that cannot run becomes ``Skipped``.
@@ -343,6 +346,8 @@ def simulate_row(
     if isinstance(config, str):
         return Skipped(row.line, row.id, row.model, row.backend, config)
     config = files.apply(config)
+    if overrides:
+        config = validate(ServingConfig, {**config.model_dump(), **overrides}, f"row {row.id}")
     ramp_s = 0.0
     if start == "spread":
         pilot = _run(row, config, catalog, seed, rounds=1, ramp_s=0.0)

@@ -16,6 +16,7 @@ from simulator.validation.validate import (
     row_config,
     simulate_row,
 )
+from slo.inputfile import InputError
 
 #: A row from aiconfigurator's gap analysis (the generator's rules apply to it).
 AIC_SOURCE = "source_file=/x/aic-auto-gap-analysis/data/h100_sxm/vllm/0.12.0/m.csv"
@@ -256,3 +257,22 @@ def test_aiconfigurator_deployments_quantise_the_kv_cache_with_the_weights(
     assert not isinstance(aic, str), aic
     assert not isinstance(plain, str), plain
     assert (aic.kv_precision, plain.kv_precision) == (aic_kv, plain_kv)
+
+
+def test_overrides_set_serving_config_fields_over_the_rows_deployment() -> None:
+    # bench/implied_pool.py forces the KV pool: with room for one 1,028-token request at a
+    # time, four users queue behind each other and the mean TTFT grows.
+    row = _row(concurrency=4, isl=1024, osl=4)
+    catalog = shipped_catalog()
+    free = simulate_row(row, latency_model="constant:0.01", catalog=catalog, rounds=2)
+    tight = simulate_row(
+        row, latency_model="constant:0.01", catalog=catalog, rounds=2,
+        overrides={"kv_capacity_tokens": 1100},
+    )  # fmt: skip
+    assert isinstance(free, RowResult)
+    assert isinstance(tight, RowResult)
+    assert tight.predicted_ttft_ms > 2 * free.predicted_ttft_ms
+    with pytest.raises(InputError, match="kv_capacity_token"):
+        simulate_row(
+            row, latency_model="constant:0.01", catalog=catalog, overrides={"kv_capacity_token": 1}
+        )
