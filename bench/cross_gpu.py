@@ -34,13 +34,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _silicon import DEFAULT_SILICON
 
 from simulator.validation.silicon.rows import MeasuredRow
 from simulator.validation.validate import RowResult, read_silicon, run_validation, select_rows
 
-DEFAULT_SILICON = (
-    Path(__file__).resolve().parents[2] / "shared/data/silicon/silicon_h100_calibration.csv"
-)
 DEFAULT_GPUS = "a100_sxm,h200_sxm,b200_sxm,gb200_sxm,b300_sxm,l40s"
 
 

@@ -23,6 +23,8 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+from _silicon import DEFAULT_SILICON
+
 from hardware.catalog import load_catalog
 from simulator.validation.silicon.rows import MeasuredRow
 from simulator.validation.validate import (
@@ -30,10 +32,6 @@ from simulator.validation.validate import (
     read_silicon,
     row_config,
     simulate_row,
-)
-
-DEFAULT_SILICON = (
-    Path(__file__).resolve().parents[2] / "shared/data/silicon/silicon_h100_calibration.csv"
 )
 
 

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _silicon import DEFAULT_SILICON
 from rich.console import Console
 from rich.table import Table
 
@@ -55,9 +56,6 @@ from simulator.validation.validate import (
     select_rows,
 )
 
-DEFAULT_SILICON = (
-    Path(__file__).resolve().parents[2] / "shared/data/silicon/silicon_h100_calibration.csv"
-)
 DENSE_MODELS = ("Qwen3-32B", "Llama-3.1-8B-Instruct", "Llama-3.1-70B")
 console = Console(width=150)  # wide enough for the statistics tables when redirected
 
