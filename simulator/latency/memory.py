@@ -412,10 +412,10 @@ class _Sizes:
         graphs = p.cuda_graph_gib * GIB
         if p.accounting == "fraction_of_free":
             spare = (1 - self.util) * (self.d.gpu.hbm_bytes - self.weights - self.reserve)
+        elif p.accounting == "reserve_outside":
+            spare = outside - self.reserve
         else:
             spare = self.d.gpu.hbm_bytes - self.usable
-            if p.accounting == "reserve_outside":
-                spare -= self.reserve + self.collectives + self.startup
         if graphs > spare:
             free, need = _gib_pair(max(spare, 0.0), graphs)
             return f"{head}; {budget}, leaving {free} GiB < {need} GiB of CUDA graphs"
