@@ -153,6 +153,7 @@ def _engine(
             allow_multi_node=config.allow_multi_node,
             attention_dp=config.pool_attention_dp(role),
             pp=pool.pp,
+            fp8_weight_only=preset.fp8_weight_only,
         )
     except InputError as err:
         return Infeasible(str(err))

@@ -25,6 +25,7 @@ from simulator.engine.admission import KvAdmission
 from simulator.engine.remote import PdFirstToken
 from simulator.engine.scheduler import SCHEDULERS
 from simulator.latency.compose import ComposeParams
+from simulator.latency.deployment import Fp8WeightOnly
 from simulator.latency.memory import MemoryAccounting, MemoryParams
 from simulator.latency.memory_rules import sglang_memory_defaults, vllm_batch_defaults
 from slo.inputfile import InputError, load_mapping, validate
@@ -218,6 +219,13 @@ class BackendPreset(BaseModel):
         "only runs it eagerly, so it lasts at least this times the layers "
         "(EngineParams.prefill_step_floor_s); 0 = no floor. An analytic latency model "
         "(const:, linear:) states its step times itself and gets none.",
+    )
+    fp8_weight_only: Fp8WeightOnly = Field(
+        default="none",
+        description="Which FP8 layers the engine runs weight-only (W8A16, dequantised in a "
+        "Marlin kernel) on a GPU without FP8 tensor cores (Ampere): 'none' (FP8 refused "
+        "there), 'dense' (linear layers, not fused-MoE experts) or 'all' (Deployment."
+        "fp8_weight_only).",
     )
     marlin_moe: bool = Field(
         default=False,

@@ -348,6 +348,7 @@ def models_show(  # noqa: PLR0917  (one parameter per CLI option, as typer requi
         if given:
             raise InputError(f"models show: {', '.join(given)} needs --gpu")
     else:
+        preset = load_preset(backend)
         deployment = Deployment(
             model,
             cat.gpu(gpu),
@@ -355,8 +356,9 @@ def models_show(  # noqa: PLR0917  (one parameter per CLI option, as typer requi
             pp=pp,
             weight_precision=recipe.weights if precision == "bf16" else precision,
             kv_precision=recipe.kv_cache if kv_precision == "bf16" else kv_precision,
+            fp8_weight_only=preset.fp8_weight_only,
         )
-        figures.update(deployment_figures(deployment, load_preset(backend)))
+        figures.update(deployment_figures(deployment, preset))
     _emit(figures, json_out)
 
 
@@ -402,6 +404,7 @@ def deployment_figures(deployment: Deployment, preset: BackendPreset) -> dict[st
                 else {}
             ),
             "weight_precision": deployment.weight_precision,
+            "weight_only": deployment.weight_only,
             "kv_precision": deployment.kv_precision,
             "backend": preset.name,
         },

@@ -7,7 +7,12 @@ refuse to launch:
 - a weight precision the GPU's tensor cores cannot run (fp8 on an A100: ``GpuSpec.supports``);
   weight-only precisions are the exception — int4 (AWQ/GPTQ, W4A16), int8_wo (W8A16) and fp4
   (MXFP4/NVFP4 on a GPU without fp4 tensor cores: vLLM's Marlin and Triton MoE kernels, the path
-  gpt-oss runs on Hopper) run on any GPU, computing in 16 bit;
+  gpt-oss runs on Hopper) run on any GPU, computing in 16 bit; so does fp8 where the serving
+  engine runs an FP8 checkpoint weight-only on such a GPU (``fp8_weight_only``: vLLM and SGLang
+  dequantise FP8 weights in their Marlin kernels, W8A16, on Ampere; TensorRT-LLM refuses). The
+  GEMMs are then priced at the 16-bit peak with one byte per weight, as for int8_wo (the
+  roofline has no fp8 peak for such a GPU, and a kernel table without fp8 rows carries its bf16
+  ones by the roofline's ratio);
 - a KV precision no engine stores (int8/int4) or fp4 KV on a GPU without fp4;
 - ``tp`` that does not divide the query heads, or that neither divides nor is a multiple of the
   KV heads (vLLM replicates KV heads when ``tp > num_kv_heads``, so tp=8 on 4 KV heads is fine);
@@ -50,18 +55,21 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Literal
 
 from hardware.precision import WEIGHT_ONLY
 from hardware.schema import BYTES_PER_ELEMENT, GpuSpec, ModelSpec
 from simulator.latency.transfer import kv_bytes_per_gpu, request_state_bytes_per_gpu
 from slo.inputfile import InputError
 
-__all__ = ["ACTIVATION_PRECISIONS", "KV_PRECISIONS", "Deployment"]
+__all__ = ["ACTIVATION_PRECISIONS", "KV_PRECISIONS", "Deployment", "Fp8WeightOnly"]
 
 #: KV-cache precisions the modelled engines store (fp4 only where the GPU has fp4).
 KV_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
 #: Activation precisions (engines serve with 16-bit activations; fp32 for completeness).
 ACTIVATION_PRECISIONS = ("bf16", "fp16", "fp32")
+#: Which FP8 layers an engine runs weight-only on a GPU without FP8 tensor cores (``Deployment``).
+Fp8WeightOnly = Literal["none", "dense", "all"]
 #: Weight precisions that run as weight-only kernels on any GPU (dequantised to 16 bit).
 _WEIGHT_ONLY = (*sorted(WEIGHT_ONLY), "fp4")  # dequantised into 16-bit GEMMs (module doc)
 
@@ -80,6 +88,11 @@ class Deployment:
     allow_multi_node: bool = False
     attention_dp: int = 1
     pp: int = 1
+    #: Which FP8 layers the serving engine runs weight-only (W8A16, dequantised in a Marlin
+    #: kernel) on a GPU without FP8 tensor cores: ``none`` (the engine refuses FP8 there),
+    #: ``dense`` (linear layers, not fused-MoE experts), ``all`` (experts too). The backend
+    #: preset's ``fp8_weight_only``; ignored on a GPU with FP8 tensor cores.
+    fp8_weight_only: Fp8WeightOnly = "none"
 
     def __post_init__(self) -> None:
         _check_precisions(self)
@@ -122,6 +135,7 @@ class Deployment:
             kv_precision=self.kv_precision,
             activation_precision=self.activation_precision,
             allow_multi_node=self.allow_multi_node,
+            fp8_weight_only=self.fp8_weight_only,
         )
 
     # ----- pipeline stages ---------------------------------------------------------------------
@@ -211,6 +225,20 @@ class Deployment:
         return BYTES_PER_ELEMENT[self.activation_precision]
 
     @property
+    def weight_only(self) -> bool:
+        """Whether the GEMMs dequantise the weights into 16-bit math on this GPU: a weight-only
+        precision (int4, int8_wo), or one the GPU has no tensor cores for (fp4 on Hopper, fp8
+        on Ampere where the engine allows it)."""
+        return self.weight_precision in WEIGHT_ONLY or not self.gpu.supports(self.weight_precision)
+
+    @property
+    def weight_label(self) -> str:
+        """The weight precision as messages name it: ``'fp8 (weight-only)'`` where
+        ``weight_only``, else the precision."""
+        precision = self.weight_precision
+        return f"{precision} (weight-only)" if self.weight_only else precision
+
+    @property
     def kv_element_bytes(self) -> float:
         """Bytes of one KV-cache element."""
         return BYTES_PER_ELEMENT[self.kv_precision]
@@ -239,12 +267,13 @@ class Deployment:
         return request_state_bytes_per_gpu(self.model, self.kv_precision, self.attention_tp)
 
     def describe(self) -> str:
-        """Short label, e.g. ``'Llama-3.1-70B bf16 on h100_sxm TP4'``."""
+        """Short label, e.g. ``'Llama-3.1-70B bf16 on h100_sxm TP4'`` (``'… fp8 (weight-only)
+        on a100_sxm …'`` where the GEMMs compute in 16 bit: ``weight_only``)."""
         short = self.model.name.rsplit("/", 1)[-1]
         ep = f" EP{self.expert_parallel}" if self.model.is_moe else ""
         dp = f" DP{self.attention_dp}" if self.attention_dp > 1 else ""
         pp = f" PP{self.pp}" if self.pp > 1 else ""
-        return f"{short} {self.weight_precision} on {self.gpu.name} TP{self.tp}{pp}{dp}{ep}"
+        return f"{short} {self.weight_label} on {self.gpu.name} TP{self.tp}{pp}{dp}{ep}"
 
 
 def _spread(start: int, end: int, count: int, total: int) -> int:
@@ -266,11 +295,7 @@ def _check_precisions(d: Deployment) -> None:
             known = ", ".join(BYTES_PER_ELEMENT)
             raise InputError(f"{_where(d)}: {field}: unknown precision '{value}'; known: {known}")
     if d.weight_precision not in _WEIGHT_ONLY and not d.gpu.supports(d.weight_precision):
-        supported = ", ".join(d.gpu.dense_tflops)
-        raise InputError(
-            f"{_where(d)}: weight_precision: {d.gpu.name} has no {d.weight_precision} tensor "
-            f"cores (supports {supported})"
-        )
+        _check_unsupported_weights(d)
     if d.kv_precision not in KV_PRECISIONS:
         raise InputError(
             f"{_where(d)}: kv_precision: '{d.kv_precision}' is not a KV-cache precision the "
@@ -282,6 +307,24 @@ def _check_precisions(d: Deployment) -> None:
         raise InputError(
             f"{_where(d)}: activation_precision: expected one of {', '.join(ACTIVATION_PRECISIONS)}"
         )
+
+
+def _check_unsupported_weights(d: Deployment) -> None:
+    """A weight precision without tensor cores on ``d.gpu``: allowed only where the engine runs
+    it weight-only (``Deployment.fp8_weight_only``), else a one-line error saying why."""
+    supported = ", ".join(d.gpu.dense_tflops)
+    problem = f"{d.gpu.name} has no {d.weight_precision} tensor cores (supports {supported})"
+    if d.weight_precision == "fp8":
+        if d.fp8_weight_only == "all" or (d.fp8_weight_only == "dense" and not d.model.is_moe):
+            return
+        if d.fp8_weight_only == "dense":
+            problem += (
+                "; the backend runs FP8 weight-only there for dense layers only, not for the "
+                "fused-MoE experts of this model"
+            )
+        else:
+            problem += "; the backend does not run FP8 weights on such a GPU"
+    raise InputError(f"{_where(d)}: weight_precision: {problem}")
 
 
 def _check_dp(d: Deployment) -> None:

@@ -381,7 +381,7 @@ class _Sizes:
         ep = f" EP{d.expert_parallel}" if d.model.is_moe and d.expert_parallel > 1 else ""
         dp = f" DP{d.attention_dp}" if d.attention_dp > 1 else ""
         return (
-            f"{name} {d.weight_precision} needs {self.weights / GIB:.1f} GiB of weights per GPU "
+            f"{name} {d.weight_label} needs {self.weights / GIB:.1f} GiB of weights per GPU "
             f"at TP{d.tp}{dp}{ep}{self.stage}"
         )
 
@@ -465,7 +465,7 @@ class _Sizes:
             ranks = f" per rank x {d.attention_dp} ranks = {self.tokens * d.attention_dp:,} tokens"
 
         return (
-            f"{name} {d.weight_precision} fits on {d.gpu.name} at TP{d.tp}{dp}{self.stage}: "
+            f"{name} {d.weight_label} fits on {d.gpu.name} at TP{d.tp}{dp}{self.stage}: "
             f"{split} = "
             f"{self.tokens:,} tokens ({self.blocks:,} blocks of {p.block_tokens}){ranks} of "
             f"{d.kv_precision} KV at {per_token:g} KiB per token per GPU{self._layers()}{rule}"

@@ -165,7 +165,7 @@ def validate_steps(rows: list[StepRow], *, latency_model: str, catalog: Catalog)
             deployment = Deployment(
                 catalog.model(row.model), catalog.gpu(row.gpu), tp=row.tp,
                 weight_precision=row.precision, kv_precision=row.kv_precision,
-                allow_multi_node=True,
+                allow_multi_node=True, fp8_weight_only=preset.fp8_weight_only,
             )  # fmt: skip
         except (InputError, KeyError) as err:
             reason = str(err).split(";", 1)[0]

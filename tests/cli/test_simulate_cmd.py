@@ -218,8 +218,8 @@ def test_models_show_fit_and_step_times() -> None:
     assert fit["kv_tokens"] > 100_000
     assert "fits on h100_sxm at TP2" in fit["reason"]
     assert data["deployment"] == {
-        "gpu": "h100_sxm", "tp": 2, "weight_precision": "bf16", "kv_precision": "bf16",
-        "backend": "sglang",
+        "gpu": "h100_sxm", "tp": 2, "weight_precision": "bf16", "weight_only": False,
+        "kv_precision": "bf16", "backend": "sglang",
     }  # fmt: skip
     assert set(data["step_ms"]) == {"auto", "roofline", "table", "calibrated"}
     for times in data["step_ms"].values():
@@ -248,7 +248,10 @@ def test_models_show_fp8_halves_the_kv_bytes_and_reports_a_non_fit() -> None:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--gpu", "a100_sxm", "--precision", "fp8"], "a100_sxm has no fp8 tensor cores"),
+        (
+            ["--gpu", "a100_sxm", "--precision", "fp8", "--backend", "trtllm"],
+            "a100_sxm has no fp8 tensor cores",
+        ),
         (["--tp", "2"], "--tp needs --gpu"),
         (["--gpu", "h100_sxm", "--tp", "3"], "tp=3 does not divide"),
         (["--gpu", "h100_sxm", "--backend", "tgi"], "unknown backend preset 'tgi'"),
@@ -260,8 +263,33 @@ def test_models_show_unknown_combos(args: list[str], message: str) -> None:
     assert message in str(result.exception)
 
 
+def test_models_show_fp8_on_a100_runs_weight_only_under_vllm() -> None:
+    # vLLM serves FP8 on Ampere through its FP8 Marlin kernels (W8A16): half the weight bytes
+    # of bf16, so a faster decode step, and a prefill that still computes at the 16-bit peak.
+    bf16 = _models_show("Qwen3-32B", "--gpu", "a100_sxm")
+    fp8 = _models_show("Qwen3-32B", "--gpu", "a100_sxm", "--precision", "fp8")
+    assert fp8["deployment"]["weight_only"] is True
+    assert bf16["deployment"]["weight_only"] is False
+    assert "fp8 (weight-only) fits on a100_sxm" in fp8["fit"]["reason"]
+    assert fp8["fit"]["weights_gib_per_gpu"] < 0.55 * bf16["fit"]["weights_gib_per_gpu"]
+    for model in ("table", "roofline"):
+        fast, slow = fp8["step_ms"][model], bf16["step_ms"][model]
+        assert fast["decode_64x4096"] < slow["decode_64x4096"]
+        assert fast["prefill_1x4096"] == pytest.approx(slow["prefill_1x4096"], rel=0.05)
+    # SGLang's Marlin path covers linear layers only: an FP8 MoE checkpoint is refused.
+    result = runner.invoke(
+        app, ["models", "show", "Qwen3-235B-A22B-FP8", "--gpu", "a100_sxm", "--tp", "8",
+              "--backend", "sglang"],
+    )  # fmt: skip
+    assert isinstance(result.exception, InputError)
+    assert "dense layers only" in str(result.exception)
+
+
 def test_models_show_fp8_on_a100_exits_2_with_one_line() -> None:
-    proc = _kvplan("models", "show", "Qwen3-32B", "--gpu", "a100_sxm", "--precision", "fp8")
+    proc = _kvplan(
+        "models", "show", "Qwen3-32B", "--gpu", "a100_sxm", "--precision", "fp8",
+        "--backend", "trtllm",
+    )  # fmt: skip
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert len(lines) == 1

@@ -69,6 +69,22 @@ def test_unsupported_precision_is_infeasible(catalog: Catalog) -> None:
     assert "int8" in result.reason
 
 
+def test_fp8_on_an_ampere_gpu_follows_the_backend() -> None:
+    # vLLM runs FP8 weights in Marlin (W8A16) on an A100; TensorRT-LLM cannot run FP8 there.
+    served = {}
+    for backend in ("vllm", "trtllm"):
+        config = ServingConfig(
+            model="meta-llama/Llama-3.1-8B-Instruct", gpu="a100_sxm", weight_precision="fp8",
+            backend=backend, latency_model="roofline",
+        )  # fmt: skip
+        served[backend] = simulate(config, OPEN, seed=0, catalog=shipped_catalog())
+    assert served["vllm"].feasible
+    assert served["vllm"].summary is not None
+    assert (served["vllm"].summary.n_requests, len(served["vllm"].records)) == (200, 200)
+    assert not served["trtllm"].feasible
+    assert "does not run FP8 weights" in served["trtllm"].reason
+
+
 def test_unknown_names_are_input_errors(catalog: Catalog) -> None:
     with pytest.raises(InputError, match="unknown GPU 'h300'"):
         simulate(ServingConfig(model="toy/Toy-1B", gpu="h300"), OPEN, seed=0, catalog=catalog)

@@ -30,6 +30,34 @@ def test_fp8_weights_need_fp8_tensor_cores() -> None:
     assert Deployment(LLAMA_8B, H100, weight_precision="fp8").weight_precision == "fp8"
 
 
+def test_fp8_weights_run_weight_only_where_the_engine_does() -> None:
+    # vLLM (all) and SGLang (dense) dequantise FP8 weights in Marlin kernels on Ampere.
+    a100 = H100.model_copy(update={"name": "a100_sxm", "dense_tflops": {"bf16": 312.0}})
+    dense = Deployment(LLAMA_8B, a100, weight_precision="fp8", fp8_weight_only="dense")
+    assert dense.weight_precision == "fp8"
+    moe = Deployment(QWEN3_MOE, a100, tp=4, weight_precision="fp8", fp8_weight_only="all")
+    assert moe.weight_precision == "fp8"
+    message = _one_line_error(
+        "dense layers only", model=QWEN3_MOE, gpu=a100, tp=4, weight_precision="fp8",
+        fp8_weight_only="dense",
+    )  # fmt: skip
+    assert "no fp8 tensor cores" in message
+    message = _one_line_error(
+        "does not run FP8", model=LLAMA_8B, gpu=a100, weight_precision="fp8",
+        fp8_weight_only="none",
+    )  # fmt: skip
+    # The allowance is for FP8 only: W8A8 int8 still needs int8 tensor cores.
+    _one_line_error(
+        "no int8 tensor cores", model=LLAMA_8B, gpu=a100, weight_precision="int8",
+        fp8_weight_only="all",
+    )  # fmt: skip
+    # An attention-DP rank keeps its instance's allowance.
+    ranked = Deployment(
+        QWEN3_MOE, a100, tp=4, ep=4, attention_dp=4, weight_precision="fp8", fp8_weight_only="all"
+    )
+    assert ranked.rank().fp8_weight_only == "all"
+
+
 def test_fp4_weights_run_weight_only_without_fp4_tensor_cores() -> None:
     # MXFP4/NVFP4 on Hopper: 4-bit weights dequantised into bf16 GEMMs (vLLM Marlin/Triton).
     assert Deployment(LLAMA_8B, H100, weight_precision="fp4").weight_precision == "fp4"

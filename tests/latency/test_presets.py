@@ -43,6 +43,11 @@ def test_documented_engine_defaults() -> None:
     assert (vllm.sampler_logit_copies, sglang.sampler_logit_copies) == (4, None)
     # SGLang's static fraction is of what the driver's reserve and the CUDA context leave.
     assert (vllm.startup_gib, sglang.startup_gib, trt.startup_gib) == (0.0, 0.9, 0.0)
+    # FP8 on Ampere: vLLM's FP8 Marlin for linear layers and experts, SGLang's for linear
+    # layers only, TensorRT-LLM none (each preset's comment has the source).
+    assert (vllm.fp8_weight_only, sglang.fp8_weight_only, trt.fp8_weight_only) == (
+        "all", "dense", "none"
+    )  # fmt: skip
 
 
 def test_compose_defaults_are_the_vllm_preset() -> None:
@@ -76,6 +81,7 @@ def test_unknown_name_suggests() -> None:
         ("collective_gib: -1\n", "collective_gib: Input should be greater than or equal to 0"),
         ("sampler_logit_copies: 0\n", "sampler_logit_copies: Input should be greater than 0"),
         ("startup_gib: -0.5\n", "startup_gib: Input should be greater than or equal to 0"),
+        ("fp8_weight_only: yes\n", "fp8_weight_only: Input should be 'none', 'dense' or 'all'"),
     ],
 )
 def test_bad_fields_are_one_line(tmp_path: Path, text: str, expected: str) -> None:
