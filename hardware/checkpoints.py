@@ -79,6 +79,10 @@ class Recipe:
     #: only: ``quantization_config.modules_to_not_convert`` lists ``self_attn``; Kimi's INT4
     #: ``ignore`` lists ``self_attn`` and the shared experts, which count as quantised here).
     attention_bf16: bool = False
+    #: Whether the FP8 weights carry 128 × 128 block scales (the vendor's block FP8:
+    #: ``quantization_config.weight_block_size``), which the engines run in block-scaled kernels
+    #: (DeepGEMM, Triton or CUTLASS w8a8 block FP8) rather than per-tensor FP8 ones.
+    block_scaled: bool = False
 
     def weight_bytes(self, precision: str, quantised: float, attention: float) -> float:
         """Bytes of ``quantised`` GEMM weight elements, ``attention`` of them in attention
@@ -97,7 +101,7 @@ RECIPES: dict[str, Recipe] = {
         Recipe("none", "bf16", "bf16"),
         Recipe("modelopt_fp8", "fp8", "fp8"),
         Recipe("modelopt_nvfp4", "fp4", "fp8", scale_bits=8 / 16),
-        Recipe("fp8_block", "fp8", "bf16"),
+        Recipe("fp8_block", "fp8", "bf16", block_scaled=True),
         Recipe("fp8_dynamic", "fp8", "bf16"),
         Recipe("fp8_kv", "fp8", "fp8"),
         Recipe("mxfp4", "fp4", "bf16", scale_bits=8 / 32, attention_bf16=True),

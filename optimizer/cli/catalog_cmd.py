@@ -32,7 +32,14 @@ from hardware import (
     load_catalog,
 )
 from optimizer.cli._output import console, print_json
-from simulator.latency import LATENCY_MODELS, Deployment, make_latency_model, memory_fit
+from optimizer.cli.profiles_cmd import user_profiles_dir, user_tables_dir
+from simulator.latency import (
+    LATENCY_MODELS,
+    Deployment,
+    LatencyContext,
+    make_latency_model,
+    memory_fit,
+)
 from simulator.presets import BackendPreset, load_preset
 
 __all__ = [
@@ -358,7 +365,9 @@ def models_show(  # noqa: PLR0917  (one parameter per CLI option, as typer requi
             kv_precision=recipe.kv_cache if kv_precision == "bf16" else kv_precision,
             fp8_weight_only=preset.fp8_weight_only,
         )
-        figures.update(deployment_figures(deployment, preset))
+        roots = [d] if (d := user_profiles_dir()) else []
+        context = LatencyContext.of(preset.name, roots, user_tables_dir())
+        figures.update(deployment_figures(deployment, preset, context))
     _emit(figures, json_out)
 
 
@@ -369,11 +378,16 @@ STANDARD_BATCHES: dict[str, list[tuple[int, int]]] = {
 }
 
 
-def deployment_figures(deployment: Deployment, preset: BackendPreset) -> dict[str, Any]:
+def deployment_figures(
+    deployment: Deployment, preset: BackendPreset, context: LatencyContext | None = None
+) -> dict[str, Any]:
     """``deployment``, its memory ``fit`` under ``preset``, and ``step_ms`` per latency model.
 
-    ``step_ms[name]`` holds the milliseconds of each ``STANDARD_BATCHES`` entry; a latency model
-    that cannot price this deployment gets ``None`` times and its reason under ``error``.
+    The step times are priced as the simulator prices them under ``preset``: on its engine's
+    kernel tables and calibration (``context``; by default the preset's engine, shipped
+    profiles only). ``step_ms[name]`` holds the milliseconds of each ``STANDARD_BATCHES``
+    entry; a latency model that cannot price this deployment gets ``None`` times and its
+    reason under ``error``.
     Warnings a model raises (e.g. a calibration borrowed from another GPU) are collected under
     ``step_notes[name]`` instead of being printed.
     """
@@ -384,7 +398,12 @@ def deployment_figures(deployment: Deployment, preset: BackendPreset) -> dict[st
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
-                latency = make_latency_model(name, deployment, params=preset.compose_params())
+                latency = make_latency_model(
+                    name,
+                    deployment,
+                    params=preset.compose_params(),
+                    context=context or LatencyContext.of(preset.name),
+                )
                 step_ms[name] = {
                     batch: latency.step_seconds(pairs) * 1e3
                     for batch, pairs in STANDARD_BATCHES.items()

@@ -210,7 +210,13 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
 
 
 def _validate_steps(path: Path, latency: str, catalog: Path | None, json_out: bool) -> None:
-    report = validate_steps(read_steps(path), latency_model=latency, catalog=load_catalog(catalog))
+    report = validate_steps(
+        read_steps(path),
+        latency_model=latency,
+        catalog=load_catalog(catalog),
+        profile_roots=[d] if (d := user_profiles_dir()) else [],
+        table_cache=user_tables_dir(),
+    )
     if json_out:
         print_json(report.to_dict())
         return

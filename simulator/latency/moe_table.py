@@ -48,9 +48,14 @@ is interpolated in ``num_tokens`` only (log time over log tokens between the mea
 the grid made non-decreasing in tokens as ``profile_grid.Grid`` does). Another hidden size,
 expert width, expert count, top-k or split is *not* interpolated: the fused kernel's tiling and
 the experts each GPU holds change with them in steps, so a neighbouring shape is no measurement
-of this one. The weight dtype ``fp8`` reads the table's per-tensor ``fp8`` rows where present,
-else its block-scaled ``fp8_block`` rows (SGLang measures only block FP8 on Hopper; the
-deployment does not say which FP8 recipe the checkpoint has). Outside the measured token range
+of this one. The weight dtype ``fp8`` reads the rows of the checkpoint's own FP8 recipe where
+the table has them — block-scaled ``fp8_block`` rows for a vendor's block FP8
+(``MoeShape.block_scaled``: Qwen3-235B-A22B-FP8, DeepSeek-V3, MiniMax-M2.5), per-tensor ``fp8``
+rows otherwise (ModelOpt and compressed-tensors FP8) — else the other kind (SGLang measures only
+block FP8 on Hopper). The two are different kernels: vLLM's H100 table times Qwen3-235B's
+experts split EP4 at 64 tokens (balanced rows) in 0.24 ms per layer block-scaled and 1.01 ms
+per-tensor (ModelOpt's FlashInfer CUTLASS path): a block-FP8 checkpoint read from the per-tensor
+rows was priced ~4× too slow at decode sizes. Outside the measured token range
 the caller scales the edge's time by its own composition (``model.py``). A shape the table does
 not hold returns ``None`` and the caller composes the layer from GEMMs (``compose.py``, "Routed
 experts").
@@ -223,6 +228,10 @@ class MoeShape:
     #: Whether the router spreads tokens evenly (``ModelSpec.expert_routing`` balanced: uniform
     #: picks) rather than by the skewed ``ROUTING_POWER_LAW`` popularity.
     balanced: bool = False
+    #: Whether FP8 weights carry 128 × 128 block scales (the vendor's block FP8,
+    #: ``Recipe.block_scaled``): the engines run them in their block-scaled MoE kernels, so the
+    #: table's ``fp8_block`` rows time them before its per-tensor ``fp8`` ones (module doc).
+    block_scaled: bool = False
 
     def touched(self, assignments: float) -> float:
         """Expected distinct experts ``assignments`` routed pairs touch under this layer's
@@ -378,7 +387,9 @@ class MoeTable:
         return len(self._grids)
 
     def _grid(self, shape: MoeShape) -> Grid | None:
-        dtypes = ("fp8", "fp8_block") if shape.dtype == "fp8" else (shape.dtype,)
+        dtypes: tuple[str, ...] = (shape.dtype,)
+        if shape.dtype == "fp8":
+            dtypes = ("fp8_block", "fp8") if shape.block_scaled else ("fp8", "fp8_block")
         return next(
             (self._grids[k] for k in (shape.key(d) for d in dtypes) if k in self._grids), None
         )

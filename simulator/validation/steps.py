@@ -9,8 +9,8 @@
 ``;`` (a pair ``AxB`` is shorthand for ``B`` requests of cache ``A`` and one new token, i.e. a
 decode step); ``measured_ms`` is the measured step time. ``precision`` is the weight
 precision; ``kv_precision`` may be empty (bf16). ``id`` is optional. Every row is priced by
-the latency model for its deployment with the engine preset's CPU overheads, exactly as the
-serving simulator prices a step, and compared with the measurement.
+the latency model for its deployment with the engine's kernel tables and its preset's CPU
+overheads, exactly as the serving simulator prices a step, and compared with the measurement.
 
 Errors: a missing or unknown column, or a value that is not what its column needs, raises
 ``InputError`` naming the file, the line and the column. A row the simulator cannot express
@@ -23,13 +23,13 @@ import csv
 import math
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from hardware.schema import Catalog
-from simulator.latency import Deployment, make_latency_model
+from simulator.latency import Deployment, LatencyContext, make_latency_model
 from simulator.presets import load_preset
 from simulator.validation.report import ErrorStats, error_stats
 from simulator.validation.silicon.rows import Skipped, check_header
@@ -154,9 +154,18 @@ def _batch(text: str) -> tuple[tuple[int, int], ...] | None:
     return tuple(pairs) if pairs and all(new >= 1 for _, new in pairs) else None
 
 
-def validate_steps(rows: list[StepRow], *, latency_model: str, catalog: Catalog) -> StepReport:
-    """Price every row's batch with ``latency_model`` (module doc). An ``InputError`` from a bad
-    ``latency_model`` spec propagates; a row that cannot be expressed is skipped."""
+def validate_steps(
+    rows: list[StepRow],
+    *,
+    latency_model: str,
+    catalog: Catalog,
+    profile_roots: Sequence[str | Path] = (),
+    table_cache: str | Path | None = None,
+) -> StepReport:
+    """Price every row's batch with ``latency_model`` on its engine's kernels (module doc;
+    ``profile_roots`` are the user's imported profiles, searched first, ``table_cache`` where
+    built tables are kept). An ``InputError`` from a bad ``latency_model`` spec propagates; a
+    row that cannot be expressed is skipped."""
     priced: list[tuple[StepRow, float]] = []
     skipped: list[Skipped] = []
     for row in rows:
@@ -173,6 +182,11 @@ def validate_steps(rows: list[StepRow], *, latency_model: str, catalog: Catalog)
             continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # grid-gap notes would repeat for every row
-            model = make_latency_model(latency_model, deployment, params=preset.compose_params())
+            model = make_latency_model(
+                latency_model,
+                deployment,
+                params=preset.compose_params(),
+                context=LatencyContext.of(preset.name, profile_roots, table_cache),
+            )
             priced.append((row, model.step_seconds(list(row.batch)) * 1e3))
     return StepReport(latency_model, tuple(priced), tuple(skipped))

@@ -12,9 +12,11 @@ import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
-from hardware.catalog import load_catalog
+from hardware.catalog import load_catalog, shipped_catalog
 from optimizer.cli.main import app
 from optimizer.simconfig import merge_config
+from simulator.latency import Deployment, LatencyContext, make_latency_model
+from simulator.presets import load_preset
 from slo.inputfile import InputError
 
 runner = CliRunner()
@@ -227,6 +229,28 @@ def test_models_show_fit_and_step_times() -> None:
         # A 4096-token prefill of a 32B model is compute-bound: far slower than one decode step.
         assert times["prefill_1x4096"] > 3 * times["decode_64x4096"] > 0
     assert data["name"] == "Qwen/Qwen3-32B"  # the model's own figures are still there
+
+
+def test_models_show_prices_on_the_backends_own_kernels() -> None:
+    # The step times follow --backend as a simulation would (the engine's kernel tables), not
+    # vLLM's tables under every backend's CPU overheads.
+    catalog = shipped_catalog()
+    deployment = Deployment(
+        catalog.model("Qwen3-235B-A22B-FP8"), catalog.gpu("h100_sxm"), tp=4,
+        weight_precision="fp8",  # the checkpoint's KV: bf16
+    )  # fmt: skip
+    shown = _models_show(
+        "Qwen3-235B-A22B-FP8", "--gpu", "h100_sxm", "--tp", "4", "--backend", "trtllm"
+    )["step_ms"]["table"]["prefill_1x4096"]
+    priced = {
+        kernels: make_latency_model(
+            "table", deployment, params=load_preset("trtllm").compose_params(),
+            context=LatencyContext.of(kernels),
+        ).step_seconds([(0, 4096)]) * 1e3
+        for kernels in ("trtllm", "vllm")
+    }  # fmt: skip
+    assert shown == pytest.approx(priced["trtllm"])
+    assert shown < 0.95 * priced["vllm"]
 
 
 def test_models_show_fp8_halves_the_kv_bytes_and_reports_a_non_fit() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from hardware import shipped_catalog
-from simulator.latency import Deployment, make_latency_model
+from simulator.latency import Deployment, LatencyContext, make_latency_model
 from simulator.presets import load_preset
 from simulator.validation.steps import read_steps, validate_steps
 from slo.inputfile import InputError
@@ -43,6 +43,35 @@ def test_a_batch_is_priced_as_the_simulator_prices_a_step(tmp_path: Path) -> Non
     assert report.rows[0][1] == pytest.approx(model.step_seconds(list(rows[0].batch)) * 1e3)
     assert [s.reason for s in report.skipped] == ["unknown model 'org/NoSuchModel'"]
     assert report.stats().n == 2
+
+
+def test_each_row_is_priced_on_its_engines_kernels(tmp_path: Path) -> None:
+    # A prefill of Qwen3-235B-A22B-FP8: the engines' measured kernels differ (TensorRT-LLM's
+    # H100 step ~15% below vLLM's), so a TensorRT-LLM row priced on vLLM's tables, as it was,
+    # scores other kernels than the engine ran.
+    path = _file(
+        tmp_path,
+        "v,h100_sxm,vllm,Qwen3-235B-A22B-FP8,4,fp8,fp8,0:4096,150.0",
+        "t,h100_sxm,trtllm,Qwen3-235B-A22B-FP8,4,fp8,fp8,0:4096,150.0",
+    )
+    rows = read_steps(path)
+    catalog = shipped_catalog()
+    report = validate_steps(rows, latency_model="table", catalog=catalog)
+    deployment = Deployment(
+        catalog.model("Qwen3-235B-A22B-FP8"), catalog.gpu("h100_sxm"), tp=4,
+        weight_precision="fp8", kv_precision="fp8", allow_multi_node=True,
+    )  # fmt: skip
+
+    def priced(preset: str, kernels: str) -> float:
+        model = make_latency_model(
+            "table", deployment, params=load_preset(preset).compose_params(),
+            context=LatencyContext.of(kernels),
+        )  # fmt: skip
+        return model.step_seconds(list(rows[0].batch)) * 1e3
+
+    own = [priced("vllm", "vllm"), priced("trtllm", "trtllm")]
+    assert [ms for _, ms in report.rows] == pytest.approx(own)
+    assert own[1] < 0.95 * priced("trtllm", "vllm")
 
 
 def test_the_shipped_example_scores() -> None:
