@@ -79,10 +79,12 @@ class Recipe:
     #: only: ``quantization_config.modules_to_not_convert`` lists ``self_attn``; Kimi's INT4
     #: ``ignore`` lists ``self_attn`` and the shared experts, which count as quantised here).
     attention_bf16: bool = False
-    #: Whether the FP8 weights carry 128 × 128 block scales (the vendor's block FP8:
-    #: ``quantization_config.weight_block_size``), which the engines run in block-scaled kernels
-    #: (DeepGEMM, Triton or CUTLASS w8a8 block FP8) rather than per-tensor FP8 ones.
-    block_scaled: bool = False
+    #: The routed experts' format as the kernel profiles name it, where the weight precision
+    #: alone does not say which kernel runs them (empty otherwise): ``fp8_block`` for FP8 with
+    #: 128 × 128 block scales (``quantization_config.weight_block_size``), which the engines run
+    #: in block-scaled kernels rather than per-tensor FP8 ones; ``mxfp4`` for OpenAI's MXFP4
+    #: experts, which they run in MXFP4 kernels rather than NVFP4 ones.
+    moe_format: str = ""
 
     def weight_bytes(self, precision: str, quantised: float, attention: float) -> float:
         """Bytes of ``quantised`` GEMM weight elements, ``attention`` of them in attention
@@ -101,10 +103,10 @@ RECIPES: dict[str, Recipe] = {
         Recipe("none", "bf16", "bf16"),
         Recipe("modelopt_fp8", "fp8", "fp8"),
         Recipe("modelopt_nvfp4", "fp4", "fp8", scale_bits=8 / 16),
-        Recipe("fp8_block", "fp8", "bf16", block_scaled=True),
+        Recipe("fp8_block", "fp8", "bf16", moe_format="fp8_block"),
         Recipe("fp8_dynamic", "fp8", "bf16"),
         Recipe("fp8_kv", "fp8", "fp8"),
-        Recipe("mxfp4", "fp4", "bf16", scale_bits=8 / 32, attention_bf16=True),
+        Recipe("mxfp4", "fp4", "bf16", scale_bits=8 / 32, attention_bf16=True, moe_format="mxfp4"),
         Recipe("int4", "int4", "bf16"),
         # One 16-bit scale per group of 32 weights: the checkpoints hold I32 (eight packed int4),
         # BF16 and F32 tensors only, so the group scales are bf16 (Hugging Face's tensor types

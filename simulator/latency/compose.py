@@ -210,7 +210,7 @@ class OperatorPlanner:
         recipe = RECIPES[m.checkpoint_recipe]
         own_layout = d.weight_precision == recipe.weights
         self.attn_wdtype = "bf16" if own_layout and recipe.attention_bf16 else self.wdtype
-        self.block_scaled = own_layout and recipe.block_scaled
+        self.moe_format = recipe.moe_format if own_layout else ""
         self.kvdtype = d.kv_precision
         self.act = d.activation_bytes
         self.kv_bytes = d.kv_element_bytes
@@ -560,7 +560,7 @@ class OperatorPlanner:
             moe_ep=d.expert_parallel,
             dtype=self.wdtype,
             balanced=m.expert_routing == "balanced",
-            block_scaled=self.block_scaled,
+            expert_format=self.moe_format,
         )
 
     def routed_expert_calls(self, t: int) -> list[KernelCall]:

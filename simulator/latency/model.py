@@ -434,10 +434,13 @@ class ComposedLatencyModel:
         measured fused-MoE layer (module doc), or None where it has none."""
         if self._moe_shape is None or tokens <= 0:
             return None
+        marlin = self._marlin_routed(tokens)
+        if marlin is not None:  # the engine runs Marlin, whatever else the table measured
+            return marlin
         fused = self._fused_moe
         hit = None if fused is None else fused.fused_moe(tokens, self._moe_shape)
         if hit is None:
-            return self._marlin_routed(tokens)
+            return None
         seconds, anchor = hit
         planner = self._planner
         if anchor != tokens:  # beyond the measured tokens: the composition's growth from there

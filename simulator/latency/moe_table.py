@@ -48,14 +48,18 @@ is interpolated in ``num_tokens`` only (log time over log tokens between the mea
 the grid made non-decreasing in tokens as ``profile_grid.Grid`` does). Another hidden size,
 expert width, expert count, top-k or split is *not* interpolated: the fused kernel's tiling and
 the experts each GPU holds change with them in steps, so a neighbouring shape is no measurement
-of this one. The weight dtype ``fp8`` reads the rows of the checkpoint's own FP8 recipe where
-the table has them — block-scaled ``fp8_block`` rows for a vendor's block FP8
-(``MoeShape.block_scaled``: Qwen3-235B-A22B-FP8, DeepSeek-V3, MiniMax-M2.5), per-tensor ``fp8``
-rows otherwise (ModelOpt and compressed-tensors FP8) — else the other kind (SGLang measures only
-block FP8 on Hopper). The two are different kernels: vLLM's H100 table times Qwen3-235B's
-experts split EP4 at 64 tokens (balanced rows) in 0.24 ms per layer block-scaled and 1.01 ms
-per-tensor (ModelOpt's FlashInfer CUTLASS path): a block-FP8 checkpoint read from the per-tensor
-rows was priced ~4× too slow at decode sizes. Outside the measured token range
+of this one. A checkpoint served at its own precision reads the rows of its own expert format
+first (``MoeShape.expert_format``, ``Recipe.moe_format``), then those of its weight dtype, and an
+``fp8`` layer the other FP8 kind last (SGLang measures only block FP8 on Hopper). Block-scaled
+``fp8_block`` rows time a vendor's block FP8 (Qwen3-235B-A22B-FP8, DeepSeek-V3, MiniMax-M2.5),
+per-tensor ``fp8`` rows ModelOpt and compressed-tensors FP8: different kernels — vLLM's H100
+table times Qwen3-235B's experts split EP4 at 64 tokens (balanced rows) in 0.24 ms per layer
+block-scaled and 1.01 ms per-tensor (ModelOpt's FlashInfer CUTLASS path), so a block-FP8
+checkpoint read from the per-tensor rows was priced ~4× too slow at decode sizes. ``mxfp4``
+rows time gpt-oss's MXFP4 experts (the profiles' ``w4a16_mxfp4`` / ``w4a8_mxfp4_mxfp8``), which
+no ``fp4`` (NVFP4) row does: on B200 the composition from NVFP4 GEMMs put vLLM's layer at half
+to a quarter of its measured time at 1,024-8,192 tokens. Where the engine runs vLLM's Marlin
+MoE instead (below) that path prices the layer. Outside the measured token range
 the caller scales the edge's time by its own composition (``model.py``). A shape the table does
 not hold returns ``None`` and the caller composes the layer from GEMMs (``compose.py``, "Routed
 experts").
@@ -228,10 +232,10 @@ class MoeShape:
     #: Whether the router spreads tokens evenly (``ModelSpec.expert_routing`` balanced: uniform
     #: picks) rather than by the skewed ``ROUTING_POWER_LAW`` popularity.
     balanced: bool = False
-    #: Whether FP8 weights carry 128 × 128 block scales (the vendor's block FP8,
-    #: ``Recipe.block_scaled``): the engines run them in their block-scaled MoE kernels, so the
-    #: table's ``fp8_block`` rows time them before its per-tensor ``fp8`` ones (module doc).
-    block_scaled: bool = False
+    #: The checkpoint's own expert format as the tables name it (``Recipe.moe_format``:
+    #: ``fp8_block``, ``mxfp4``; empty for none): its rows time the layer before those of
+    #: ``dtype`` (module doc, the lookup rule).
+    expert_format: str = ""
 
     def touched(self, assignments: float) -> float:
         """Expected distinct experts ``assignments`` routed pairs touch under this layer's
@@ -387,9 +391,8 @@ class MoeTable:
         return len(self._grids)
 
     def _grid(self, shape: MoeShape) -> Grid | None:
-        dtypes: tuple[str, ...] = (shape.dtype,)
-        if shape.dtype == "fp8":
-            dtypes = ("fp8_block", "fp8") if shape.block_scaled else ("fp8", "fp8_block")
+        kinds = (shape.expert_format, shape.dtype, "fp8_block" if shape.dtype == "fp8" else "")
+        dtypes = tuple(dict.fromkeys(kind for kind in kinds if kind))
         return next(
             (self._grids[k] for k in (shape.key(d) for d in dtypes) if k in self._grids), None
         )

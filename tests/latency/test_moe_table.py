@@ -141,7 +141,7 @@ def test_a_block_fp8_checkpoint_reads_the_block_scaled_rows_first() -> None:
     frame = read_moe_profile(_shipped_moe("vllm"))
     table = MoeTable(frame)
     per_tensor = MoeShape(128, 8, 4096, 1536, moe_tp=1, moe_ep=4, dtype="fp8")
-    block = MoeShape(128, 8, 4096, 1536, moe_tp=1, moe_ep=4, dtype="fp8", block_scaled=True)
+    block = MoeShape(128, 8, 4096, 1536, moe_tp=1, moe_ep=4, dtype="fp8", expert_format="fp8_block")
     rows = MoeShape(128, 8, 4096, 1536, moe_tp=1, moe_ep=4, dtype="fp8_block")
     assert table.covers(per_tensor)
     assert table.lookup(64, block) == table.lookup(64, rows)
@@ -344,13 +344,42 @@ def _gpt_oss_routed(preset: str, tp: int = 2) -> tuple[float, float]:
 def test_gpt_oss_prefill_runs_at_the_marlin_kernel_rate_under_vllm() -> None:
     """vLLM runs gpt-oss's MXFP4 experts on Hopper in Marlin (``marlin_moe`` in its preset):
     at 8,192 tokens the carried Marlin layer (≈ 3.7 ms a layer at TP2 from the H100 profile's
-    MXFP4 Marlin reference, ~220 TFLOPS) sets the price, over twice the grouped-GEMM
-    composition that a preset without Marlin keeps; at 16 decode tokens the composition
-    (launches, skewed expert reads) stays the price under both."""
+    MXFP4 Marlin reference, ~220 TFLOPS) sets the price, although the table also measured the
+    MXFP4 layer in OpenAI's Triton kernel at gpt-oss's shape; a preset without Marlin takes
+    that measured layer (``Recipe.moe_format`` mxfp4). At 16 decode tokens Marlin's floor is
+    below the composition, which prices the layer under vLLM (the measured Triton layer, with
+    its launches, is slower there)."""
     assert load_preset("vllm").compose_params().marlin_moe
     assert not load_preset("trtllm").compose_params().marlin_moe
     prefill, decode = _gpt_oss_routed("vllm")
-    composed_prefill, composed_decode = _gpt_oss_routed("sglang")
-    assert prefill > 2.0 * composed_prefill
+    triton_prefill, triton_decode = _gpt_oss_routed("sglang")
     assert prefill / 36 == pytest.approx(3.7e-3, rel=0.1)
-    assert decode == pytest.approx(composed_decode, rel=1e-12)
+    table = MoeTable(read_moe_profile(_shipped_moe("vllm")))
+    shape = MoeShape(128, 4, 2880, 2880, moe_tp=2, moe_ep=1, dtype="fp4", expert_format="mxfp4")
+    measured = table.lookup(8192, shape)
+    assert measured is not None
+    assert measured[1] == 8192
+    assert triton_prefill == pytest.approx(36 * measured[0], rel=1e-9)
+    assert prefill > 1.5 * triton_prefill
+    assert triton_decode > decode > 0
+
+
+def test_gpt_oss_on_blackwell_reads_its_measured_mxfp4_layer() -> None:
+    """B200 has fp4 tensor cores, so no Marlin: vLLM's measured MXFP4 layer at gpt-oss's shape
+    (FlashInfer's TensorRT-LLM MXFP4 kernel) prices the routed experts, not a composition of
+    NVFP4 GEMMs, which came out at a quarter of it at 8,192 tokens."""
+    b200 = shipped_catalog().gpu("b200_sxm")
+    model_spec = shipped_catalog().model("openai/gpt-oss-120b")
+    d = Deployment(model_spec, b200, tp=2, ep=1, weight_precision="fp4")
+    params = load_preset("vllm").compose_params()
+    model = make_latency_model("table", d, params=params, context=LatencyContext.of("vllm"))
+    assert isinstance(model, ComposedLatencyModel)
+    located = resolve_profile_files("b200_sxm", "vllm")
+    assert located is not None
+    table = MoeTable(read_moe_profile(located.files[MOE_KIND]))
+    shape = MoeShape(128, 4, 2880, 2880, moe_tp=2, moe_ep=1, dtype="fp4", expert_format="mxfp4")
+    measured = table.lookup(8192, shape)
+    assert measured is not None
+    assert model.routed_expert_seconds(8192) == pytest.approx(36 * measured[0], rel=1e-9)
+    # The NVFP4 rows are another kernel: the shape without its format finds none.
+    assert table.lookup(8192, MoeShape(128, 4, 2880, 2880, 2, 1, dtype="fp4")) is None
