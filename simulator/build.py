@@ -229,7 +229,7 @@ def _engine(
     timer: StepTimer = analytic or make_latency_model(
         config.latency_model,
         deployment,
-        params=preset.compose_params(overlapped=overlapped),
+        params=preset.compose_params(overlapped=overlapped, marlin_moe=config.marlin_moe),
         context=LatencyContext.of(preset.name, roots, config.latency_cache_dir),
     )
     if config.spec_tokens:

@@ -100,6 +100,12 @@ class ServingConfig(BaseModel):
         description="Schedule step k+1 while step k runs (TensorRT-LLM overlap scheduler, "
         "SGLang overlap schedule); None = the backend preset's default.",
     )
+    marlin_moe: bool | None = Field(
+        default=None,
+        description="Run MXFP4 experts on a GPU without fp4 tensor cores in vLLM's Marlin MoE "
+        "kernel (VLLM_MXFP4_USE_MARLIN=1) instead of the engine's default; None = the "
+        "backend preset's.",
+    )
     kv_admission: KvAdmission | None = Field(
         default=None,
         description="Future KV growth set aside before admitting a request: on_demand, "

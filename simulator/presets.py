@@ -230,7 +230,8 @@ class BackendPreset(BaseModel):
     marlin_moe: bool = Field(
         default=False,
         description="Whether a weight-only MoE (MXFP4 on a GPU without fp4 tensor cores) runs "
-        "in vLLM's Marlin kernel (ComposeParams.marlin_moe).",
+        "in vLLM's Marlin kernel (ComposeParams.marlin_moe; ServingConfig.marlin_moe sets it "
+        "per deployment).",
     )
     step_overhead_us: float = Field(
         ge=0, description="CPU time per engine step not hidden behind GPU work, µs."
@@ -332,14 +333,17 @@ class BackendPreset(BaseModel):
         keys = [k for k in self.hbm_utilization_by_tp if k <= tp]
         return self.hbm_utilization_by_tp[max(keys)] if keys else self.hbm_utilization
 
-    def compose_params(self, *, overlapped: bool = False) -> ComposeParams:
+    def compose_params(
+        self, *, overlapped: bool = False, marlin_moe: bool | None = None
+    ) -> ComposeParams:
         """Framework overheads for the latency model (elementwise costs at their defaults) of
-        an instance that schedules with overlap (``overlapped``) or without."""
+        an instance that schedules with overlap (``overlapped``) or without, running MXFP4
+        experts in Marlin as ``marlin_moe`` says (None: this preset's ``marlin_moe``)."""
         hidden = overlapped and self.overlap_hides_request_overhead
         return ComposeParams(
             step_overhead_s=self.step_overhead_us / 1e6,
             request_overhead_s=0.0 if hidden else self.request_overhead_us / 1e6,
-            marlin_moe=self.marlin_moe,
+            marlin_moe=self.marlin_moe if marlin_moe is None else marlin_moe,
         )
 
     def memory_params(

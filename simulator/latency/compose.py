@@ -165,9 +165,11 @@ class ComposeParams:
     #: Whether the engine runs a weight-only MoE of a precision the GPU has no tensor cores for
     #: (MXFP4 on Hopper) through vLLM's Marlin kernel (``moe_table.MARLIN_DTYPES``): the routed
     #: experts then cost at least the kernel source's Marlin layer carried to the model's shape
-    #: (``MarlinMoeTimer``; ``moe_table.py``, "Marlin layers carried to another shape"). vLLM
-    #: does (its preset, with the sources); the SGLang and TensorRT-LLM presets turn it off.
-    marlin_moe: bool = True
+    #: (``MarlinMoeTimer``; ``moe_table.py``, "Marlin layers carried to another shape"),
+    #: whatever fused layer the table measured. vLLM does under ``VLLM_MXFP4_USE_MARLIN=1``
+    #: (``ServingConfig.marlin_moe``; its own default on Hopper is OpenAI's Triton kernel, see
+    #: its preset); no preset turns it on.
+    marlin_moe: bool = False
 
     def __post_init__(self) -> None:
         if min(self.step_overhead_s, self.request_overhead_s, self.elementwise_launch_s) < 0:

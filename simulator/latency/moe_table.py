@@ -116,6 +116,7 @@ from slo.inputfile import InputError
 __all__ = [
     "MARLIN_DTYPES",
     "MOE_SOURCE_PREFERENCE",
+    "NOT_THE_ENGINES_PATH",
     "ROUTING_POWER_LAW",
     "TOUCHED_TOKENS_WEIGHT",
     "FusedMoeTimer",
@@ -130,6 +131,16 @@ __all__ = [
 #: Kernel sources in order of preference where several timed one shape (module doc); a source
 #: whose name contains none of these ranks after them, alphabetically.
 MOE_SOURCE_PREFERENCE: tuple[str, ...] = ("triton", "cutlass", "flashinfer")
+
+#: ``(table dtype, kernel source)`` pairs a profile measured but the engine never runs for that
+#: format unless told to, dropped when a profile is read (a row of them would price another
+#: kernel than the engine's). SGLang runs gpt-oss's MXFP4 experts in OpenAI's ``triton_kernels``
+#: (``matmul_ogs``) on Hopper and Ada, FlashInfer's MXFP4 kernel on SM100
+#: (``server_args._handle_model_specific_adjustments``: ``moe_runner_backend`` auto →
+#: ``triton_kernel`` / ``flashinfer_mxfp4`` for GptOssForCausalLM); its own fused-MoE Triton
+#: kernel runs MXFP4 only when asked for (``--moe-runner-backend triton``, which LoRA needs).
+#: Without its rows SGLang on Hopper composes the layer, as before ``moe_format``.
+NOT_THE_ENGINES_PATH: frozenset[tuple[str, str]] = frozenset({("mxfp4", "sglang_fused_moe_triton")})
 
 #: MoE-only quantisation schemes of the profiles (gpt-oss MXFP4): valid in a file, never asked
 #: for by a deployment (no catalog precision names them).
@@ -356,6 +367,8 @@ def read_moe_profile(path: Path) -> pd.DataFrame:
     ranks = sources.astype(str).map(_source_rank)
     out["_rank"] = ranks.map(lambda r: r[0])
     out["_name"] = ranks.map(lambda r: r[1])
+    off_path = pd.Series(list(zip(out["dtype"], out["_name"], strict=True)), index=out.index)
+    out = out[~off_path.isin(NOT_THE_ENGINES_PATH)]
     out = out.sort_values(["_rank", "_name"], kind="stable")
     best = out.groupby(list(_SHAPE), sort=False)["_name"].transform("first")
     chosen = out[out["_name"] == best]

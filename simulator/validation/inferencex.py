@@ -118,6 +118,14 @@ def _vllm(
     return settings
 
 
+def _marlin(
+    settings: Callable[[MeasuredRow], dict[str, Any]],
+) -> Callable[[MeasuredRow], dict[str, Any]]:
+    """``settings`` under ``VLLM_MXFP4_USE_MARLIN=1``: MXFP4 experts in vLLM's Marlin kernel
+    (``ServingConfig.marlin_moe``) instead of its default, OpenAI's Triton kernel on Hopper."""
+    return lambda row: {**settings(row), "marlin_moe": True}
+
+
 def _twice_isl(row: MeasuredRow) -> int:
     """``--max-num-batched-tokens "$((ISL * 2))"``."""
     return 2 * row.isl
@@ -300,7 +308,7 @@ _FSL = "benchmarks/single_node/fixed_seq_len/"
 #: The scripts' settings (module doc), one entry per script family.
 LAUNCHES: tuple[Launch, ...] = (
     # ----- vLLM --------------------------------------------------------------------------------
-    Launch("vllm", "gptoss", _HOPPER, "any", "auto", _vllm(None),
+    Launch("vllm", "gptoss", _HOPPER, "any", "auto", _marlin(_vllm(None)),
            _IX + "benchmarks/gptoss_fp4_h{100,200}.sh @1fc5d73c/@16cd9556, fixed_seq_len "
            "@8eec0d4e: --max-num-seqs $CONC, max-num-batched-tokens 8192, "
            "--gpu-memory-utilization 0.9, KV cache not set, VLLM_MXFP4_USE_MARLIN=1"),

@@ -85,6 +85,21 @@ def test_fp8_on_an_ampere_gpu_follows_the_backend() -> None:
     assert "does not run FP8 weights" in served["trtllm"].reason
 
 
+def test_marlin_moe_reaches_the_latency_model() -> None:
+    # gpt-oss on H100 under vLLM: OpenAI's Triton MXFP4 kernel by default, Marlin when the
+    # deployment says so (VLLM_MXFP4_USE_MARLIN=1); the two price prefills differently.
+    ttft = {}
+    for marlin in (None, True):
+        config = ServingConfig(
+            model="openai/gpt-oss-120b", gpu="h100_sxm", tp=2, weight_precision="fp4",
+            backend="vllm", marlin_moe=marlin,
+        )  # fmt: skip
+        result = simulate(config, OPEN, seed=0, catalog=shipped_catalog())
+        assert result.summary is not None
+        ttft[marlin] = result.summary.ttft_ms.mean
+    assert ttft[True] != pytest.approx(ttft[None], rel=1e-3)
+
+
 def test_unknown_names_are_input_errors(catalog: Catalog) -> None:
     with pytest.raises(InputError, match="unknown GPU 'h300'"):
         simulate(ServingConfig(model="toy/Toy-1B", gpu="h300"), OPEN, seed=0, catalog=catalog)

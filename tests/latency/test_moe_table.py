@@ -330,29 +330,29 @@ def test_no_marlin_layer_for_another_precision_split_or_kernel() -> None:
     assert MoeTable(without).marlin_layer(1024, gpt_oss) is None
 
 
-def _gpt_oss_routed(preset: str, tp: int = 2) -> tuple[float, float]:
+def _gpt_oss_routed(*, marlin: bool, tp: int = 2) -> tuple[float, float]:
     """gpt-oss-120b MXFP4 on H100 at TP ``tp`` (experts split by TP, vLLM's default): routed
-    experts of 8,192 and of 16 tokens on the vLLM kernel tables with ``preset``'s params."""
+    experts of 8,192 and of 16 tokens on vLLM's kernel tables, in Marlin or not."""
     model_spec = shipped_catalog().model("openai/gpt-oss-120b")
     d = Deployment(model_spec, H100, tp=tp, ep=1, weight_precision="fp4")
-    params = load_preset(preset).compose_params()
+    params = load_preset("vllm").compose_params(marlin_moe=marlin)
     model = make_latency_model("table", d, params=params, context=LatencyContext.of("vllm"))
     assert isinstance(model, ComposedLatencyModel)
     return model.routed_expert_seconds(8192), model.routed_expert_seconds(16)
 
 
-def test_gpt_oss_prefill_runs_at_the_marlin_kernel_rate_under_vllm() -> None:
-    """vLLM runs gpt-oss's MXFP4 experts on Hopper in Marlin (``marlin_moe`` in its preset):
-    at 8,192 tokens the carried Marlin layer (≈ 3.7 ms a layer at TP2 from the H100 profile's
-    MXFP4 Marlin reference, ~220 TFLOPS) sets the price, although the table also measured the
-    MXFP4 layer in OpenAI's Triton kernel at gpt-oss's shape; a preset without Marlin takes
-    that measured layer (``Recipe.moe_format`` mxfp4). At 16 decode tokens Marlin's floor is
-    below the composition, which prices the layer under vLLM (the measured Triton layer, with
-    its launches, is slower there)."""
-    assert load_preset("vllm").compose_params().marlin_moe
-    assert not load_preset("trtllm").compose_params().marlin_moe
-    prefill, decode = _gpt_oss_routed("vllm")
-    triton_prefill, triton_decode = _gpt_oss_routed("sglang")
+def test_gpt_oss_on_hopper_runs_openai_triton_by_default_and_marlin_when_told() -> None:
+    """vLLM runs gpt-oss's MXFP4 experts on Hopper in OpenAI's Triton kernel by default (its
+    preset: no Marlin), which the H100 table measured at gpt-oss's shape; under
+    ``VLLM_MXFP4_USE_MARLIN=1`` (``marlin_moe``, what InferenceX's Hopper scripts set) the
+    carried Marlin layer (≈ 3.7 ms a layer at TP2 at 8,192 tokens from the H100 profile's MXFP4
+    Marlin reference, ~220 TFLOPS) sets the price instead, whatever the table measured. At 16
+    decode tokens Marlin's floor is below the composition, which prices the layer then (the
+    measured Triton layer, with its launches, is slower there)."""
+    assert not load_preset("vllm").compose_params().marlin_moe
+    assert load_preset("vllm").compose_params(marlin_moe=True).marlin_moe
+    prefill, decode = _gpt_oss_routed(marlin=True)
+    triton_prefill, triton_decode = _gpt_oss_routed(marlin=False)
     assert prefill / 36 == pytest.approx(3.7e-3, rel=0.1)
     table = MoeTable(read_moe_profile(_shipped_moe("vllm")))
     shape = MoeShape(128, 4, 2880, 2880, moe_tp=2, moe_ep=1, dtype="fp4", expert_format="mxfp4")
@@ -362,6 +362,18 @@ def test_gpt_oss_prefill_runs_at_the_marlin_kernel_rate_under_vllm() -> None:
     assert triton_prefill == pytest.approx(36 * measured[0], rel=1e-9)
     assert prefill > 1.5 * triton_prefill
     assert triton_decode > decode > 0
+
+
+def test_sglang_mxfp4_rows_of_its_own_triton_kernel_are_not_its_gpt_oss_path() -> None:
+    """SGLang runs gpt-oss on Hopper in OpenAI's triton_kernels, not its own fused-MoE Triton
+    kernel, whose MXFP4 rows its H100 profile holds: they are dropped, and the layer is composed
+    (as TensorRT-LLM's, whose table has no gpt-oss rows either)."""
+    sglang = MoeTable(read_moe_profile(_shipped_moe("sglang")))
+    shape = MoeShape(128, 4, 2880, 2880, moe_tp=2, moe_ep=1, dtype="fp4", expert_format="mxfp4")
+    assert not sglang.covers(shape)
+    raw = pd.read_csv(_shipped_moe("sglang"))
+    assert (raw["kernel_source"] == "sglang_fused_moe_triton").any()
+    assert raw["moe_dtype"].str.contains("mxfp4").any()
 
 
 def test_gpt_oss_on_blackwell_reads_its_measured_mxfp4_layer() -> None:

@@ -233,3 +233,15 @@ def test_minimax_on_blackwell_end_to_end() -> None:
         "b200_sxm": ("fp8", 16384, 0.90),
         "b300_sxm": ("fp8", 16384, 0.90),
     }
+
+
+def test_gpt_oss_on_hopper_runs_marlin_as_the_script_sets_it() -> None:
+    # gptoss_fp4_h{100,200}.sh export VLLM_MXFP4_USE_MARLIN=1: Marlin where vLLM's default on
+    # Hopper is OpenAI's Triton kernel; the Blackwell script sets nothing of the kind.
+    h100 = _ix("openai/gpt-oss-120b", "vllm", "h100_sxm", "fp4", tp=2, moe_tp=2)
+    assert benchmark_engine_settings(h100) == {**_vllm_args(64, 8192, 0.90), "marlin_moe": True}
+    config = row_config(h100, shipped_catalog(), latency_model="auto")
+    assert not isinstance(config, str)
+    assert config.marlin_moe is True
+    b200 = _ix("openai/gpt-oss-120b", "vllm", "b200_sxm", "fp4", tp=2, moe_tp=2)
+    assert "marlin_moe" not in benchmark_engine_settings(b200)
