@@ -114,6 +114,7 @@ from simulator.latency.profiles import (
 from slo.inputfile import InputError
 
 __all__ = [
+    "GROUP_ROUTED_SHAPES",
     "MARLIN_DTYPES",
     "MOE_SOURCE_PREFERENCE",
     "NOT_THE_ENGINES_PATH",
@@ -141,6 +142,34 @@ MOE_SOURCE_PREFERENCE: tuple[str, ...] = ("triton", "cutlass", "flashinfer")
 #: kernel runs MXFP4 only when asked for (``--moe-runner-backend triton``, which LoRA needs).
 #: Without its rows SGLang on Hopper composes the layer, as before ``moe_format``.
 NOT_THE_ENGINES_PATH: frozenset[tuple[str, str]] = frozenset({("mxfp4", "sglang_fused_moe_triton")})
+
+#: ``(hidden, inter, top_k, experts)`` of the layers whose vLLM and SGLang profile rows were routed
+#: by the model's group-limited top-k (DeepSeek-V3/R1: 8 groups of 32 experts, the top 4 groups)
+#: over the collectors' ``balanced_logits``, which give each token one equal-scoring expert in
+#: every group: the grouped router then sends every token to the same four groups and its
+#: remaining picks to tied low-numbered experts, so the rows time a layer that reads about half
+#: the experts and, split by EP, an overloaded rank 0 (vLLM's H100 rows at 16,384 tokens,
+#: EP 64 / 128 / 256: 10.7 / 5.5 / 2.8 ms, i.e. 4T / 2T / T rows where even routing gives
+#: 8T / EP; SGLang EP2 = EP1). aiconfigurator's collectors (``collector/{vllm,sglang}/
+#: collect_moe.py``: ``use_grouped_topk`` from the model config; TensorRT-LLM's uses plain
+#: renormalised top-k, whose EP rows fall as 1 / EP) — read for this project, not fitted. Such
+#: rows are dropped when read: those layers are composed from GEMMs.
+GROUP_ROUTED_SHAPES: frozenset[tuple[float, float, float, float]] = frozenset(
+    {(7168.0, 2048.0, 8.0, 256.0)}
+)
+#: Kernel sources whose collectors route a model's experts with its own grouped top-k.
+_GROUP_ROUTING_COLLECTORS = ("vllm", "sglang")
+
+
+def _group_routed(frame: pd.DataFrame) -> pd.Series:
+    """Rows of ``frame`` (canonical columns, ``_name``) that ``GROUP_ROUTED_SHAPES`` drops."""
+    shape = pd.Series(
+        list(zip(frame["hidden"], frame["inter"], frame["top_k"], frame["experts"], strict=True)),
+        index=frame.index,
+    )
+    collector = frame["_name"].astype(str).str.startswith(_GROUP_ROUTING_COLLECTORS)
+    return shape.isin(GROUP_ROUTED_SHAPES) & collector
+
 
 #: MoE-only quantisation schemes of the profiles (gpt-oss MXFP4): valid in a file, never asked
 #: for by a deployment (no catalog precision names them).
@@ -368,7 +397,7 @@ def read_moe_profile(path: Path) -> pd.DataFrame:
     out["_rank"] = ranks.map(lambda r: r[0])
     out["_name"] = ranks.map(lambda r: r[1])
     off_path = pd.Series(list(zip(out["dtype"], out["_name"], strict=True)), index=out.index)
-    out = out[~off_path.isin(NOT_THE_ENGINES_PATH)]
+    out = out[~off_path.isin(NOT_THE_ENGINES_PATH) & ~_group_routed(out)]
     out = out.sort_values(["_rank", "_name"], kind="stable")
     best = out.groupby(list(_SHAPE), sort=False)["_name"].transform("first")
     chosen = out[out["_name"] == best]

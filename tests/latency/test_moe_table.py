@@ -23,8 +23,11 @@ from .specs import H100
 
 pytestmark = pytest.mark.filterwarnings("ignore::simulator.latency.table.TableFallbackWarning")
 
-#: DeepSeek-R1's routed experts at expert TP 16 (its router balanced: ``expert_routing``).
-_R1_TP16 = MoeShape(256, 8, 7168, 2048, moe_tp=16, moe_ep=1, dtype="fp8", balanced=True)
+#: MiniMax-M2.5's routed experts at expert TP 4 (its router balanced: ``expert_routing``), a
+#: shape vLLM's H100 table measured (block FP8, Triton).
+_MINIMAX_TP4 = MoeShape(
+    256, 8, 3072, 1536, moe_tp=4, moe_ep=1, dtype="fp8", balanced=True, expert_format="fp8_block"
+)
 
 
 def _shipped_moe(engine: str) -> Path:
@@ -39,17 +42,24 @@ def _r1_model(engine: str = "sglang", tp: int = 16, ep: int = 1):  # type: ignor
     return make_latency_model("table", d, context=LatencyContext.of(engine)), r1
 
 
+def _minimax_model():  # type: ignore[no-untyped-def]
+    minimax = shipped_catalog().model("MiniMaxAI/MiniMax-M2.5")
+    d = Deployment(minimax, H100, tp=4, ep=1, weight_precision="fp8")
+    return make_latency_model("table", d, context=LatencyContext.of("vllm")), minimax
+
+
 def test_measured_shape_is_priced_from_the_fused_moe_table() -> None:
-    """DeepSeek-R1 at expert TP 16 under SGLang: the H100 table measured this exact layer, so
+    """MiniMax-M2.5 at expert TP 4 under vLLM: the H100 table measured this exact layer, so
     the routed experts cost the measured time × MoE layers, and no composed permutation."""
-    model, r1 = _r1_model()
-    table = MoeTable(read_moe_profile(_shipped_moe("sglang")))
+    model, minimax = _minimax_model()
+    table = MoeTable(read_moe_profile(_shipped_moe("vllm")))
     for tokens in (1, 16, 100, 512, 4096):
-        hit = table.lookup(tokens, _R1_TP16)
+        hit = table.lookup(tokens, _MINIMAX_TP4)
         assert hit is not None
         assert hit[1] == tokens
         seconds = model.breakdown([(1000, 1)] * tokens).seconds
-        assert seconds["moe_experts"] == pytest.approx(hit[0] * r1.num_moe_layers, rel=1e-12)
+        layers = minimax.num_moe_layers
+        assert seconds["moe_experts"] == pytest.approx(hit[0] * layers, rel=1e-12)
         assert "moe_permute" not in seconds
         step = model.step_seconds([(1000, 1)] * tokens)
         assert sum(seconds.values()) == pytest.approx(step, rel=1e-9)
@@ -58,21 +68,22 @@ def test_measured_shape_is_priced_from_the_fused_moe_table() -> None:
 def test_measured_grid_points_are_returned_verbatim() -> None:
     """``read`` answers a measured token count with its row; ``lookup`` too once the picks of
     a batch touch every expert (a prefill: no even-pick correction left)."""
-    frame = read_moe_profile(_shipped_moe("sglang"))
+    frame = read_moe_profile(_shipped_moe("vllm"))
     rows = frame[
-        (frame["hidden"] == 7168)
-        & (frame["experts"] == 256)  # DeepSeek-R1's layer (Kimi's shares the hidden size)
-        & (frame["moe_tp"] == 16)
+        (frame["hidden"] == 3072)
+        & (frame["experts"] == 256)  # MiniMax-M2.5's layer
+        & (frame["moe_tp"] == 4)
         & (frame["moe_ep"] == 1)
         & (frame["dtype"] == "fp8_block")
     ]
+    assert len(rows) > 10
     table = MoeTable(frame, monotone=False)
-    grid = table.grid(_R1_TP16)
+    grid = table.grid(_MINIMAX_TP4)
     assert grid is not None
     for tokens, seconds in zip(rows["tokens"], rows["seconds"], strict=True):
         assert table.read(grid, int(tokens)) == (seconds, int(tokens))
         if tokens >= 512:  # 4,096+ uniform picks of 256 experts: every one touched
-            hit = table.lookup(int(tokens), _R1_TP16)
+            hit = table.lookup(int(tokens), _MINIMAX_TP4)
             assert hit is not None
             assert hit[0] == pytest.approx(seconds, rel=1e-6)
 
@@ -113,25 +124,49 @@ def test_shape_the_table_lacks_is_composed_from_gemms() -> None:
 
 
 def test_beyond_the_measured_tokens_the_composition_carries_the_edge() -> None:
-    model, r1 = _r1_model()
-    table = MoeTable(read_moe_profile(_shipped_moe("sglang")))
+    model, minimax = _minimax_model()
+    table = MoeTable(read_moe_profile(_shipped_moe("vllm")))
     edge = 16384
-    at_edge = table.lookup(edge, _R1_TP16)
-    beyond = table.lookup(3 * edge, _R1_TP16)
+    at_edge = table.lookup(edge, _MINIMAX_TP4)
+    beyond = table.lookup(3 * edge, _MINIMAX_TP4)
     assert at_edge is not None
     assert beyond == (at_edge[0], edge)
     priced = model.breakdown([(0, 3 * edge)]).seconds["moe_experts"]
     measured_edge = model.breakdown([(0, edge)]).seconds["moe_experts"]
-    assert measured_edge == pytest.approx(at_edge[0] * r1.num_moe_layers, rel=1e-12)
+    assert measured_edge == pytest.approx(at_edge[0] * minimax.num_moe_layers, rel=1e-12)
     assert 2.0 < priced / measured_edge < 3.5  # grows with the composition, ~linearly in tokens
     step = [model.step_seconds([(0, t)]) for t in (edge - 1, edge, edge + 1)]
     assert step[0] <= step[1] <= step[2] < step[1] * 1.001  # continuous at the edge
 
 
 def test_fp8_weights_read_block_fp8_rows_where_no_per_tensor_rows() -> None:
+    # SGLang measures only block FP8 on Hopper: a per-tensor checkpoint's layer reads those.
     table = MoeTable(read_moe_profile(_shipped_moe("sglang")))
-    block = MoeShape(256, 8, 7168, 2048, 16, 1, "fp8_block", balanced=True)
-    assert table.lookup(64, _R1_TP16) == table.lookup(64, block)
+    per_tensor = MoeShape(128, 8, 4096, 1536, 4, 1, "fp8")
+    block = MoeShape(128, 8, 4096, 1536, 4, 1, "fp8_block")
+    assert table.lookup(64, per_tensor) is not None
+    assert table.lookup(64, per_tensor) == table.lookup(64, block)
+
+
+def test_group_routed_deepseek_rows_are_dropped_and_composed() -> None:
+    """vLLM's and SGLang's collectors route DeepSeek-V3's layer with its grouped top-k over even
+    logits: every token lands in the same four of eight groups, so an EP split's rank 0 is
+    overloaded (vLLM at 16,384 tokens: EP 64 / 128 / 256 take 4 : 2 : 1, the rows 4T / 2T / T
+    where even routing gives 8T / EP). Those rows are dropped when read; the layer composes."""
+    raw = pd.read_csv(_shipped_moe("vllm"))
+    deepseek = raw[
+        (raw["hidden_size"] == 7168) & (raw["num_experts"] == 256)
+        & (raw["distribution"] == "balanced") & (raw["num_tokens"] == 16384)
+        & (raw["moe_tp_size"] == 1)
+    ].set_index("moe_ep_size")["latency"]  # fmt: skip
+    assert deepseek[64] / deepseek[256] == pytest.approx(4, rel=0.1)
+    assert deepseek[128] / deepseek[256] == pytest.approx(2, rel=0.1)
+    for engine in ("vllm", "sglang"):
+        frame = read_moe_profile(_shipped_moe(engine))
+        assert not ((frame["hidden"] == 7168) & (frame["experts"] == 256)).any()
+        model, _ = _r1_model(engine, tp=8, ep=8)
+        seconds = model.breakdown([(0, 4096)]).seconds
+        assert seconds["moe_permute"] > 0  # composed
 
 
 def test_a_block_fp8_checkpoint_reads_the_block_scaled_rows_first() -> None:
