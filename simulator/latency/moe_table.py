@@ -118,6 +118,7 @@ __all__ = [
     "MARLIN_DTYPES",
     "MOE_SOURCE_PREFERENCE",
     "NOT_THE_ENGINES_PATH",
+    "REROUTED_EP_PROFILES",
     "ROUTING_POWER_LAW",
     "TOUCHED_TOKENS_WEIGHT",
     "FusedMoeTimer",
@@ -157,8 +158,28 @@ NOT_THE_ENGINES_PATH: frozenset[tuple[str, str]] = frozenset({("mxfp4", "sglang_
 GROUP_ROUTED_SHAPES: frozenset[tuple[float, float, float, float]] = frozenset(
     {(7168.0, 2048.0, 8.0, 256.0)}
 )
+#: Profile files (``<engine>_<version>`` prefixes) whose collector gave each EP rank the whole
+#: layer's ``num_tokens × topk`` picks re-routed onto its own ``experts / ep`` experts, before
+#: aiconfigurator PR #753 (2026-04-14, "project global MoE routing onto rank-1 workload … instead
+#: of re-routing over local experts"): the A100 SGLang 0.5.10 rows, whose EP splits take the
+#: EP1 time at 16,384 tokens (speedup 1.03 / 1.06 / 1.08 at EP 2 / 4 / 8, where TP splits give
+#: 2.0 / 3.96 / 7.72). Read as ``_rank_of_the_layer`` says.
+REROUTED_EP_PROFILES: tuple[str, ...] = ("sglang_0.5.10_",)
 #: Kernel sources whose collectors route a model's experts with its own grouped top-k.
 _GROUP_ROUTING_COLLECTORS = ("vllm", "sglang")
+
+
+def _rank_of_the_layer(frame: pd.DataFrame) -> pd.DataFrame:
+    """Rows of a ``REROUTED_EP_PROFILES`` file as one rank of an EP split: an EP row measured at
+    ``n`` tokens did the work one of ``ep`` ranks does for a layer of ``n × ep`` tokens whose
+    picks spread over all experts (``n × topk`` picks on ``experts / ep`` experts), so it is
+    filed at ``n × ep``. Rows whose rank holds no more experts than a token picks are dropped:
+    every pick is local there, which no spread routing gives."""
+    ep = frame["moe_ep"]
+    spread = frame["experts"] / ep > frame["top_k"]
+    out = frame[(ep == 1) | spread].copy()
+    out["tokens"] = out["tokens"] * out["moe_ep"]
+    return out
 
 
 def _group_routed(frame: pd.DataFrame) -> pd.Series:
@@ -392,6 +413,8 @@ def read_moe_profile(path: Path) -> pd.DataFrame:
             f"'{names.iloc[position]}'"
         )
     out["seconds"] = out["seconds"] / 1e3  # the CSVs give milliseconds
+    if path.name.lower().startswith(REROUTED_EP_PROFILES):
+        out = _rank_of_the_layer(out)
     sources = raw["kernel_source"] if "kernel_source" in raw.columns else pd.Series("", raw.index)
     ranks = sources.astype(str).map(_source_rank)
     out["_rank"] = ranks.map(lambda r: r[0])

@@ -430,3 +430,32 @@ def test_gpt_oss_on_blackwell_reads_its_measured_mxfp4_layer() -> None:
     assert model.routed_expert_seconds(8192) == pytest.approx(36 * measured[0], rel=1e-9)
     # The NVFP4 rows are another kernel: the shape without its format finds none.
     assert table.lookup(8192, MoeShape(128, 4, 2880, 2880, 2, 1, dtype="fp4")) is None
+
+
+def test_rerouted_ep_rows_are_read_as_one_rank_of_the_layer() -> None:
+    """The A100 SGLang 0.5.10 collector gave an EP rank the layer's whole num_tokens × topk
+    picks on its own experts (aiconfigurator before PR #753): its EP rows do not speed up with
+    EP at 16,384 tokens as its TP rows do. Read at n × ep tokens, a rank of an EP4 layer of
+    16,384 tokens is the row measured at 4,096, and does a quarter of the EP1 work or less."""
+    located = resolve_profile_files("a100_sxm", "sglang")
+    assert located is not None
+    path = located.files[MOE_KIND]
+    raw = pd.read_csv(path)
+    qwen = raw[
+        (raw["hidden_size"] == 4096) & (raw["num_experts"] == 128) & (raw["topk"] == 8)
+        & (raw["inter_size"] == 1536) & (raw["moe_tp_size"] == 1)
+        & (raw["distribution"] == "balanced") & (raw["moe_dtype"] == "bfloat16")
+    ].set_index(["moe_ep_size", "num_tokens"])["latency"]  # fmt: skip
+    assert qwen[(1, 16384)] / qwen[(4, 16384)] < 1.2  # as measured: no EP speedup
+    table = MoeTable(read_moe_profile(path))
+    ep1 = MoeShape(128, 8, 4096, 1536, moe_tp=1, moe_ep=1, dtype="bf16", balanced=True)
+    ep4 = MoeShape(128, 8, 4096, 1536, moe_tp=1, moe_ep=4, dtype="bf16", balanced=True)
+    rank, whole = table.lookup(16384, ep4), table.lookup(16384, ep1)
+    assert rank is not None
+    assert whole is not None
+    assert rank[0] == pytest.approx(qwen[(4, 4096)] / 1e3, rel=1e-9)
+    assert rank[0] < whole[0] / 3
+    # At EP16 a rank holds 8 experts, as many as a token picks: every pick local — dropped.
+    assert (16, 4096) in qwen.index
+    assert not table.covers(MoeShape(128, 8, 4096, 1536, moe_tp=1, moe_ep=16, dtype="bf16"))
+    assert table.covers(MoeShape(128, 8, 4096, 1536, moe_tp=1, moe_ep=8, dtype="bf16"))
