@@ -30,6 +30,16 @@ cheaper than a 1-token decode step).
 
 Grids are monotone in the sizes a batch grows in (``profiles.Grid``).
 
+**Decode attention is never faster than reading its KV from HBM** (``hbm_bytes_per_s``, the
+modelled GPU's peak): a serving step reads every layer's weights and KV between two uses of one
+layer's KV, so nothing of it stays in L2, whatever a microbenchmark timing one call in a loop
+sees. Two kinds of rows beat that floor: A100's TensorRT-LLM 1.0 rows, at up to 1.69× the HBM
+peak on calls reading 0.5-4 GB (half of those rows; no other table's rows above 512 MB exceed
+1.07×) — not an L2 effect at that size, a collector artefact (e.g. every sequence's block table
+pointing at the same pages), not investigated further; and small calls whose KV fits in L2
+(L40S's 96 MB: up to 4.7× its DRAM peak). The floor is the roofline's memory term at 100% of the
+peak, not fitted.
+
 Where the profile directory has a fused-MoE file, ``ProfileKernels.fused_moe`` also answers whole
 routed-expert layers from it (``moe_table.py``: exact shape, interpolated in tokens), and
 ``mla_attention`` MLA attention cores; a shape the file lacks gets ``None`` and the latency
@@ -57,7 +67,7 @@ from simulator.latency.mla_table import MlaTable, Phase
 from simulator.latency.moe_table import MoeShape, MoeTable
 from simulator.latency.profile_grid import CellTimes, Grid, grid_key_int, head_config_args
 from simulator.latency.profiles import HEAD_COLUMNS, ProfileSet
-from simulator.latency.roofline import RooflineKernels
+from simulator.latency.roofline import RooflineKernels, generation_attention_work
 
 __all__ = [
     "DEFAULT_PROFILE_GPU",
@@ -266,8 +276,12 @@ class ProfileKernels(CachedKernels):
         warn_range: bool = True,
         same_silicon: bool = False,
         memo: KernelMemo | None = None,
+        hbm_bytes_per_s: float | None = None,
     ) -> None:
         self.table = table
+        #: The modelled GPU's HBM peak, bytes/s: no decode-attention time below the KV it must
+        #: read at that rate (``_decode_uncached``); None = no floor.
+        self._hbm_bytes_per_s = hbm_bytes_per_s
         self.gpu = (gpu or table.gpu).lower()
         self._same_gpu = self.gpu == table.gpu
         self._layers = self._same_gpu or same_silicon
@@ -441,8 +455,16 @@ class ProfileKernels(CachedKernels):
         return max(estimate, self._decode(batch_size, cached_tokens + new_tokens, heads))
 
     def _decode_uncached(self, batch_size: int, kv_len: int, heads: Heads) -> float:
+        """The measured decode-attention time, never below the HBM floor (module doc)."""
         if batch_size <= 0:
             return 0.0
+        seconds = self._decode_measured(batch_size, kv_len, heads)
+        if self._hbm_bytes_per_s is None:
+            return seconds
+        floor = generation_attention_work(batch_size, max(kv_len, 1), *heads).bytes
+        return max(seconds, floor / self._hbm_bytes_per_s)
+
+    def _decode_measured(self, batch_size: int, kv_len: int, heads: Heads) -> float:
         if not self.table.decode:
             self._warn("decode none", "no generation-attention profiles")
             return self._fallback.generation_attention(batch_size, kv_len, *heads)

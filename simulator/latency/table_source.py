@@ -123,6 +123,7 @@ def table_kernels(
         warn_range=warn_range,
         same_silicon=(gpu.kernel_profiles_from or "").lower() == profiled.name.lower(),
         memo=memo,
+        hbm_bytes_per_s=gpu.hbm_tb_per_s * 1e12,
     )
 
 

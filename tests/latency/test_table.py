@@ -512,3 +512,26 @@ def test_a100_trtllm_times_weight_only_int8_with_its_measured_kernels() -> None:
     bf16, wo = times("bf16"), times("int8_wo")
     assert wo[0] == pytest.approx(bf16[0], rel=0.1)
     assert wo[1] < 0.9 * bf16[1]
+
+
+def test_decode_attention_never_beats_reading_its_kv_from_hbm() -> None:
+    """A100's TensorRT-LLM 1.0 decode rows time Llama-3.1-8B's layer (64 × 4,095 tokens, 8 KV
+    heads of 128, bf16: 1.07 GB of KV) at 0.338 ms, 3.2 TB/s against the A100's 2.04: the table
+    answers the HBM floor instead; vLLM's A100 rows (1.6 TB/s) are answered as measured."""
+    a100 = shipped_catalog().gpu("a100_sxm")
+    heads = (32, 8, 128, "bf16")
+    kv_bytes = 64 * 4095 * 2 * 8 * 128 * 2
+    floor = kv_bytes / (a100.hbm_tb_per_s * 1e12)
+    trt = table_kernels(a100, engine="trtllm", warn_range=False)
+    measured = trt.table.decode  # the grid as built, before the floor
+    assert measured
+    seconds = trt.generation_attention(64, 4095, *heads)
+    assert seconds >= floor
+    assert seconds == pytest.approx(floor, rel=0.01)  # the query's Q/O bytes are ~0.1% more
+    raw = pd.read_csv(resolve_profile_files("a100_sxm", "trtllm").files["generation_attention"])
+    row = raw[(raw["batch_size"] == 64) & (raw["step"] == 4095) & (raw["num_heads"] == 32)
+              & (raw["num_key_value_heads"] == 8) & (raw["head_dim"] == 128)
+              & (raw["kv_cache_dtype"] == "bfloat16")]  # fmt: skip
+    assert float(row["latency"].iloc[0]) / 1e3 < 0.7 * floor
+    vllm = table_kernels(a100, engine="vllm", warn_range=False)
+    assert vllm.generation_attention(64, 4095, *heads) > 1.2 * floor
