@@ -64,6 +64,13 @@ the caller scales the edge's time by its own composition (``model.py``). A shape
 not hold returns ``None`` and the caller composes the layer from GEMMs (``compose.py``, "Routed
 experts").
 
+**Rows that do not time the engine's own work on the layer** are dropped or refiled when a
+profile is read (each rule's evidence at its constant; ``bench/profile_audit.py`` finds such
+tables): a kernel the engine does not run for that format (``NOT_THE_ENGINES_PATH``), layers the
+collector routed under an artefact of the model's grouped router (``GROUP_ROUTED_SHAPES``), and
+EP rows of a collector that gave one rank the whole layer's picks (``REROUTED_EP_PROFILES``,
+refiled at the layer's token count).
+
 **Marlin layers carried to another shape** (``MoeTable.marlin_layer``). vLLM runs an MXFP4 MoE on a
 GPU without fp4 tensor cores (Hopper, Ampere, Ada) as weight-only W4A16 in one of two kernels:
 OpenAI's Triton ``matmul_ogs`` (``OAITritonExperts``) when the ``triton_kernels`` package is
