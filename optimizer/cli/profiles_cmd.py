@@ -26,6 +26,7 @@ import typer
 from rich.table import Table
 
 from hardware.catalog import load_catalog
+from hardware.schema import GpuSpec
 from optimizer.cli._output import console, print_json
 from optimizer.space import SearchSpace
 from simulator.config import ServingConfig
@@ -42,6 +43,7 @@ from simulator.latency.profile_files import (
     resolve_profile_files,
 )
 from simulator.latency.profiles import load_profiles
+from simulator.latency.table import decode_rows_beyond_hbm
 from slo.inputfile import InputError
 
 __all__ = [
@@ -118,9 +120,11 @@ def space_latency_notes(space: SearchSpace, latency_model: str | None) -> list[s
     return notes
 
 
-def import_profiles(directory: Path, gpu: str, cache: Path) -> list[dict[str, Any]]:
-    """Validate ``directory``'s profiles and copy them to ``cache/gpu``; one summary row per
-    engine and class. ``InputError`` (nothing copied) for a bad file or no profile at all."""
+def import_profiles(directory: Path, gpu: GpuSpec, cache: Path) -> list[dict[str, Any]]:
+    """Validate ``directory``'s profiles and copy them to ``cache/<gpu>``; one summary row per
+    engine and class, a generation-attention row with ``beyond_hbm``: its rows that read KV
+    faster than ``gpu``'s HBM peak (``table.decode_rows_beyond_hbm``; the table model floors
+    them). ``InputError`` (nothing copied) for a bad file or no profile at all."""
     engines = {file_engine(p.name) for p in directory.iterdir()} if directory.is_dir() else set()
     served = [e for e in ENGINES if e in engines] or [ENGINES[0]]
     rows: list[dict[str, Any]] = []
@@ -133,7 +137,7 @@ def import_profiles(directory: Path, gpu: str, cache: Path) -> list[dict[str, An
         # table model prices routed experts from it, ``moe_table.py``) and the MLA tables
         # (``mla_table.py``) through their readers.
         kernels = files.keys() - set(LAYER_KINDS)
-        profiles = load_profiles(directory, gpu=gpu, engine=engine) if kernels else None
+        profiles = load_profiles(directory, gpu=gpu.name, engine=engine) if kernels else None
         for kind, path in files.items():
             if kind == MOE_KIND:
                 n_rows = len(read_moe_profile(path))
@@ -143,10 +147,16 @@ def import_profiles(directory: Path, gpu: str, cache: Path) -> list[dict[str, An
                 assert profiles is not None
                 n_rows = len(profiles.frame(kind))
             copy[path.name] = path
-            rows.append({"engine": engine, "class": kind, "file": path.name, "rows": n_rows})
+            row: dict[str, Any] = {"engine": engine, "class": kind, "file": path.name,
+                                   "rows": n_rows}  # fmt: skip
+            if kind == "generation_attention" and profiles is not None:
+                hbm = gpu.hbm_tb_per_s * 1e12
+                beyond, worst = decode_rows_beyond_hbm(profiles.frame(kind), hbm)
+                row["beyond_hbm"] = {"rows": beyond, "worst": worst}
+            rows.append(row)
     if not rows:
-        load_profiles(directory, gpu=gpu)  # raises the loader's one-line error
-    target = cache / gpu
+        load_profiles(directory, gpu=gpu.name)  # raises the loader's one-line error
+    target = cache / gpu.name
     try:
         target.mkdir(parents=True, exist_ok=True)
         for name, path in copy.items():
@@ -184,9 +194,10 @@ def import_command(
     """Validate a directory of kernel profiles and copy it into the user's profile cache."""
     if not directory.is_dir():
         raise InputError(f"{directory}: no such profile directory")
-    name = load_catalog(catalog).gpu(gpu or directory.resolve().name).name
+    spec = load_catalog(catalog).gpu(gpu or directory.resolve().name)
+    name = spec.name
     root = cache or user_profiles_root()
-    rows = import_profiles(directory, name, root)
+    rows = import_profiles(directory, spec, root)
     if json_out:
         print_json({"gpu": name, "cache": str(root / name), "files": rows})
         return
@@ -196,6 +207,16 @@ def import_command(
     for row in rows:
         table.add_row(row["engine"], row["class"], row["file"], str(row["rows"]))
     console.print(table)
+    for row in rows:
+        beyond = row.get("beyond_hbm", {})
+        if beyond.get("rows"):
+            console.print(
+                f"note: {row['file']}: {beyond['rows']} rows read KV faster than {name}'s HBM "
+                f"peak (up to {beyond['worst']:.2f}x on reads over 512 MB), which no serving "
+                "step can do (the collector's sequences may share KV pages); the table model "
+                "takes the HBM rate for them",
+                markup=False, highlight=False,
+            )  # fmt: skip
 
 
 @profiles_app.command("list")

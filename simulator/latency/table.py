@@ -75,7 +75,35 @@ __all__ = [
     "ProfileKernels",
     "ProfileTable",
     "TableFallbackWarning",
+    "decode_rows_beyond_hbm",
 ]
+
+#: KV reads from this size up cannot be served from any GPU's L2 (``decode_rows_beyond_hbm``).
+L2_PROOF_BYTES = 512e6
+
+
+def decode_rows_beyond_hbm(frame: pd.DataFrame, hbm_bytes_per_s: float) -> tuple[int, float]:
+    """How many rows of a loaded generation-attention profile (``profiles.ProfileSet``'s
+    canonical columns, seconds) read more than ``L2_PROOF_BYTES`` of KV faster than
+    ``hbm_bytes_per_s`` allows, and the largest multiple of it any such row reaches (0 when
+    none reads that much): rows ``ProfileKernels`` answers at the HBM floor instead (module
+    doc)."""
+    big = 0.0
+    count = 0
+    sizes = frame[["batch_size", "kv_len", "num_heads", "num_kv_heads", "head_dim"]].to_numpy()
+    dtypes = frame["kv_dtype"].astype(str).to_numpy()
+    seconds = frame["seconds"].to_numpy(dtype=float)
+    for (batch, kv_len, heads, kv_heads, dim), dtype, took in zip(
+        sizes.astype(int).tolist(), dtypes.tolist(), seconds.tolist(), strict=True
+    ):
+        work = generation_attention_work(batch, kv_len, heads, kv_heads, dim, dtype)
+        if work.bytes < L2_PROOF_BYTES:
+            continue
+        share = work.bytes / took / hbm_bytes_per_s
+        big = max(big, share)
+        count += share > 1.0
+    return count, big
+
 
 #: The GPU whose profiles ship (and stand in, scaled by the roofline, for other GPUs).
 DEFAULT_PROFILE_GPU = "h100_sxm"

@@ -315,3 +315,35 @@ def test_import_copies_a_fused_moe_profile_and_validates_it(tmp_path: Path) -> N
     assert isinstance(result.exception, InputError)
     assert "missing column 'topk'" in str(result.exception)
     assert not (tmp_path / "c2").exists()
+
+
+def test_import_notes_decode_rows_faster_than_hbm(tmp_path: Path) -> None:
+    # A100's TensorRT-LLM 1.0 decode rows read up to 1.69x its HBM peak on 0.5-4 GB of KV:
+    # import copies them and says so; the shipped H100 vLLM rows stay under the peak.
+    source = tmp_path / "a100"
+    source.mkdir()
+    a100 = resolve_profile_files("a100_sxm", "trtllm")
+    assert a100 is not None
+    name = "trtllm_9.9_generation_attention.csv.gz"
+    shutil.copyfile(a100.files["generation_attention"], source / name)
+    root = tmp_path / "cache"
+    args = ["profiles", "import", str(source), "--gpu", "a100_sxm", "--cache", str(root)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "rows read KV faster than a100_sxm's HBM peak" in " ".join(result.output.split())
+    assert (root / "a100_sxm" / name).is_file()
+    data = CliRunner().invoke(app, [*args, "--json"])
+    assert '"beyond_hbm"' in data.output
+
+    h100 = tmp_path / "h100"
+    h100.mkdir()
+    shipped = resolve_profile_files("h100_sxm", "vllm")
+    assert shipped is not None
+    shutil.copyfile(
+        shipped.files["generation_attention"], h100 / "vllm_9.9_generation_attention.csv.gz"
+    )
+    result = CliRunner().invoke(
+        app, ["profiles", "import", str(h100), "--gpu", "h100_sxm", "--cache", str(root)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "HBM peak" not in result.output
