@@ -430,8 +430,9 @@ class ComposedLatencyModel:
         return cache[tokens]
 
     def _measured_routed(self, tokens: int) -> float | None:
-        """Seconds of every MoE layer's routed experts for ``tokens`` from the kernel source's
-        measured fused-MoE layer (module doc), or None where it has none."""
+        """Seconds of every MoE layer's routed experts for ``tokens``: vLLM's Marlin layer where
+        the engine runs it (``_marlin_routed``, whatever else the table measured), else the
+        kernel source's measured fused-MoE layer (module doc); None where it has neither."""
         if self._moe_shape is None or tokens <= 0:
             return None
         marlin = self._marlin_routed(tokens)
