@@ -9,13 +9,14 @@ depend on few integers and caches each part by them:
   or DSA layers, priced for a block of 256 counts at once with numpy, bit for bit:
   ``_token_block``);
 
-  the routed experts of an MoE layer (``compose.ROUTED_EXPERT_OPS``) come from the kernel
-  source's measured fused-MoE layer where it has one (``moe_table.FusedMoeTimer``: the table
-  model, exact shape; on a stand-in GPU carried there by the roofline ratio of the layer's
-  gate-up GEMM), outside the measured token range scaled by the composition
-  (``measured(edge) × composed(T) / composed(edge)``), else composed from GEMMs — where the
-  engine runs vLLM's Marlin MoE (``ComposeParams.marlin_moe``: MXFP4 on Hopper) never below the
-  measured Marlin layer carried to the model's shape (``moe_table.MarlinMoeTimer``);
+  the routed experts of an MoE layer (``compose.ROUTED_EXPERT_OPS``): where the engine runs
+  vLLM's Marlin MoE (``ComposeParams.marlin_moe``: MXFP4 on Hopper under
+  ``VLLM_MXFP4_USE_MARLIN=1``) composed from GEMMs but never below the measured Marlin layer
+  carried to the model's shape (``moe_table.MarlinMoeTimer``); otherwise the kernel source's
+  measured fused-MoE layer where it has one (``moe_table.FusedMoeTimer``: the table model,
+  exact shape; on a stand-in GPU carried there by the roofline ratio of the layer's gate-up
+  GEMM), outside the measured token range scaled by the composition
+  (``measured(edge) × composed(T) / composed(edge)``), else composed from GEMMs;
 - the LM head, per distinct ``logit_tokens``; MLA's absorption GEMMs, per decode count;
 - MLA attention cores from the kernel source's measured MLA tables where it has them
   (``mla_measured.MeasuredMla``: the table model, carried to a stand-in GPU; DeepSeek's
