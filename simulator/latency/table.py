@@ -30,15 +30,17 @@ cheaper than a 1-token decode step).
 
 Grids are monotone in the sizes a batch grows in (``profiles.Grid``).
 
-**Decode attention is never faster than reading its KV from HBM** (``hbm_bytes_per_s``, the
-modelled GPU's peak): a serving step reads every layer's weights and KV between two uses of one
-layer's KV, so nothing of it stays in L2, whatever a microbenchmark timing one call in a loop
-sees. Two kinds of rows beat that floor: A100's TensorRT-LLM 1.0 rows, at up to 1.69× the HBM
+**Decode attention and GEMMs are never faster than reading their operands from HBM**
+(``hbm_bytes_per_s``, the modelled GPU's peak; a GEMM's weights, activations and output, a decode
+call's KV): a serving step reads every layer's weights and KV between two uses of one layer's,
+so nothing of them stays in L2, whatever a microbenchmark timing one call in a loop sees.
+Rows that beat the floor: L40S's GEMMs at up to 16 tokens with 4-128 MB of weights (2.6-4.2× its
+864 GB/s: its 96 MB L2 kept them warm; H100's reach at most 0.94×), small decode calls whose KV
+fits in L2 (L40S: up to 4.7×), and A100's TensorRT-LLM 1.0 decode rows, at up to 1.69× the HBM
 peak on calls reading 0.5-4 GB (half of those rows; no other table's rows above 512 MB exceed
 1.07×) — not an L2 effect at that size, a collector artefact (e.g. every sequence's block table
-pointing at the same pages), not investigated further; and small calls whose KV fits in L2
-(L40S's 96 MB: up to 4.7× its DRAM peak). The floor is the roofline's memory term at 100% of the
-peak, not fitted.
+pointing at the same pages), not investigated further. The floor is the roofline's memory term at
+100% of the peak, not fitted.
 
 Where the profile directory has a fused-MoE file, ``ProfileKernels.fused_moe`` also answers whole
 routed-expert layers from it (``moe_table.py``: exact shape, interpolated in tokens), and
@@ -67,7 +69,7 @@ from simulator.latency.mla_table import MlaTable, Phase
 from simulator.latency.moe_table import MoeShape, MoeTable
 from simulator.latency.profile_grid import CellTimes, Grid, grid_key_int, head_config_args
 from simulator.latency.profiles import HEAD_COLUMNS, ProfileSet
-from simulator.latency.roofline import RooflineKernels, generation_attention_work
+from simulator.latency.roofline import RooflineKernels, gemm_work, generation_attention_work
 
 __all__ = [
     "DEFAULT_PROFILE_GPU",
@@ -425,9 +427,16 @@ class ProfileKernels(CachedKernels):
 
     # ----- the primitives ----------------------------------------------------------------------
     def _gemm_uncached(self, m: int, n: int, k: int, dtype: str) -> float:
-        grids = self.table.gemm
+        """The measured GEMM time, never below its operands' HBM floor (module doc)."""
         if m <= 0:
             return 0.0
+        seconds = self._gemm_measured(m, n, k, dtype)
+        if self._hbm_bytes_per_s is None:
+            return seconds
+        return max(seconds, gemm_work(m, n, k, dtype).bytes / self._hbm_bytes_per_s)
+
+    def _gemm_measured(self, m: int, n: int, k: int, dtype: str) -> float:
+        grids = self.table.gemm
         if not grids:
             self._warn("gemm none", "no GEMM profiles")
             return self._fallback.gemm(m, n, k, dtype)

@@ -535,3 +535,20 @@ def test_decode_attention_never_beats_reading_its_kv_from_hbm() -> None:
     assert float(row["latency"].iloc[0]) / 1e3 < 0.7 * floor
     vllm = table_kernels(a100, engine="vllm", warn_range=False)
     assert vllm.generation_attention(64, 4095, *heads) > 1.2 * floor
+
+
+def test_a_gemm_never_beats_reading_its_operands_from_hbm() -> None:
+    """L40S's TensorRT-LLM rows time a 1 × 8,192 × 1,536 bf16 GEMM (25 MB of weights) at
+    13 µs, 2.2× its 864 GB/s: its 96 MB L2 kept the weights warm in the benchmark loop, which a
+    serving step never does. The table answers the HBM floor; at m = 4,096 (compute-bound) the
+    measurement stands."""
+    l40s = shipped_catalog().gpu("l40s")
+    trt = table_kernels(l40s, engine="trtllm", warn_range=False)
+    floor = 2 * (1 * 8192 + 8192 * 1536 + 1 * 1536) / (l40s.hbm_tb_per_s * 1e12)
+    assert trt.gemm(1, 1536, 8192, "bf16") == pytest.approx(floor, rel=1e-9)
+    raw = pd.read_csv(resolve_profile_files("l40s", "trtllm").files["gemm"])
+    row = raw[(raw["m"] == 1) & (raw["n"] == 1536) & (raw["k"] == 8192)
+              & (raw["gemm_dtype"] == "bfloat16")]  # fmt: skip
+    assert float(row["latency"].iloc[0]) / 1e3 < 0.5 * floor
+    big = trt.gemm(4096, 1536, 8192, "bf16")
+    assert big > 2 * 2 * (4096 * 8192 + 8192 * 1536 + 4096 * 1536) / (l40s.hbm_tb_per_s * 1e12)
