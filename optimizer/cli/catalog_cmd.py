@@ -32,7 +32,7 @@ from hardware import (
     load_catalog,
 )
 from optimizer.cli._output import console, print_json
-from optimizer.cli.profiles_cmd import user_profiles_dir, user_tables_dir
+from optimizer.cli.profiles_cmd import user_profile_roots, user_tables_dir
 from simulator.latency import (
     LATENCY_MODELS,
     Deployment,
@@ -365,8 +365,7 @@ def models_show(  # noqa: PLR0917  (one parameter per CLI option, as typer requi
             kv_precision=recipe.kv_cache if kv_precision == "bf16" else kv_precision,
             fp8_weight_only=preset.fp8_weight_only,
         )
-        roots = [d] if (d := user_profiles_dir()) else []
-        context = LatencyContext.of(preset.name, roots, user_tables_dir())
+        context = LatencyContext.of(preset.name, user_profile_roots(), user_tables_dir())
         figures.update(deployment_figures(deployment, preset, context))
     _emit(figures, json_out)
 

@@ -51,6 +51,7 @@ __all__ = [
     "import_profiles",
     "register",
     "space_latency_notes",
+    "user_profile_roots",
     "user_profiles_dir",
     "user_profiles_root",
 ]
@@ -86,6 +87,11 @@ def user_profiles_dir() -> str | None:
     return str(root) if root.is_dir() else None
 
 
+def user_profile_roots() -> list[str]:
+    """``user_profiles_dir`` as a list of profile roots (empty when the cache does not exist)."""
+    return [root] if (root := user_profiles_dir()) else []
+
+
 def config_latency_notes(config: ServingConfig) -> list[str]:
     """The one-line latency notes (``simulator.latency.latency_note``) for every GPU of
     ``config``'s pools, in order, without repeats."""
@@ -110,7 +116,7 @@ def space_latency_notes(space: SearchSpace, latency_model: str | None) -> list[s
         return [str(space.fixed.get(name, defaults[name].default))]
 
     spec = latency_model or str(space.fixed.get("latency", defaults["latency_model"].default))
-    roots = [root] if (root := user_profiles_dir()) else []
+    roots = user_profile_roots()
     notes: list[str] = []
     for gpu in choices("gpu"):
         for backend in choices("backend"):

@@ -35,7 +35,7 @@ from rich.table import Table
 from hardware.catalog import load_catalog
 from optimizer.cli._output import console, err_console, print_json
 from optimizer.cli._preflight import check_seed
-from optimizer.cli.profiles_cmd import user_profiles_dir, user_tables_dir
+from optimizer.cli.profiles_cmd import user_profile_roots, user_profiles_dir, user_tables_dir
 from simulator.config import ServingConfig
 from simulator.latency import latency_note
 from simulator.validation.report import GROUP_KEYS, ErrorStats, Holdout, parse_holdout
@@ -190,7 +190,7 @@ def validate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         return
     if show_rows:
         console.print(_rows_table(report))
-    roots = [d] if (d := user_profiles_dir()) else []
+    roots = user_profile_roots()
     for note in dict.fromkeys(
         n for row in picked if (n := latency_note(latency, row.system, row.backend, roots))
     ):
@@ -214,7 +214,7 @@ def _validate_steps(path: Path, latency: str, catalog: Path | None, json_out: bo
         read_steps(path),
         latency_model=latency,
         catalog=load_catalog(catalog),
-        profile_roots=[d] if (d := user_profiles_dir()) else [],
+        profile_roots=user_profile_roots(),
         table_cache=user_tables_dir(),
     )
     if json_out:

@@ -69,7 +69,12 @@ from simulator.latency.mla_table import MlaTable, Phase
 from simulator.latency.moe_table import MoeShape, MoeTable
 from simulator.latency.profile_grid import CellTimes, Grid, grid_key_int, head_config_args
 from simulator.latency.profiles import HEAD_COLUMNS, ProfileSet
-from simulator.latency.roofline import RooflineKernels, gemm_work, generation_attention_work
+from simulator.latency.roofline import (
+    RooflineKernels,
+    Work,
+    gemm_work,
+    generation_attention_work,
+)
 
 __all__ = [
     "DEFAULT_PROFILE_GPU",
@@ -430,10 +435,7 @@ class ProfileKernels(CachedKernels):
         """The measured GEMM time, never below its operands' HBM floor (module doc)."""
         if m <= 0:
             return 0.0
-        seconds = self._gemm_measured(m, n, k, dtype)
-        if self._hbm_bytes_per_s is None:
-            return seconds
-        return max(seconds, gemm_work(m, n, k, dtype).bytes / self._hbm_bytes_per_s)
+        return self._hbm_floor(self._gemm_measured(m, n, k, dtype), gemm_work(m, n, k, dtype))
 
     def _gemm_measured(self, m: int, n: int, k: int, dtype: str) -> float:
         grids = self.table.gemm
@@ -491,15 +493,19 @@ class ProfileKernels(CachedKernels):
         # two different measured kernels must not make the chunk the cheaper of the two.
         return max(estimate, self._decode(batch_size, cached_tokens + new_tokens, heads))
 
+    def _hbm_floor(self, seconds: float, work: Work) -> float:
+        """``seconds``, never below ``work``'s bytes at the modelled GPU's HBM peak (module
+        doc); as they are without ``hbm_bytes_per_s``."""
+        if self._hbm_bytes_per_s is None:
+            return seconds
+        return max(seconds, work.bytes / self._hbm_bytes_per_s)
+
     def _decode_uncached(self, batch_size: int, kv_len: int, heads: Heads) -> float:
         """The measured decode-attention time, never below the HBM floor (module doc)."""
         if batch_size <= 0:
             return 0.0
-        seconds = self._decode_measured(batch_size, kv_len, heads)
-        if self._hbm_bytes_per_s is None:
-            return seconds
-        floor = generation_attention_work(batch_size, max(kv_len, 1), *heads).bytes
-        return max(seconds, floor / self._hbm_bytes_per_s)
+        work = generation_attention_work(batch_size, max(kv_len, 1), *heads)
+        return self._hbm_floor(self._decode_measured(batch_size, kv_len, heads), work)
 
     def _decode_measured(self, batch_size: int, kv_len: int, heads: Heads) -> float:
         if not self.table.decode:
