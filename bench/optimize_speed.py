@@ -82,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    folder = tempfile.mkdtemp(prefix="kvplan-optimize-speed-")
+    # Removed when the run ends (its finaliser runs at exit, error or not).
+    scratch = tempfile.TemporaryDirectory(prefix="kvplan-optimize-speed-")
+    folder = scratch.name
     storage = args.storage
     if storage is None and args.workers > 1:
         storage = os.path.join(folder, "study.journal")
@@ -123,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
             crew.close()  # the workers' exit (and their CPU, once reaped) in this phase
             if profiler is not None:
                 profiler.disable()
+    scratch.cleanup()
     figures = json.dumps(planning.to_dict(), sort_keys=True, default=str)
     digest = hashlib.sha256(figures.encode()).hexdigest()[:16]
     total = sum(p["cpu_s"] + p["children_cpu_s"] for p in phases.values())

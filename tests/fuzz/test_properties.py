@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,8 +46,16 @@ _values = st.recursive(
 )
 
 
-#: One scratch directory for every example (hypothesis runs many per test; each overwrites).
-_SCRATCH = Path(tempfile.mkdtemp(prefix="kvplan-fuzz-properties-"))
+#: One scratch directory for every example (hypothesis runs many per test; each overwrites),
+#: removed when the module's tests end (``mkdtemp`` alone left one behind per worker and run).
+_SCRATCH_DIR = tempfile.TemporaryDirectory(prefix="kvplan-fuzz-properties-")
+_SCRATCH = Path(_SCRATCH_DIR.name)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _remove_scratch() -> Iterator[None]:
+    yield
+    _SCRATCH_DIR.cleanup()
 
 
 def _write(data: Any, suffix: str = ".yaml") -> Path:
