@@ -42,7 +42,14 @@ from hardware.schema import ModelSpec
 from simulator.latency.fit import ShapeFilter, catalog_shape_filter
 from simulator.latency.mla_table import measured_mla_shape
 from simulator.latency.moe_table import MARLIN_DTYPES, MOE_SOURCE_PREFERENCE
-from simulator.latency.profile_files import ENGINES, MLA_KINDS, MOE_KIND, directory_files
+from simulator.latency.profile_files import (
+    ENGINES,
+    LAYER_KINDS,
+    MLA_KINDS,
+    MOE_KIND,
+    PROFILE_KINDS,
+    directory_files,
+)
 from simulator.latency.profiles import load_profiles, normalise_dtype, source_rank
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,6 +188,8 @@ def ship(source: Path, out: Path, kinds: set[str] | None = None) -> None:
             shapes = catalog_shape_filter(models, load_profiles(gpu_dir, engine=engine))
             for kind, path in files.items():
                 if kinds and kind not in kinds:
+                    continue
+                if kind not in (*PROFILE_KINDS, *LAYER_KINDS):  # another engine's, lent
                     continue
                 raw = _cut(kind, pd.read_csv(path, keep_default_na=False), shapes, models)
                 if not len(raw):  # a MoE file without the catalog's shapes

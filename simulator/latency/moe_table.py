@@ -62,7 +62,11 @@ to a quarter of its measured time at 1,024-8,192 tokens. Where the engine runs v
 MoE instead (below) that path prices the layer. Outside the measured token range
 the caller scales the edge's time by its own composition (``model.py``). A shape the table does
 not hold returns ``None`` and the caller composes the layer from GEMMs (``compose.py``, "Routed
-experts").
+experts"). One measurement, one precision: where a profile timed a layer with bf16 and with
+MXFP8 activations under one kernel name, the engine's default's rows are kept
+(``MXFP4_ACTIVATIONS``), and where an engine runs a kernel only another engine's profile times
+(TensorRT-LLM's and SGLang's gpt-oss experts), that profile's rows of it are read for the shapes
+the engine's own lacks (``load_moe_table``'s ``lent``, ``profile_files.MOE_LENDERS``).
 
 **Rows that do not time the engine's own work on the layer** are dropped or refiled when a
 profile is read (each rule's evidence at its constant; ``bench/profile_audit.py`` finds such
@@ -101,7 +105,7 @@ Times are seconds per layer per GPU. Not a profiler.
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -111,6 +115,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from simulator.latency.profile_files import file_engine
 from simulator.latency.profile_grid import Grid
 from simulator.latency.profiles import (
     KNOWN_DTYPES,
@@ -124,6 +129,7 @@ __all__ = [
     "GROUP_ROUTED_SHAPES",
     "MARLIN_DTYPES",
     "MOE_SOURCE_PREFERENCE",
+    "MXFP4_ACTIVATIONS",
     "NOT_THE_ENGINES_PATH",
     "REROUTED_EP_PROFILES",
     "ROUTING_POWER_LAW",
@@ -148,7 +154,8 @@ MOE_SOURCE_PREFERENCE: tuple[str, ...] = ("triton", "cutlass", "flashinfer")
 #: (``server_args._handle_model_specific_adjustments``: ``moe_runner_backend`` auto →
 #: ``triton_kernel`` / ``flashinfer_mxfp4`` for GptOssForCausalLM); its own fused-MoE Triton
 #: kernel runs MXFP4 only when asked for (``--moe-runner-backend triton``, which LoRA needs).
-#: Without its rows SGLang on Hopper composes the layer, as before ``moe_format``.
+#: Without its rows SGLang on Hopper reads vLLM's rows of ``triton_kernels``
+#: (``profile_files.MOE_LENDERS``).
 NOT_THE_ENGINES_PATH: frozenset[tuple[str, str]] = frozenset({("mxfp4", "sglang_fused_moe_triton")})
 
 #: ``(hidden, inter, top_k, experts)`` of the layers whose vLLM and SGLang profile rows were routed
@@ -205,6 +212,24 @@ _MOE_ONLY_DTYPES: dict[str, str] = {
     "w4a16_mxfp4": "mxfp4",
     "w4a8_mxfp4_mxfp8": "mxfp4",
     "mxfp4": "mxfp4",
+}
+
+#: The activation precision each engine runs an MXFP4 MoE in by default, where a profile timed
+#: one layer both ways (B200/B300 SGLang: FlashInfer's TRT-LLM-gen kernel with bf16 activations,
+#: ``w4a16_mxfp4``, and with MXFP8 ones, ``w4a8_mxfp4_mxfp8``, at gpt-oss's shapes): rows of the
+#: other precision are dropped when the file is read, not averaged with these (one shape, one
+#: kernel name, so the source preference cannot tell them apart). SGLang quantises activations
+#: to MXFP8 unless told otherwise (``server_args.flashinfer_mxfp4_moe_precision`` "default", vs
+#: "bf16"; ``mxfp4.py``: "default" → ``mxfp8_quantize``); vLLM keeps them bf16 unless
+#: ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` (``envs.py``, default "0"); TensorRT-LLM's default
+#: MoE backend for gpt-oss on Blackwell runs MXFP8 activations (its gpt-oss deployment guide,
+#: "MoE Backend Support Matrix": B200/GB200/B300/GB300, MXFP8 × MXFP4, TRTLLM). On Hopper no
+#: profile has both. By engine (``profile_files.file_engine`` of the file name), the profile's
+#: ``moe_dtype`` names in order of preference.
+MXFP4_ACTIVATIONS: dict[str, tuple[str, ...]] = {
+    "sglang": ("w4a8_mxfp4_mxfp8", "w4a16_mxfp4"),
+    "vllm": ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8"),
+    "trtllm": ("w4a8_mxfp4_mxfp8", "w4a16_mxfp4"),
 }
 
 #: Catalog weight precisions vLLM runs through its Marlin MoE kernel on a GPU without tensor
@@ -412,6 +437,11 @@ def read_moe_profile(path: Path) -> pd.DataFrame:
         out[canonical] = profile_numbers(raw[column], path, column)
     names = raw["moe_dtype"].astype(str)
     out["dtype"] = names.map(_moe_dtype)
+    preference = MXFP4_ACTIVATIONS.get(file_engine(path.name) or "", ())
+    lowered = names.str.strip().str.lower()
+    out["_activation"] = lowered.map(
+        lambda n: preference.index(n) if n in preference else len(preference)
+    )
     unknown = ~out["dtype"].isin(KNOWN_DTYPES | frozenset(_MOE_ONLY_DTYPES.values()))
     if unknown.any():
         position = int(np.argmax(unknown.to_numpy()))
@@ -431,6 +461,9 @@ def read_moe_profile(path: Path) -> pd.DataFrame:
     out = out.sort_values(["_rank", "_name"], kind="stable")
     best = out.groupby(list(_SHAPE), sort=False)["_name"].transform("first")
     chosen = out[out["_name"] == best]
+    # One activation precision per shape: the engine's default (``MXFP4_ACTIVATIONS``).
+    own = chosen.groupby(list(_SHAPE), sort=False)["_activation"].transform("min")
+    chosen = chosen[chosen["_activation"] == own]
     result = chosen.groupby([*_SHAPE, "tokens"], as_index=False).agg(
         seconds=("seconds", "median"), kernel=("_name", "first")
     )
@@ -551,8 +584,28 @@ class MoeTable:
         return seconds, int(anchor)
 
 
-def load_moe_table(path: Path | None, *, monotone: bool = True) -> MoeTable | None:
-    """The ``MoeTable`` of the profile at ``path`` (None for no file)."""
-    if path is None:
+def load_moe_table(
+    path: Path | None, *, monotone: bool = True, lent: Sequence[tuple[Path, str, str]] = ()
+) -> MoeTable | None:
+    """The ``MoeTable`` of the profile at ``path`` and of the rows other engines' profiles lend
+    it (``lent``: ``(file, table dtype, kernel_source part)``, ``profile_files.MOE_LENDERS``):
+    a lent row prices only a shape no earlier file measured. None where no file gives a row."""
+    frames: list[pd.DataFrame] = []
+    sources: list[str] = []
+    if path is not None:
+        frames.append(read_moe_profile(path))
+        sources.append(str(path))
+    for lent_path, dtype, kernel in lent:
+        rows = read_moe_profile(lent_path)
+        rows = rows[(rows["dtype"] == dtype) & rows["kernel"].str.contains(kernel, regex=False)]
+        if frames:
+            known = pd.concat(frames)[list(_SHAPE)].drop_duplicates()
+            rows = rows.merge(known, on=list(_SHAPE), how="left", indicator=True)
+            rows = rows[rows["_merge"] == "left_only"].drop(columns="_merge")
+        if len(rows):
+            frames.append(rows)
+            sources.append(f"{lent_path} ({dtype} {kernel} rows)")
+    if not frames:
         return None
-    return MoeTable(read_moe_profile(path), str(path), monotone=monotone)
+    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    return MoeTable(frame, " + ".join(sources), monotone=monotone)

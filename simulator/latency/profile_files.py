@@ -6,7 +6,8 @@ A *profile directory* holds the measurements of one GPU: gzipped (or plain) CSV 
 engine shares (``nccl_2.27.3.csv.gz``, or a user's ``gemm.csv``). The classes are those of
 ``PROFILE_KINDS``, plus the optional layer tables, only where asked for with ``moe=True``: the
 fused-MoE layer (``MOE_KIND``: ``*_moe.csv.gz``, read by ``moe_table.py``) and the MLA attention
-cores (``MLA_KINDS``: ``*_context_mla`` / ``*_generation_mla``, read by ``mla_table.py``); other
+cores (``MLA_KINDS``: ``*_context_mla`` / ``*_generation_mla``, read by ``mla_table.py``), and
+another engine's MoE file where it times a kernel the engine runs (``MOE_LENDERS``); other
 files (whole MLA modules) are ignored. For an
 engine and a class the directory's file is the one with that engine's prefix, else the
 engine-neutral one; of several, the newest version (the numbers in the name compared as
@@ -39,11 +40,13 @@ __all__ = [
     "LAYER_KINDS",
     "MLA_KINDS",
     "MOE_KIND",
+    "MOE_LENDERS",
     "PROFILE_KINDS",
     "ProfileFiles",
     "directory_files",
     "engine_of",
     "file_engine",
+    "lent_moe_kind",
     "resolve_profile_files",
     "shipped_profiles_dir",
     "shipped_profiles_root",
@@ -59,6 +62,35 @@ _MOE_NAME = re.compile(r"(^|_)moe\.csv(\.gz)?$", re.IGNORECASE)
 MLA_KINDS: tuple[str, ...] = ("context_mla", "generation_mla")
 #: Every optional layer table a directory may add to the kernel primitives.
 LAYER_KINDS: tuple[str, ...] = (MOE_KIND, *MLA_KINDS)
+
+#: Fused-MoE layers an engine runs in a kernel that another engine's profile times and its own
+#: does not: ``engine -> ((lending engine, table dtype, kernel_source part), ...)``. Where the
+#: engine's own MoE file lacks a shape, the lender's rows of that dtype and kernel price it
+#: (``moe_table.load_moe_table``); the lender's file is found like the engine's own, under
+#: ``lent_moe_kind(lender)``. TensorRT-LLM runs gpt-oss's MXFP4 experts in its TRTLLM MoE backend
+#: on Blackwell (trtllm-gen kernels, MXFP8 activations) and in its TRITON backend on Hopper
+#: (OpenAI's ``triton_kernels``, bf16 activations): its gpt-oss deployment guide, "MoE Backend
+#: Support Matrix" ("For Blackwell, the default MoE backend is TRTLLM. For Hopper, the default
+#: MoE backend is TRITON."). FlashInfer's ``trtllm_fp4_block_scale_moe`` that SGLang runs on
+#: SM100 is that trtllm-gen kernel (SGLang's B200/B300 rows, ``sglang_flashinfer_trtllm_moe``,
+#: MXFP8 activations by SGLang's default: ``moe_table.MXFP4_ACTIVATIONS``), and vLLM's Hopper
+#: rows time ``triton_kernels``' ``matmul_ogs`` (``..._oaitritonmxfp4experts...``); no
+#: TensorRT-LLM profile times either at gpt-oss's shapes, where its layer was composed from
+#: NVFP4 GEMMs (on B200 1.5-2× the measured trtllm-gen layer at 64-1,024 tokens). SGLang runs
+#: gpt-oss's experts in the same ``triton_kernels`` on Hopper (``server_args``: GptOss, MoE
+#: runner ``auto`` → ``triton_kernel``); its own Hopper rows time its fused-MoE Triton kernel,
+#: which it does not run there (``moe_table.NOT_THE_ENGINES_PATH``), so it borrows vLLM's.
+MOE_LENDERS: dict[str, tuple[tuple[str, str, str], ...]] = {
+    "trtllm": (("sglang", "mxfp4", "flashinfer_trtllm"), ("vllm", "mxfp4", "oaitriton")),
+    "sglang": (("vllm", "mxfp4", "oaitriton"),),
+}
+
+
+def lent_moe_kind(lender: str) -> str:
+    """The ``ProfileFiles.files`` key of the MoE file ``lender`` lends (``MOE_LENDERS``)."""
+    return f"{MOE_KIND}@{lender}"
+
+
 _MLA_NAME = {kind: re.compile(rf"(^|_){kind}\.csv(\.gz)?$", re.IGNORECASE) for kind in MLA_KINDS}
 #: Engines whose kernels profiles can describe: the shipped backend presets' names.
 ENGINES: tuple[str, ...] = ("vllm", "sglang", "trtllm")
@@ -108,7 +140,8 @@ class ProfileFiles:
 
     def key(self) -> tuple[str, ...]:
         """A hashable identity (for caching tables built from these files)."""
-        kinds = (*PROFILE_KINDS, *LAYER_KINDS)
+        lent = tuple(sorted(k for k in self.files if k not in (*PROFILE_KINDS, *LAYER_KINDS)))
+        kinds = (*PROFILE_KINDS, *LAYER_KINDS, *lent)
         return (self.gpu, self.engine, *(str(self.files.get(k, "")) for k in kinds))
 
 
@@ -134,6 +167,11 @@ def directory_files(directory: str | Path, engine: str, *, moe: bool = False) ->
                 f"{directory}: more than one {kind} profile for {engine} ({names}); keep one"
             )
         chosen[kind] = newest
+    if moe:
+        for lender, _, _ in MOE_LENDERS.get(engine, ()):
+            lent = directory_files(directory, lender, moe=True).get(MOE_KIND)
+            if lent is not None and file_engine(lent.name) == lender:
+                chosen[lent_moe_kind(lender)] = lent
     return chosen
 
 

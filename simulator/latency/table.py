@@ -42,7 +42,8 @@ peak on calls reading 0.5-4 GB (half of those rows; no other table's rows above 
 pointing at the same pages), not investigated further. The floor is the roofline's memory term at
 100% of the peak, not fitted.
 
-Where the profile directory has a fused-MoE file, ``ProfileKernels.fused_moe`` also answers whole
+Where the profile directory has a fused-MoE file (or another engine's lends it rows of a kernel
+the engine runs, ``profile_files.MOE_LENDERS``), ``ProfileKernels.fused_moe`` also answers whole
 routed-expert layers from it (``moe_table.py``: exact shape, interpolated in tokens), and
 ``mla_attention`` MLA attention cores; a shape the file lacks gets ``None`` and the latency
 model composes the layer from GEMMs. They are carried to another GPU only where it is the same

@@ -17,8 +17,10 @@ from simulator.latency.profile_files import (
     DEFAULT_ENGINE,
     MLA_KINDS,
     MOE_KIND,
+    MOE_LENDERS,
     ProfileFiles,
     directory_files,
+    lent_moe_kind,
     resolve_profile_files,
 )
 from simulator.latency.profiles import load_profile_files
@@ -152,7 +154,12 @@ def _shared_table(  # noqa: PLR0917  (positional: functools.cache keys on the ar
     located = ProfileFiles(profiled.name.lower(), engine, {k: Path(p) for k, p in files}, source)
 
     def build() -> ProfileTable:
-        moe = load_moe_table(located.files.get(MOE_KIND), monotone=monotone)
+        lent = tuple(
+            (located.files[lent_moe_kind(lender)], dtype, kernel)
+            for lender, dtype, kernel in MOE_LENDERS.get(engine, ())
+            if lent_moe_kind(lender) in located.files
+        )
+        moe = load_moe_table(located.files.get(MOE_KIND), monotone=monotone, lent=lent)
         mla_files = {kind: located.files[kind] for kind in MLA_KINDS if kind in located.files}
         return ProfileTable(
             load_profile_files(located),

@@ -13,8 +13,13 @@ import pytest
 from hardware.catalog import shipped_catalog
 from simulator.latency.deployment import Deployment
 from simulator.latency.model import ComposedLatencyModel
-from simulator.latency.moe_table import MoeShape, MoeTable, read_moe_profile
-from simulator.latency.profile_files import MOE_KIND, resolve_profile_files
+from simulator.latency.moe_table import MoeShape, MoeTable, load_moe_table, read_moe_profile
+from simulator.latency.profile_files import (
+    MOE_KIND,
+    MOE_LENDERS,
+    lent_moe_kind,
+    resolve_profile_files,
+)
 from simulator.latency.registry import LatencyContext, make_latency_model
 from simulator.presets import load_preset
 from slo.inputfile import InputError
@@ -30,8 +35,8 @@ _MINIMAX_TP4 = MoeShape(
 )
 
 
-def _shipped_moe(engine: str) -> Path:
-    located = resolve_profile_files("h100_sxm", engine)
+def _shipped_moe(engine: str, gpu: str = "h100_sxm") -> Path:
+    located = resolve_profile_files(gpu, engine)
     assert located is not None
     return located.files[MOE_KIND]
 
@@ -401,8 +406,8 @@ def test_gpt_oss_on_hopper_runs_openai_triton_by_default_and_marlin_when_told() 
 
 def test_sglang_mxfp4_rows_of_its_own_triton_kernel_are_not_its_gpt_oss_path() -> None:
     """SGLang runs gpt-oss on Hopper in OpenAI's triton_kernels, not its own fused-MoE Triton
-    kernel, whose MXFP4 rows its H100 profile holds: they are dropped, and the layer is composed
-    (as TensorRT-LLM's, whose table has no gpt-oss rows either)."""
+    kernel, whose MXFP4 rows its H100 profile holds: they are dropped (the layer is then read
+    from vLLM's rows of triton_kernels, ``test_gpt_oss_experts_are_borrowed_...``)."""
     sglang = MoeTable(read_moe_profile(_shipped_moe("sglang")))
     shape = MoeShape(128, 4, 2880, 2880, moe_tp=2, moe_ep=1, dtype="fp4", expert_format="mxfp4")
     assert not sglang.covers(shape)
@@ -437,9 +442,7 @@ def test_rerouted_ep_rows_are_read_as_one_rank_of_the_layer() -> None:
     picks on its own experts (aiconfigurator before PR #753): its EP rows do not speed up with
     EP at 16,384 tokens as its TP rows do. Read at n × ep tokens, a rank of an EP4 layer of
     16,384 tokens is the row measured at 4,096, and does a quarter of the EP1 work or less."""
-    located = resolve_profile_files("a100_sxm", "sglang")
-    assert located is not None
-    path = located.files[MOE_KIND]
+    path = _shipped_moe("sglang", "a100_sxm")
     raw = pd.read_csv(path)
     qwen = raw[
         (raw["hidden_size"] == 4096) & (raw["num_experts"] == 128) & (raw["topk"] == 8)
@@ -459,3 +462,103 @@ def test_rerouted_ep_rows_are_read_as_one_rank_of_the_layer() -> None:
     assert (16, 4096) in qwen.index
     assert not table.covers(MoeShape(128, 8, 4096, 1536, moe_tp=1, moe_ep=16, dtype="bf16"))
     assert table.covers(MoeShape(128, 8, 4096, 1536, moe_tp=1, moe_ep=8, dtype="bf16"))
+
+
+def _gpt_oss_experts(gpu: str, engine: str, tokens: int, tp: int = 2) -> float:
+    """Seconds of gpt-oss-120b's routed experts (all 36 layers) at ``tokens`` on ``gpu`` under
+    ``engine``'s kernel tables, experts split by TP."""
+    model_spec = shipped_catalog().model("openai/gpt-oss-120b")
+    d = Deployment(model_spec, shipped_catalog().gpu(gpu), tp=tp, ep=1, weight_precision="fp4")
+    params = load_preset(engine).compose_params()
+    model = make_latency_model("table", d, params=params, context=LatencyContext.of(engine))
+    assert isinstance(model, ComposedLatencyModel)
+    return model.routed_expert_seconds(tokens)
+
+
+def test_sglang_reads_the_mxfp4_layer_at_its_default_mxfp8_activations() -> None:
+    """SGLang's B200 profile times gpt-oss's layer in FlashInfer's TRT-LLM-gen kernel twice, with
+    bf16 and with MXFP8 activations (one kernel name): SGLang quantises to MXFP8 by default, so
+    its rows alone are read — not the median of the two, which priced a layer between them."""
+    path = _shipped_moe("sglang", "b200_sxm")
+    raw = pd.read_csv(path)
+    gpt_oss = raw[
+        (raw["hidden_size"] == 2880) & (raw["num_experts"] == 128) & (raw["moe_tp_size"] == 2)
+        & (raw["moe_ep_size"] == 1) & (raw["distribution"] == "balanced")
+        & (raw["num_tokens"] == 8192)
+    ].set_index("moe_dtype")["latency"]  # fmt: skip
+    assert gpt_oss["w4a16_mxfp4"] > 1.5 * gpt_oss["w4a8_mxfp4_mxfp8"]  # two different layers
+    table = MoeTable(read_moe_profile(path), monotone=False)
+    shape = MoeShape(128, 4, 2880, 2880, moe_tp=2, moe_ep=1, dtype="fp4", expert_format="mxfp4")
+    grid = table.grid(shape)
+    assert grid is not None
+    hit = MoeTable.read(grid, 8192)
+    assert hit is not None
+    assert hit[0] == pytest.approx(gpt_oss["w4a8_mxfp4_mxfp8"] / 1e3, rel=1e-9)
+
+
+def test_another_engines_rows_price_only_the_shapes_the_engine_lacks(tmp_path: Path) -> None:
+    """A lent file (``MOE_LENDERS``) adds its rows of the lent dtype and kernel for shapes the
+    engine's own file does not hold: the own rows of a shape win, other kernels and dtypes of
+    the lender are not taken."""
+    own = _write(tmp_path / "trtllm_1.0_moe.csv.gz", [_row(hidden_size=1024, latency=0.5)])
+    lender = _write(
+        tmp_path / "sglang_0.5_moe.csv.gz",
+        [
+            _row(hidden_size=1024, kernel_source="sglang_flashinfer_trtllm_moe", latency=0.1),
+            _row(hidden_size=2048, kernel_source="sglang_flashinfer_trtllm_moe", latency=0.2),
+            _row(hidden_size=3072, kernel_source="sglang_fused_moe_triton", latency=0.3),
+            _row(
+                hidden_size=4096, kernel_source="sglang_flashinfer_trtllm_moe", latency=0.4,
+                moe_dtype="fp8_block",
+            ),
+        ],
+    )  # fmt: skip
+    table = load_moe_table(own, lent=[(lender, "bf16", "flashinfer_trtllm")])
+    assert table is not None
+
+    def seconds(hidden: int) -> float | None:
+        shape = MoeShape(128, 8, hidden, 768, moe_tp=1, moe_ep=1, dtype="bf16", balanced=True)
+        grid = table.grid(shape)
+        hit = None if grid is None else MoeTable.read(grid, 8)
+        return None if hit is None else hit[0]
+
+    assert seconds(1024) == pytest.approx(0.5e-3)  # its own row, not the lender's
+    assert seconds(2048) == pytest.approx(0.2e-3)  # lent
+    assert seconds(3072) is None  # another kernel of the lender
+    assert load_moe_table(None, lent=[(lender, "bf16", "flashinfer_trtllm")]) is not None
+    assert load_moe_table(None) is None
+
+
+def test_profile_directories_name_the_moe_files_lent_to_an_engine() -> None:
+    """TensorRT-LLM borrows SGLang's and vLLM's MoE files, SGLang vLLM's, vLLM none."""
+    for engine, lenders in (("trtllm", {"sglang", "vllm"}), ("sglang", {"vllm"}), ("vllm", set())):
+        located = resolve_profile_files("b200_sxm", engine)
+        assert located is not None
+        lent = {kind.split("@", 1)[1] for kind in located.files if "@" in kind}
+        assert lent == lenders
+        assert {lender for lender, _, _ in MOE_LENDERS.get(engine, ())} == lenders
+        for lender in lenders:
+            assert located.files[lent_moe_kind(lender)].name.startswith(f"{lender}_")
+
+
+def test_gpt_oss_experts_are_borrowed_where_the_engine_runs_anothers_measured_kernel() -> None:
+    """TensorRT-LLM runs gpt-oss's experts in the trtllm-gen kernel on Blackwell (MXFP8
+    activations) and in OpenAI's triton_kernels on Hopper, SGLang in triton_kernels on Hopper:
+    none of their own profiles times those at gpt-oss's shape, so they read the rows that do —
+    SGLang's B200 rows, vLLM's H100 rows — where TensorRT-LLM's layer was composed from NVFP4
+    GEMMs at about twice the measured kernel's time at decode sizes on B200."""
+    for tokens in (64, 1024, 8192):
+        b200_trt = _gpt_oss_experts("b200_sxm", "trtllm", tokens)
+        assert b200_trt == pytest.approx(_gpt_oss_experts("b200_sxm", "sglang", tokens), rel=1e-9)
+        h100_trt = _gpt_oss_experts("h100_sxm", "trtllm", tokens)
+        h100_vllm = _gpt_oss_experts("h100_sxm", "vllm", tokens)
+        assert h100_trt == pytest.approx(h100_vllm, rel=1e-9)
+        assert _gpt_oss_experts("h100_sxm", "sglang", tokens) == pytest.approx(h100_vllm, rel=1e-9)
+    measured = MoeTable(read_moe_profile(_shipped_moe("sglang", "b200_sxm")), monotone=False)
+    shape = MoeShape(128, 4, 2880, 2880, moe_tp=2, moe_ep=1, dtype="fp4", expert_format="mxfp4")
+    grid = measured.grid(shape)
+    assert grid is not None
+    hit = MoeTable.read(grid, 256)
+    assert hit is not None
+    # At 256 tokens every expert is touched: the measured layer, well under the old composition.
+    assert _gpt_oss_experts("b200_sxm", "trtllm", 256) == pytest.approx(36 * hit[0], rel=0.05)

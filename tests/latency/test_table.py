@@ -22,7 +22,14 @@ from simulator.latency import (
     make_latency_model,
     profiles,
 )
-from simulator.latency.profile_files import LAYER_KINDS, MLA_KINDS, MOE_KIND, resolve_profile_files
+from simulator.latency.profile_files import (
+    LAYER_KINDS,
+    MLA_KINDS,
+    MOE_KIND,
+    MOE_LENDERS,
+    lent_moe_kind,
+    resolve_profile_files,
+)
 from simulator.latency.profile_grid import _isotonic, _isotonic_along
 from simulator.latency.profiles import (
     PROFILE_KINDS,
@@ -165,7 +172,10 @@ def test_shipped_profiles_cover_every_class_and_stay_small() -> None:
             # Every kernel class; the fused-MoE layer where the engine's profile has the
             # catalog's MoE shapes with balanced routing (TensorRT-LLM's only on L40S; A100's
             # vLLM profile has skewed routing only).
-            assert set(PROFILE_KINDS) <= set(located.files) <= {*PROFILE_KINDS, *LAYER_KINDS}
+            # Besides, the MoE files other engines lend it (MOE_LENDERS).
+            lent = {lent_moe_kind(lender) for lender, _, _ in MOE_LENDERS.get(engine, ())}
+            own = set(located.files) - lent
+            assert set(PROFILE_KINDS) <= own <= {*PROFILE_KINDS, *LAYER_KINDS}
             # MLA attention cores: measured for SGLang and TensorRT-LLM (vLLM's profiles time
             # whole MLA modules only, which do not ship; A100's SGLang profile has none).
             mla = engine != "vllm" and (gpu, engine) != ("a100_sxm", "sglang")
@@ -175,7 +185,11 @@ def test_shipped_profiles_cover_every_class_and_stay_small() -> None:
                 "vllm",
             )
             assert (MOE_KIND in located.files) != no_moe, (gpu, engine)
-            assert all(p.name.startswith((f"{engine}_", "nccl_")) for p in located.files.values())
+            assert all(
+                path.name.startswith((f"{engine}_", "nccl_"))
+                for kind, path in located.files.items()
+                if kind not in lent
+            )
     assert set(shipped_profiles("b200_sxm", "sglang").gemm["dtype"]) >= {"bf16", "fp8", "fp4"}
 
 
