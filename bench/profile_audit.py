@@ -15,7 +15,14 @@ prints, per table:
   many rows exceed 1.0× — a decode call cannot read its KV faster than HBM delivers it;
 - fused MoE: the median speedup of ``moe_tp 1 × moe_ep e`` over ``moe_ep 1`` at the largest token
   count both measured, e = 2 / 4 / 8 (balanced rows): per-rank work falls as 1/e, so a speedup
-  near 1 says the EP rows time the whole layer on one rank.
+  near 1 says the EP rows time the whole layer on one rank; and the largest share of the HBM
+  peak at which a balanced row reads the weights of the experts its picks touch (the collectors'
+  striding touches ``min(E, k·T)``, ``moe_table.py``; ``1/ep`` of them and ``1/tp`` of each on
+  one rank; gate, up and down projections, two for a non-gated kernel) for rows reading more
+  than ``--min-mb`` — above 1.0× the row read fewer experts or weights than assumed: the
+  grouped router's artefact (``moe_table.GROUP_ROUTED_SHAPES``), or a non-gated (ReLU²) layer
+  whose kernel name does not say so (Nemotron's shapes in vLLM's and SGLang's tables: 1.2-1.6×
+  as gated, ≤ 1.1× as non-gated).
 
 Peaks are the shipped catalog's (``hardware/data/gpus.yaml``). A share above 1.0× is not a
 measurement of the kernel's own work (shared KV pages, re-routed experts, a cache the serving
@@ -44,6 +51,10 @@ _BYTES = {"bfloat16": 2.0, "float16": 2.0, "fp8": 1.0, "fp8_block": 1.0, "nvfp4"
 #: The catalog precision whose tensor peak a profile GEMM dtype computes at.
 _PEAK = {"bfloat16": "bf16", "float16": "fp16", "fp8": "fp8", "fp8_block": "fp8", "nvfp4": "fp4",
          "int8_wo": "bf16", "int4_wo": "bf16", "sq": "int8"}  # fmt: skip
+#: Bytes per expert weight of a MoE profile dtype, block scales included (MXFP4 one byte per 32
+#: weights, NVFP4 one per 16; int4 group scales taken as MXFP4's).
+_MOE_BYTES = {**_BYTES, "w4a16_mxfp4": 0.53125, "w4a8_mxfp4_mxfp8": 0.53125, "nvfp4": 0.5625,
+              "int4_wo": 0.53125}  # fmt: skip
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -87,13 +98,33 @@ def _decode(rows: list[dict[str, str]], hbm: float, min_b: float) -> str:
         if r.get("window_size", "0") not in ("0", ""):
             continue
         tokens = int(r["batch_size"]) * (int(r["step"]) + int(r.get("isl") or 1))
-        kv = tokens * 2 * int(r["num_key_value_heads"]) * int(r["head_dim"])
+        kv = float(tokens * 2 * int(r["num_key_value_heads"]) * int(r["head_dim"]))
         kv *= 1.0 if "fp8" in r["kv_cache_dtype"] else 2.0
         if kv <= min_b:
             continue
         share = kv / (float(r["latency"]) / 1e3) / hbm
         big, worst, over = big + 1, max(worst, share), over + (share > 1.0)
     return f"max {worst:.2f}x HBM over {big} calls > limit, {over} above 1.0x"
+
+
+def _moe_weights(rows: list[dict[str, str]], hbm: float, min_b: float) -> str:
+    worst, over, big, where = 0.0, 0, 0, ""
+    for r in rows:
+        if r["distribution"] != "balanced" or r["moe_dtype"] not in _MOE_BYTES:
+            continue
+        experts, top_k, ep = int(r["num_experts"]), int(r["topk"]), int(r["moe_ep_size"])
+        touched = min(experts, top_k * int(r["num_tokens"])) / ep
+        matrices = 2 if "nongated" in r["kernel_source"] else 3
+        width = int(r["inter_size"]) / int(r["moe_tp_size"])
+        weights = touched * matrices * int(r["hidden_size"]) * width * _MOE_BYTES[r["moe_dtype"]]
+        if weights <= min_b:
+            continue
+        share = weights / (float(r["latency"]) / 1e3) / hbm
+        big, over = big + 1, over + (share > 1.0)
+        if share > worst:
+            worst = share
+            where = f"{r['hidden_size']}/{r['inter_size']}/{experts}/top-{top_k} {r['moe_dtype']}"
+    return f"weights max {worst:.2f}x HBM over {big} rows > limit, {over} above 1.0x ({where})"
 
 
 def _moe(rows: list[dict[str, str]]) -> str:
@@ -137,7 +168,8 @@ def main(argv: list[str] | None = None) -> int:
             gpu = catalog.gpu(gpu_name)
         except InputError:  # a directory the catalog does not know: not audited
             continue
-        tflops, hbm = dict(gpu.dense_tflops), gpu.hbm_tb_per_s * 1e12
+        tflops: dict[str, float] = {str(k): v for k, v in gpu.dense_tflops.items()}
+        hbm = gpu.hbm_tb_per_s * 1e12
         if stem.endswith("_gemm"):
             verdict = _gemm(_rows(path), tflops, hbm, min_b)
         elif stem.endswith("_context_attention"):
@@ -145,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         elif stem.endswith("_generation_attention"):
             verdict = _decode(_rows(path), hbm, min_b)
         elif stem.endswith("_moe"):
-            verdict = _moe(_rows(path))
+            rows = _rows(path)
+            verdict = f"{_moe(rows)}; {_moe_weights(rows, hbm, min_b)}"
         else:
             continue
         print(f"{gpu_name:9s} {stem:42s} {verdict}")
