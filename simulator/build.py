@@ -229,7 +229,11 @@ def _engine(
     timer: StepTimer = analytic or make_latency_model(
         config.latency_model,
         deployment,
-        params=preset.compose_params(overlapped=overlapped, marlin_moe=config.marlin_moe),
+        params=preset.compose_params(
+            overlapped=overlapped,
+            marlin_moe=config.marlin_moe,
+            mxfp4_moe_activation=config.mxfp4_moe_activation,
+        ),
         context=LatencyContext.of(preset.name, roots, config.latency_cache_dir),
     )
     if config.spec_tokens:

@@ -29,6 +29,7 @@ from simulator.engine.admission import KvAdmission
 from simulator.engine.remote import PdFirstToken
 from simulator.engine.scheduler import SCHEDULERS
 from simulator.kvcache.policies import POLICIES
+from simulator.latency.moe_table import Mxfp4Activation
 from simulator.pool_config import POOLS, PoolConfig, PoolName, fold_pool_keys
 from slo.inputfile import load_input_file
 
@@ -104,6 +105,12 @@ class ServingConfig(BaseModel):
         default=None,
         description="Run MXFP4 experts on a GPU without fp4 tensor cores in vLLM's Marlin MoE "
         "kernel (VLLM_MXFP4_USE_MARLIN=1) instead of the engine's default; None = the "
+        "backend preset's.",
+    )
+    mxfp4_moe_activation: Mxfp4Activation | None = Field(
+        default=None,
+        description="Activation precision of MXFP4 experts where the kernel runs either "
+        "(Blackwell): bf16 or mxfp8 (vLLM VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1); None = the "
         "backend preset's.",
     )
     kv_admission: KvAdmission | None = Field(

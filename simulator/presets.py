@@ -28,6 +28,7 @@ from simulator.latency.compose import ComposeParams
 from simulator.latency.deployment import Fp8WeightOnly
 from simulator.latency.memory import MemoryAccounting, MemoryParams
 from simulator.latency.memory_rules import sglang_memory_defaults, vllm_batch_defaults
+from simulator.latency.moe_table import Mxfp4Activation
 from slo.inputfile import InputError, load_mapping, validate
 
 __all__ = ["BACKEND_PRESETS", "BackendPreset", "EngineLimits", "load_preset"]
@@ -233,6 +234,12 @@ class BackendPreset(BaseModel):
         "in vLLM's Marlin kernel (ComposeParams.marlin_moe; ServingConfig.marlin_moe sets it "
         "per deployment).",
     )
+    mxfp4_moe_activation: Mxfp4Activation = Field(
+        default="bf16",
+        description="The activation precision of MXFP4 experts where the kernel runs either "
+        "(Blackwell's trtllm-gen MoE): 'bf16' or 'mxfp8' (ComposeParams.mxfp4_moe_activation; "
+        "ServingConfig.mxfp4_moe_activation sets it per deployment).",
+    )
     step_overhead_us: float = Field(
         ge=0, description="CPU time per engine step not hidden behind GPU work, µs."
     )
@@ -334,16 +341,23 @@ class BackendPreset(BaseModel):
         return self.hbm_utilization_by_tp[max(keys)] if keys else self.hbm_utilization
 
     def compose_params(
-        self, *, overlapped: bool = False, marlin_moe: bool | None = None
+        self,
+        *,
+        overlapped: bool = False,
+        marlin_moe: bool | None = None,
+        mxfp4_moe_activation: Mxfp4Activation | None = None,
     ) -> ComposeParams:
         """Framework overheads for the latency model (elementwise costs at their defaults) of
         an instance that schedules with overlap (``overlapped``) or without, running MXFP4
-        experts in Marlin as ``marlin_moe`` says (None: this preset's ``marlin_moe``)."""
+        experts in Marlin as ``marlin_moe`` says and at the activation precision
+        ``mxfp4_moe_activation`` says (None: this preset's)."""
         hidden = overlapped and self.overlap_hides_request_overhead
+        activation = mxfp4_moe_activation or self.mxfp4_moe_activation
         return ComposeParams(
             step_overhead_s=self.step_overhead_us / 1e6,
             request_overhead_s=0.0 if hidden else self.request_overhead_us / 1e6,
             marlin_moe=self.marlin_moe if marlin_moe is None else marlin_moe,
+            mxfp4_moe_activation=activation,
         )
 
     def memory_params(

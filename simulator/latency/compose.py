@@ -86,7 +86,7 @@ from typing import Any, Literal
 
 from hardware.checkpoints import RECIPES
 from simulator.latency.deployment import Deployment
-from simulator.latency.moe_table import MoeShape
+from simulator.latency.moe_table import MoeShape, Mxfp4Activation
 
 __all__ = ["ROUTED_EXPERT_OPS", "CallKind", "ComposeParams", "KernelCall", "OperatorPlanner"]
 
@@ -170,6 +170,11 @@ class ComposeParams:
     #: (``ServingConfig.marlin_moe``; its own default on Hopper is OpenAI's Triton kernel, see
     #: its preset); no preset turns it on.
     marlin_moe: bool = False
+    #: The activation precision of an MXFP4 MoE where the kernel runs either (FlashInfer's
+    #: trtllm-gen kernel on Blackwell): ``bf16`` or ``mxfp8``. A profile's rows of that
+    #: precision price the layer first (``moe_table.MoeShape.activation``); defaults per engine
+    #: in the presets (``mxfp4_moe_activation``).
+    mxfp4_moe_activation: Mxfp4Activation = "bf16"
 
     def __post_init__(self) -> None:
         if min(self.step_overhead_s, self.request_overhead_s, self.elementwise_launch_s) < 0:

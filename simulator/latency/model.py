@@ -43,6 +43,7 @@ of pairs (building the batch included), measured on the shared development machi
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -100,7 +101,10 @@ class ComposedLatencyModel:
         self._name = name
         self._params = params or ComposeParams()
         self._planner = OperatorPlanner(deployment)
-        self._moe_shape = self._planner.moe_shape()
+        shape = self._planner.moe_shape()
+        if shape is not None:  # the activation precision the engine runs MXFP4 experts at
+            shape = replace(shape, activation=self._params.mxfp4_moe_activation)
+        self._moe_shape = shape
         self._fused_moe = timer if isinstance(timer, FusedMoeTimer) else None
         # vLLM's Marlin MoE where the engine runs it (``ComposeParams.marlin_moe``): a weight
         # precision with no tensor cores on this GPU (MXFP4 on Hopper), priced at least at the

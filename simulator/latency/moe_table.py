@@ -62,11 +62,12 @@ to a quarter of its measured time at 1,024-8,192 tokens. Where the engine runs v
 MoE instead (below) that path prices the layer. Outside the measured token range
 the caller scales the edge's time by its own composition (``model.py``). A shape the table does
 not hold returns ``None`` and the caller composes the layer from GEMMs (``compose.py``, "Routed
-experts"). One measurement, one precision: where a profile timed a layer with bf16 and with
-MXFP8 activations under one kernel name, the engine's default's rows are kept
-(``MXFP4_ACTIVATIONS``), and where an engine runs a kernel only another engine's profile times
-(TensorRT-LLM's and SGLang's gpt-oss experts), that profile's rows of it are read for the shapes
-the engine's own lacks (``load_moe_table``'s ``lent``, ``profile_files.MOE_LENDERS``).
+experts"). MXFP4 rows measured with MXFP8 activations are a table dtype of their own
+(``MXFP4_MXFP8``), read first where the deployment runs MXFP8 activations
+(``MoeShape.activation``) and after the bf16 ones otherwise; where an engine runs a kernel only
+another engine's profile times (TensorRT-LLM's and SGLang's gpt-oss experts), that profile's
+rows of it are read for the shapes the engine's own lacks (``load_moe_table``'s ``lent``,
+``profile_files.MOE_LENDERS``).
 
 **Rows that do not time the engine's own work on the layer** are dropped or refiled when a
 profile is read (each rule's evidence at its constant; ``bench/profile_audit.py`` finds such
@@ -109,13 +110,12 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Protocol, cast, runtime_checkable
+from typing import Literal, Protocol, cast, runtime_checkable
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from simulator.latency.profile_files import file_engine
 from simulator.latency.profile_grid import Grid
 from simulator.latency.profiles import (
     KNOWN_DTYPES,
@@ -129,7 +129,7 @@ __all__ = [
     "GROUP_ROUTED_SHAPES",
     "MARLIN_DTYPES",
     "MOE_SOURCE_PREFERENCE",
-    "MXFP4_ACTIVATIONS",
+    "MXFP4_MXFP8",
     "NOT_THE_ENGINES_PATH",
     "REROUTED_EP_PROFILES",
     "ROUTING_POWER_LAW",
@@ -138,6 +138,7 @@ __all__ = [
     "MarlinMoeTimer",
     "MoeShape",
     "MoeTable",
+    "Mxfp4Activation",
     "distinct_experts",
     "load_moe_table",
     "read_moe_profile",
@@ -206,31 +207,24 @@ def _group_routed(frame: pd.DataFrame) -> pd.Series:
     return shape.isin(GROUP_ROUTED_SHAPES) & collector
 
 
+#: The table dtype of MXFP4 experts run with MXFP8 activations (``w4a8_mxfp4_mxfp8`` rows);
+#: ``mxfp4`` is theirs with bf16 activations (``w4a16_mxfp4``). FlashInfer's trtllm-gen kernel
+#: runs either on Blackwell, at very different speeds (SGLang's B200 rows of gpt-oss's layer,
+#: TP2: 0.16 / 0.22 / 0.46 ms with MXFP8 against 0.21 / 0.36 / 1.58 ms with bf16 at 256 /
+#: 1,024 / 8,192 tokens), so they are kept apart and ``MoeShape.activation`` says which
+#: prices a layer first.
+MXFP4_MXFP8 = "mxfp4_mxfp8"
+#: An MXFP4 MoE's activation precision (``ComposeParams.mxfp4_moe_activation``).
+Mxfp4Activation = Literal["bf16", "mxfp8"]
+
 #: MoE-only quantisation schemes of the profiles (gpt-oss MXFP4): valid in a file, never asked
 #: for by a deployment (no catalog precision names them).
 _MOE_ONLY_DTYPES: dict[str, str] = {
     "w4a16_mxfp4": "mxfp4",
-    "w4a8_mxfp4_mxfp8": "mxfp4",
+    "w4a8_mxfp4_mxfp8": MXFP4_MXFP8,
     "mxfp4": "mxfp4",
 }
 
-#: The activation precision each engine runs an MXFP4 MoE in by default, where a profile timed
-#: one layer both ways (B200/B300 SGLang: FlashInfer's TRT-LLM-gen kernel with bf16 activations,
-#: ``w4a16_mxfp4``, and with MXFP8 ones, ``w4a8_mxfp4_mxfp8``, at gpt-oss's shapes): rows of the
-#: other precision are dropped when the file is read, not averaged with these (one shape, one
-#: kernel name, so the source preference cannot tell them apart). SGLang quantises activations
-#: to MXFP8 unless told otherwise (``server_args.flashinfer_mxfp4_moe_precision`` "default", vs
-#: "bf16"; ``mxfp4.py``: "default" → ``mxfp8_quantize``); vLLM keeps them bf16 unless
-#: ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` (``envs.py``, default "0"); TensorRT-LLM's default
-#: MoE backend for gpt-oss on Blackwell runs MXFP8 activations (its gpt-oss deployment guide,
-#: "MoE Backend Support Matrix": B200/GB200/B300/GB300, MXFP8 × MXFP4, TRTLLM). On Hopper no
-#: profile has both. By engine (``profile_files.file_engine`` of the file name), the profile's
-#: ``moe_dtype`` names in order of preference.
-MXFP4_ACTIVATIONS: dict[str, tuple[str, ...]] = {
-    "sglang": ("w4a8_mxfp4_mxfp8", "w4a16_mxfp4"),
-    "vllm": ("w4a16_mxfp4", "w4a8_mxfp4_mxfp8"),
-    "trtllm": ("w4a8_mxfp4_mxfp8", "w4a16_mxfp4"),
-}
 
 #: Catalog weight precisions vLLM runs through its Marlin MoE kernel on a GPU without tensor
 #: cores of that precision, and the table dtype of the Marlin rows that time it (module doc).
@@ -329,6 +323,9 @@ class MoeShape:
     #: ``fp8_block``, ``mxfp4``; empty for none): its rows time the layer before those of
     #: ``dtype`` (module doc, the lookup rule).
     expert_format: str = ""
+    #: The activation precision of an MXFP4 layer (``ComposeParams.mxfp4_moe_activation``):
+    #: its rows first, the other precision's next (module doc, the lookup rule).
+    activation: Mxfp4Activation = "bf16"
 
     def touched(self, assignments: float) -> float:
         """Expected distinct experts ``assignments`` routed pairs touch under this layer's
@@ -437,11 +434,6 @@ def read_moe_profile(path: Path) -> pd.DataFrame:
         out[canonical] = profile_numbers(raw[column], path, column)
     names = raw["moe_dtype"].astype(str)
     out["dtype"] = names.map(_moe_dtype)
-    preference = MXFP4_ACTIVATIONS.get(file_engine(path.name) or "", ())
-    lowered = names.str.strip().str.lower()
-    out["_activation"] = lowered.map(
-        lambda n: preference.index(n) if n in preference else len(preference)
-    )
     unknown = ~out["dtype"].isin(KNOWN_DTYPES | frozenset(_MOE_ONLY_DTYPES.values()))
     if unknown.any():
         position = int(np.argmax(unknown.to_numpy()))
@@ -461,9 +453,6 @@ def read_moe_profile(path: Path) -> pd.DataFrame:
     out = out.sort_values(["_rank", "_name"], kind="stable")
     best = out.groupby(list(_SHAPE), sort=False)["_name"].transform("first")
     chosen = out[out["_name"] == best]
-    # One activation precision per shape: the engine's default (``MXFP4_ACTIVATIONS``).
-    own = chosen.groupby(list(_SHAPE), sort=False)["_activation"].transform("min")
-    chosen = chosen[chosen["_activation"] == own]
     result = chosen.groupby([*_SHAPE, "tokens"], as_index=False).agg(
         seconds=("seconds", "median"), kernel=("_name", "first")
     )
@@ -496,7 +485,11 @@ class MoeTable:
         return len(self._grids)
 
     def _grid(self, shape: MoeShape) -> Grid | None:
-        kinds = (shape.expert_format, shape.dtype, "fp8_block" if shape.dtype == "fp8" else "")
+        formats: tuple[str, ...] = (shape.expert_format,)
+        if shape.expert_format == "mxfp4":
+            mxfp8_first = shape.activation == "mxfp8"
+            formats = (MXFP4_MXFP8, "mxfp4") if mxfp8_first else ("mxfp4", MXFP4_MXFP8)
+        kinds = (*formats, shape.dtype, "fp8_block" if shape.dtype == "fp8" else "")
         dtypes = tuple(dict.fromkeys(kind for kind in kinds if kind))
         return next(
             (self._grids[k] for k in (shape.key(d) for d in dtypes) if k in self._grids), None
@@ -585,26 +578,30 @@ class MoeTable:
 
 
 def load_moe_table(
-    path: Path | None, *, monotone: bool = True, lent: Sequence[tuple[Path, str, str]] = ()
+    path: Path | None,
+    *,
+    monotone: bool = True,
+    lent: Sequence[tuple[Path, tuple[str, ...], str]] = (),
 ) -> MoeTable | None:
     """The ``MoeTable`` of the profile at ``path`` and of the rows other engines' profiles lend
-    it (``lent``: ``(file, table dtype, kernel_source part)``, ``profile_files.MOE_LENDERS``):
+    it (``lent``: ``(file, table dtypes, kernel_source part)``, ``profile_files.MOE_LENDERS``):
     a lent row prices only a shape no earlier file measured. None where no file gives a row."""
     frames: list[pd.DataFrame] = []
     sources: list[str] = []
     if path is not None:
         frames.append(read_moe_profile(path))
         sources.append(str(path))
-    for lent_path, dtype, kernel in lent:
+    for lent_path, dtypes, kernel in lent:
         rows = read_moe_profile(lent_path)
-        rows = rows[(rows["dtype"] == dtype) & rows["kernel"].str.contains(kernel, regex=False)]
+        kept = rows["dtype"].isin(dtypes) & rows["kernel"].str.contains(kernel, regex=False)
+        rows = rows[kept]
         if frames:
             known = pd.concat(frames)[list(_SHAPE)].drop_duplicates()
             rows = rows.merge(known, on=list(_SHAPE), how="left", indicator=True)
             rows = rows[rows["_merge"] == "left_only"].drop(columns="_merge")
         if len(rows):
             frames.append(rows)
-            sources.append(f"{lent_path} ({dtype} {kernel} rows)")
+            sources.append(f"{lent_path} ({'/'.join(dtypes)} {kernel} rows)")
     if not frames:
         return None
     frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]

@@ -63,8 +63,13 @@ MLA_KINDS: tuple[str, ...] = ("context_mla", "generation_mla")
 #: Every optional layer table a directory may add to the kernel primitives.
 LAYER_KINDS: tuple[str, ...] = (MOE_KIND, *MLA_KINDS)
 
+#: The MoE table dtypes of MXFP4 experts, with bf16 and with MXFP8 activations
+#: (``moe_table.MXFP4_MXFP8``; spelt out here: ``moe_table`` imports ``profiles``, which imports
+#: this module).
+_MXFP4_KINDS: tuple[str, ...] = ("mxfp4", "mxfp4_mxfp8")
+
 #: Fused-MoE layers an engine runs in a kernel that another engine's profile times and its own
-#: does not: ``engine -> ((lending engine, table dtype, kernel_source part), ...)``. Where the
+#: does not: ``engine -> ((lending engine, table dtypes, kernel_source part), ...)``. Where the
 #: engine's own MoE file lacks a shape, the lender's rows of that dtype and kernel price it
 #: (``moe_table.load_moe_table``); the lender's file is found like the engine's own, under
 #: ``lent_moe_kind(lender)``. TensorRT-LLM runs gpt-oss's MXFP4 experts in its TRTLLM MoE backend
@@ -73,16 +78,22 @@ LAYER_KINDS: tuple[str, ...] = (MOE_KIND, *MLA_KINDS)
 #: Support Matrix" ("For Blackwell, the default MoE backend is TRTLLM. For Hopper, the default
 #: MoE backend is TRITON."). FlashInfer's ``trtllm_fp4_block_scale_moe`` that SGLang runs on
 #: SM100 is that trtllm-gen kernel (SGLang's B200/B300 rows, ``sglang_flashinfer_trtllm_moe``,
-#: MXFP8 activations by SGLang's default: ``moe_table.MXFP4_ACTIVATIONS``), and vLLM's Hopper
+#: with bf16 and with MXFP8 activations), and vLLM's Hopper
 #: rows time ``triton_kernels``' ``matmul_ogs`` (``..._oaitritonmxfp4experts...``); no
 #: TensorRT-LLM profile times either at gpt-oss's shapes, where its layer was composed from
 #: NVFP4 GEMMs (on B200 1.5-2× the measured trtllm-gen layer at 64-1,024 tokens). SGLang runs
 #: gpt-oss's experts in the same ``triton_kernels`` on Hopper (``server_args``: GptOss, MoE
 #: runner ``auto`` → ``triton_kernel``); its own Hopper rows time its fused-MoE Triton kernel,
-#: which it does not run there (``moe_table.NOT_THE_ENGINES_PATH``), so it borrows vLLM's.
-MOE_LENDERS: dict[str, tuple[tuple[str, str, str], ...]] = {
-    "trtllm": (("sglang", "mxfp4", "flashinfer_trtllm"), ("vllm", "mxfp4", "oaitriton")),
-    "sglang": (("vllm", "mxfp4", "oaitriton"),),
+#: which it does not run there (``moe_table.NOT_THE_ENGINES_PATH``), so it borrows vLLM's. vLLM
+#: runs the trtllm-gen kernel with MXFP8 activations under ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``
+#: (``moe_table.MXFP4_MXFP8``), which its own profile times at other shapes than gpt-oss's.
+MOE_LENDERS: dict[str, tuple[tuple[str, tuple[str, ...], str], ...]] = {
+    "trtllm": (
+        ("sglang", _MXFP4_KINDS, "flashinfer_trtllm"),
+        ("vllm", _MXFP4_KINDS, "oaitriton"),
+    ),
+    "sglang": (("vllm", _MXFP4_KINDS, "oaitriton"),),
+    "vllm": (("sglang", ("mxfp4_mxfp8",), "flashinfer_trtllm"),),
 }
 
 
@@ -145,10 +156,13 @@ class ProfileFiles:
         return (self.gpu, self.engine, *(str(self.files.get(k, "")) for k in kinds))
 
 
-def directory_files(directory: str | Path, engine: str, *, moe: bool = False) -> dict[str, Path]:
+def directory_files(
+    directory: str | Path, engine: str, *, moe: bool = False, lent: bool = True
+) -> dict[str, Path]:
     """Per class, the file of ``directory`` that serves ``engine`` (module doc); with ``moe``
-    also its layer tables (``LAYER_KINDS``: fused MoE, MLA). ``InputError`` for a missing
-    directory or two candidates of the same version."""
+    also its layer tables (``LAYER_KINDS``: fused MoE, MLA) and, unless ``lent`` is False, the
+    MoE files other engines lend it (``MOE_LENDERS``, under ``lent_moe_kind``). ``InputError``
+    for a missing directory or two candidates of the same version."""
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError(f"{directory}: no such profile directory")
@@ -167,11 +181,10 @@ def directory_files(directory: str | Path, engine: str, *, moe: bool = False) ->
                 f"{directory}: more than one {kind} profile for {engine} ({names}); keep one"
             )
         chosen[kind] = newest
-    if moe:
-        for lender, _, _ in MOE_LENDERS.get(engine, ()):
-            lent = directory_files(directory, lender, moe=True).get(MOE_KIND)
-            if lent is not None and file_engine(lent.name) == lender:
-                chosen[lent_moe_kind(lender)] = lent
+    for lender, _, _ in MOE_LENDERS.get(engine, ()) if moe and lent else ():
+        lent_file = directory_files(directory, lender, moe=True, lent=False).get(MOE_KIND)
+        if lent_file is not None and file_engine(lent_file.name) == lender:
+            chosen[lent_moe_kind(lender)] = lent_file
     return chosen
 
 

@@ -118,6 +118,14 @@ def _vllm(
     return settings
 
 
+def _mxfp8(
+    settings: Callable[[MeasuredRow], dict[str, Any]],
+) -> Callable[[MeasuredRow], dict[str, Any]]:
+    """``settings`` under ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``: MXFP4 experts with MXFP8
+    activations (``ServingConfig.mxfp4_moe_activation``) instead of vLLM's bf16 default."""
+    return lambda row: {**settings(row), "mxfp4_moe_activation": "mxfp8"}
+
+
 def _marlin(
     settings: Callable[[MeasuredRow], dict[str, Any]],
 ) -> Callable[[MeasuredRow], dict[str, Any]]:
@@ -312,10 +320,10 @@ LAUNCHES: tuple[Launch, ...] = (
            _IX + "benchmarks/gptoss_fp4_h{100,200}.sh @1fc5d73c/@16cd9556, fixed_seq_len "
            "@8eec0d4e: --max-num-seqs $CONC, max-num-batched-tokens 8192, "
            "--gpu-memory-utilization 0.9, KV cache not set, VLLM_MXFP4_USE_MARLIN=1"),
-    Launch("vllm", "gptoss", _BLACKWELL, "any", "fp8", _vllm(512),
+    Launch("vllm", "gptoss", _BLACKWELL, "any", "fp8", _mxfp8(_vllm(512)),
            _IX + "benchmarks/gptoss_fp4_b200.sh @1fc5d73c/@ffdb196e, fixed_seq_len @8eec0d4e: "
            "kv-cache-dtype: fp8, --max-num-seqs 512, max-num-batched-tokens 8192, 0.9 "
-           "(PR 273 added the FP8 KV cache)"),
+           "(PR 273 added the FP8 KV cache), VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1"),
     Launch("vllm", "70b", frozenset({"h200_sxm"}), "any", "fp8", _vllm(None),
            _IX + "benchmarks/70b_fp8_h200_slurm.sh @409e9a48/@6ebc8824: kv-cache-dtype: fp8, "
            "--max-num-seqs $CONC, 8192, 0.9"),

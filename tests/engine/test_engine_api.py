@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -85,19 +86,29 @@ def test_fp8_on_an_ampere_gpu_follows_the_backend() -> None:
     assert "does not run FP8 weights" in served["trtllm"].reason
 
 
+def _gpt_oss_ttft_ms(gpu: str, **deployment: Any) -> float:
+    """Mean TTFT of gpt-oss-120b at TP2 under vLLM on ``gpu`` with ``deployment``'s fields."""
+    config = ServingConfig(
+        model="openai/gpt-oss-120b", gpu=gpu, tp=2, weight_precision="fp4", backend="vllm",
+        **deployment,
+    )  # fmt: skip
+    result = simulate(config, OPEN, seed=0, catalog=shipped_catalog())
+    assert result.summary is not None
+    return result.summary.ttft_ms.mean
+
+
 def test_marlin_moe_reaches_the_latency_model() -> None:
     # gpt-oss on H100 under vLLM: OpenAI's Triton MXFP4 kernel by default, Marlin when the
     # deployment says so (VLLM_MXFP4_USE_MARLIN=1); the two price prefills differently.
-    ttft = {}
-    for marlin in (None, True):
-        config = ServingConfig(
-            model="openai/gpt-oss-120b", gpu="h100_sxm", tp=2, weight_precision="fp4",
-            backend="vllm", marlin_moe=marlin,
-        )  # fmt: skip
-        result = simulate(config, OPEN, seed=0, catalog=shipped_catalog())
-        assert result.summary is not None
-        ttft[marlin] = result.summary.ttft_ms.mean
-    assert ttft[True] != pytest.approx(ttft[None], rel=1e-3)
+    marlin = _gpt_oss_ttft_ms("h100_sxm", marlin_moe=True)
+    assert marlin != pytest.approx(_gpt_oss_ttft_ms("h100_sxm"), rel=1e-3)
+
+
+def test_mxfp4_moe_activation_reaches_the_latency_model() -> None:
+    # gpt-oss on B200 under vLLM: bf16 activations into the trtllm-gen MoE by default, MXFP8
+    # when the deployment says so (VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1): faster prefills.
+    mxfp8 = _gpt_oss_ttft_ms("b200_sxm", mxfp4_moe_activation="mxfp8")
+    assert mxfp8 < 0.95 * _gpt_oss_ttft_ms("b200_sxm")
 
 
 def test_unknown_names_are_input_errors(catalog: Catalog) -> None:

@@ -13,7 +13,13 @@ import pytest
 from hardware.catalog import shipped_catalog
 from simulator.latency.deployment import Deployment
 from simulator.latency.model import ComposedLatencyModel
-from simulator.latency.moe_table import MoeShape, MoeTable, load_moe_table, read_moe_profile
+from simulator.latency.moe_table import (
+    MoeShape,
+    MoeTable,
+    Mxfp4Activation,
+    load_moe_table,
+    read_moe_profile,
+)
 from simulator.latency.profile_files import (
     MOE_KIND,
     MOE_LENDERS,
@@ -464,21 +470,25 @@ def test_rerouted_ep_rows_are_read_as_one_rank_of_the_layer() -> None:
     assert table.covers(MoeShape(128, 8, 4096, 1536, moe_tp=1, moe_ep=8, dtype="bf16"))
 
 
-def _gpt_oss_experts(gpu: str, engine: str, tokens: int, tp: int = 2) -> float:
+def _gpt_oss_experts(
+    gpu: str, engine: str, tokens: int, tp: int = 2, activation: Mxfp4Activation | None = None
+) -> float:
     """Seconds of gpt-oss-120b's routed experts (all 36 layers) at ``tokens`` on ``gpu`` under
-    ``engine``'s kernel tables, experts split by TP."""
+    ``engine``'s kernel tables, experts split by TP, at the preset's activation precision or
+    ``activation``."""
     model_spec = shipped_catalog().model("openai/gpt-oss-120b")
     d = Deployment(model_spec, shipped_catalog().gpu(gpu), tp=tp, ep=1, weight_precision="fp4")
-    params = load_preset(engine).compose_params()
+    params = load_preset(engine).compose_params(mxfp4_moe_activation=activation)
     model = make_latency_model("table", d, params=params, context=LatencyContext.of(engine))
     assert isinstance(model, ComposedLatencyModel)
     return model.routed_expert_seconds(tokens)
 
 
-def test_sglang_reads_the_mxfp4_layer_at_its_default_mxfp8_activations() -> None:
-    """SGLang's B200 profile times gpt-oss's layer in FlashInfer's TRT-LLM-gen kernel twice, with
-    bf16 and with MXFP8 activations (one kernel name): SGLang quantises to MXFP8 by default, so
-    its rows alone are read — not the median of the two, which priced a layer between them."""
+def test_mxfp4_rows_of_each_activation_precision_price_that_precision_first() -> None:
+    """SGLang's B200 profile times gpt-oss's layer in FlashInfer's trtllm-gen kernel twice, with
+    bf16 and with MXFP8 activations (one kernel name): two layers, kept apart (the median of the
+    two priced neither). A shape asking for MXFP8 activations reads those rows, one asking for
+    bf16 the others; SGLang's preset runs MXFP8 (its default), vLLM's bf16 unless told."""
     path = _shipped_moe("sglang", "b200_sxm")
     raw = pd.read_csv(path)
     gpt_oss = raw[
@@ -488,12 +498,37 @@ def test_sglang_reads_the_mxfp4_layer_at_its_default_mxfp8_activations() -> None
     ].set_index("moe_dtype")["latency"]  # fmt: skip
     assert gpt_oss["w4a16_mxfp4"] > 1.5 * gpt_oss["w4a8_mxfp4_mxfp8"]  # two different layers
     table = MoeTable(read_moe_profile(path), monotone=False)
-    shape = MoeShape(128, 4, 2880, 2880, moe_tp=2, moe_ep=1, dtype="fp4", expert_format="mxfp4")
-    grid = table.grid(shape)
-    assert grid is not None
-    hit = MoeTable.read(grid, 8192)
-    assert hit is not None
-    assert hit[0] == pytest.approx(gpt_oss["w4a8_mxfp4_mxfp8"] / 1e3, rel=1e-9)
+    for activation, dtype in (("mxfp8", "w4a8_mxfp4_mxfp8"), ("bf16", "w4a16_mxfp4")):
+        shape = MoeShape(
+            128, 4, 2880, 2880, 2, 1, dtype="fp4", expert_format="mxfp4", activation=activation
+        )
+        grid = table.grid(shape)
+        assert grid is not None
+        hit = MoeTable.read(grid, 8192)
+        assert hit is not None
+        assert hit[0] == pytest.approx(gpt_oss[dtype] / 1e3, rel=1e-9)
+    assert load_preset("sglang").compose_params().mxfp4_moe_activation == "mxfp8"
+    assert load_preset("trtllm").compose_params().mxfp4_moe_activation == "mxfp8"
+    vllm = load_preset("vllm")
+    assert vllm.compose_params().mxfp4_moe_activation == "bf16"
+    assert vllm.compose_params(mxfp4_moe_activation="mxfp8").mxfp4_moe_activation == "mxfp8"
+    # Told MXFP8 (VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1), vLLM on B200 reads SGLang's rows' twin.
+    vllm_mxfp8 = _gpt_oss_experts("b200_sxm", "vllm", 8192, activation="mxfp8")
+    assert vllm_mxfp8 < 0.5 * _gpt_oss_experts("b200_sxm", "vllm", 8192)
+
+
+def test_a_table_with_one_activation_precision_answers_the_other_with_it() -> None:
+    """Where a profile timed an MXFP4 layer with one activation precision only, a deployment
+    running the other reads those rows rather than composing the layer from NVFP4 GEMMs."""
+    frame = pd.DataFrame(
+        {"dtype": ["mxfp4_mxfp8"] * 2, "hidden": [2880.0] * 2, "inter": [2880.0] * 2,
+         "top_k": [4.0] * 2, "experts": [128.0] * 2, "moe_tp": [1.0] * 2, "moe_ep": [1.0] * 2,
+         "tokens": [64.0, 128.0], "seconds": [1e-4, 2e-4], "kernel": ["x"] * 2}
+    )  # fmt: skip
+    table = MoeTable(frame)
+    bf16 = MoeShape(128, 4, 2880, 2880, 1, 1, dtype="fp4", expert_format="mxfp4")
+    assert table.covers(bf16)
+    assert not table.covers(MoeShape(128, 4, 2880, 2880, 1, 1, dtype="fp4"))
 
 
 def test_another_engines_rows_price_only_the_shapes_the_engine_lacks(tmp_path: Path) -> None:
@@ -513,7 +548,7 @@ def test_another_engines_rows_price_only_the_shapes_the_engine_lacks(tmp_path: P
             ),
         ],
     )  # fmt: skip
-    table = load_moe_table(own, lent=[(lender, "bf16", "flashinfer_trtllm")])
+    table = load_moe_table(own, lent=[(lender, ("bf16",), "flashinfer_trtllm")])
     assert table is not None
 
     def seconds(hidden: int) -> float | None:
@@ -525,13 +560,17 @@ def test_another_engines_rows_price_only_the_shapes_the_engine_lacks(tmp_path: P
     assert seconds(1024) == pytest.approx(0.5e-3)  # its own row, not the lender's
     assert seconds(2048) == pytest.approx(0.2e-3)  # lent
     assert seconds(3072) is None  # another kernel of the lender
-    assert load_moe_table(None, lent=[(lender, "bf16", "flashinfer_trtllm")]) is not None
+    assert load_moe_table(None, lent=[(lender, ("bf16",), "flashinfer_trtllm")]) is not None
     assert load_moe_table(None) is None
 
 
 def test_profile_directories_name_the_moe_files_lent_to_an_engine() -> None:
-    """TensorRT-LLM borrows SGLang's and vLLM's MoE files, SGLang vLLM's, vLLM none."""
-    for engine, lenders in (("trtllm", {"sglang", "vllm"}), ("sglang", {"vllm"}), ("vllm", set())):
+    """TensorRT-LLM borrows SGLang's and vLLM's MoE files, SGLang vLLM's, vLLM SGLang's."""
+    for engine, lenders in (
+        ("trtllm", {"sglang", "vllm"}),
+        ("sglang", {"vllm"}),
+        ("vllm", {"sglang"}),
+    ):
         located = resolve_profile_files("b200_sxm", engine)
         assert located is not None
         lent = {kind.split("@", 1)[1] for kind in located.files if "@" in kind}
@@ -555,7 +594,9 @@ def test_gpt_oss_experts_are_borrowed_where_the_engine_runs_anothers_measured_ke
         assert h100_trt == pytest.approx(h100_vllm, rel=1e-9)
         assert _gpt_oss_experts("h100_sxm", "sglang", tokens) == pytest.approx(h100_vllm, rel=1e-9)
     measured = MoeTable(read_moe_profile(_shipped_moe("sglang", "b200_sxm")), monotone=False)
-    shape = MoeShape(128, 4, 2880, 2880, moe_tp=2, moe_ep=1, dtype="fp4", expert_format="mxfp4")
+    shape = MoeShape(
+        128, 4, 2880, 2880, 2, 1, dtype="fp4", expert_format="mxfp4", activation="mxfp8"
+    )
     grid = measured.grid(shape)
     assert grid is not None
     hit = MoeTable.read(grid, 256)

@@ -245,3 +245,15 @@ def test_gpt_oss_on_hopper_runs_marlin_as_the_script_sets_it() -> None:
     assert config.marlin_moe is True
     b200 = _ix("openai/gpt-oss-120b", "vllm", "b200_sxm", "fp4", tp=2, moe_tp=2)
     assert "marlin_moe" not in benchmark_engine_settings(b200)
+
+
+def test_gpt_oss_on_blackwell_runs_mxfp8_activations_as_the_script_sets_them() -> None:
+    # gptoss_fp4_b200.sh exports VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1 (every version read):
+    # the trtllm-gen MoE with MXFP8 activations where vLLM's default keeps them bf16.
+    b200 = _ix("openai/gpt-oss-120b", "vllm", "b200_sxm", "fp4", tp=2, moe_tp=2)
+    assert benchmark_engine_settings(b200)["mxfp4_moe_activation"] == "mxfp8"
+    config = row_config(b200, shipped_catalog(), latency_model="auto")
+    assert not isinstance(config, str)
+    assert config.mxfp4_moe_activation == "mxfp8"
+    h100 = _ix("openai/gpt-oss-120b", "vllm", "h100_sxm", "fp4", tp=2, moe_tp=2)
+    assert "mxfp4_moe_activation" not in benchmark_engine_settings(h100)
