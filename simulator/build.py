@@ -233,6 +233,7 @@ def _engine(
             overlapped=overlapped,
             marlin_moe=config.marlin_moe,
             mxfp4_moe_activation=config.mxfp4_moe_activation,
+            moe_kernel=config.moe_kernel,
         ),
         context=LatencyContext.of(preset.name, roots, config.latency_cache_dir),
     )

@@ -113,6 +113,15 @@ class ServingConfig(BaseModel):
         "(Blackwell): bf16 or mxfp8 (vLLM VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1); None = the "
         "backend preset's.",
     )
+    moe_kernel: str | None = Field(
+        default=None,
+        min_length=1,
+        description="The fused-MoE kernel the deployment runs where not the engine's default, "
+        "as kernel profiles name it (part of kernel_source, e.g. flashinfer_trtllm for vLLM's "
+        "VLLM_USE_FLASHINFER_MOE_INT4=1): its measured rows, in the engine's profile or one "
+        "lending it that kernel's rows, price the routed experts where they exist; None = the "
+        "profiles' kept kernel.",
+    )
     kv_admission: KvAdmission | None = Field(
         default=None,
         description="Future KV growth set aside before admitting a request: on_demand, "

@@ -346,11 +346,13 @@ class BackendPreset(BaseModel):
         overlapped: bool = False,
         marlin_moe: bool | None = None,
         mxfp4_moe_activation: Mxfp4Activation | None = None,
+        moe_kernel: str | None = None,
     ) -> ComposeParams:
         """Framework overheads for the latency model (elementwise costs at their defaults) of
         an instance that schedules with overlap (``overlapped``) or without, running MXFP4
         experts in Marlin as ``marlin_moe`` says and at the activation precision
-        ``mxfp4_moe_activation`` says (None: this preset's)."""
+        ``mxfp4_moe_activation`` says (None: this preset's), its routed experts in the kernel
+        ``moe_kernel`` names (None: each profile's kept one)."""
         hidden = overlapped and self.overlap_hides_request_overhead
         activation = mxfp4_moe_activation or self.mxfp4_moe_activation
         return ComposeParams(
@@ -358,6 +360,7 @@ class BackendPreset(BaseModel):
             request_overhead_s=0.0 if hidden else self.request_overhead_us / 1e6,
             marlin_moe=self.marlin_moe if marlin_moe is None else marlin_moe,
             mxfp4_moe_activation=activation,
+            moe_kernel=moe_kernel or "",
         )
 
     def memory_params(

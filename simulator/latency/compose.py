@@ -175,6 +175,10 @@ class ComposeParams:
     #: precision price the layer first (``moe_table.MoeShape.activation``); defaults per engine
     #: in the presets (``mxfp4_moe_activation``).
     mxfp4_moe_activation: Mxfp4Activation = "bf16"
+    #: The fused-MoE kernel the deployment runs where it is not the engine's default, as the
+    #: profiles name it (part of a ``kernel_source``: ``flashinfer_trtllm``, ``marlin``, …;
+    #: ``moe_table.MoeShape.kernel``); empty: the kernel each profile's rows were kept for.
+    moe_kernel: str = ""
 
     def __post_init__(self) -> None:
         if min(self.step_overhead_s, self.request_overhead_s, self.elementwise_launch_s) < 0:

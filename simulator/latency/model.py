@@ -102,8 +102,9 @@ class ComposedLatencyModel:
         self._params = params or ComposeParams()
         self._planner = OperatorPlanner(deployment)
         shape = self._planner.moe_shape()
-        if shape is not None:  # the activation precision the engine runs MXFP4 experts at
-            shape = replace(shape, activation=self._params.mxfp4_moe_activation)
+        if shape is not None:  # the kernel and MXFP4 activation precision the engine runs
+            p = self._params
+            shape = replace(shape, activation=p.mxfp4_moe_activation, kernel=p.moe_kernel)
         self._moe_shape = shape
         self._fused_moe = timer if isinstance(timer, FusedMoeTimer) else None
         # vLLM's Marlin MoE where the engine runs it (``ComposeParams.marlin_moe``): a weight

@@ -141,6 +141,7 @@ __all__ = [
     "Mxfp4Activation",
     "distinct_experts",
     "load_moe_table",
+    "read_moe_kernels",
     "read_moe_profile",
 ]
 
@@ -326,6 +327,10 @@ class MoeShape:
     #: The activation precision of an MXFP4 layer (``ComposeParams.mxfp4_moe_activation``):
     #: its rows first, the other precision's next (module doc, the lookup rule).
     activation: Mxfp4Activation = "bf16"
+    #: The fused-MoE kernel the deployment runs, as the profiles name it (part of a
+    #: ``kernel_source``, e.g. ``flashinfer_trtllm``; ``ComposeParams.moe_kernel``): its rows
+    #: where a profile timed it, else the kernel the table kept. Empty: the kept one.
+    kernel: str = ""
 
     def touched(self, assignments: float) -> float:
         """Expected distinct experts ``assignments`` routed pairs touch under this layer's
@@ -418,6 +423,15 @@ def read_moe_profile(path: Path) -> pd.DataFrame:
     (``kernel``, its ``kernel_source`` lower-cased; empty without that column). ``InputError``
     naming the file, line and column for a missing column, a non-positive number or an unknown
     dtype."""
+    every = read_moe_kernels(path)
+    return every[every["preferred"]].drop(columns="preferred").reset_index(drop=True)
+
+
+def read_moe_kernels(path: Path) -> pd.DataFrame:
+    """``read_moe_profile``'s rows for every kernel that timed a shape, not only the kept one:
+    one row per shape, kernel and token count, ``preferred`` marking the kernel kept
+    (``MOE_SOURCE_PREFERENCE``). What a deployment that names its kernel reads
+    (``MoeShape.kernel``)."""
     raw = profile_csv(path)
     missing = [col for col in _COLUMNS.values() if col not in raw.columns]
     if missing:
@@ -452,34 +466,55 @@ def read_moe_profile(path: Path) -> pd.DataFrame:
     out = out[~off_path.isin(NOT_THE_ENGINES_PATH) & ~_group_routed(out)]
     out = out.sort_values(["_rank", "_name"], kind="stable")
     best = out.groupby(list(_SHAPE), sort=False)["_name"].transform("first")
-    chosen = out[out["_name"] == best]
-    result = chosen.groupby([*_SHAPE, "tokens"], as_index=False).agg(
-        seconds=("seconds", "median"), kernel=("_name", "first")
+    out = out.assign(preferred=out["_name"] == best)
+    result = out.groupby([*_SHAPE, "_name", "tokens"], as_index=False, sort=False).agg(
+        seconds=("seconds", "median"), preferred=("preferred", "first")
     )
-    return result.sort_values([*_SHAPE, "tokens"], ignore_index=True)
+    result = result.rename(columns={"_name": "kernel"})
+    return result.sort_values([*_SHAPE, "tokens", "kernel"], ignore_index=True)
 
 
 class MoeTable:
     """Fused-MoE layer times per measured shape, interpolated in tokens (module doc).
 
     Args:
-        frame: ``read_moe_profile``'s rows (seconds).
+        frame: ``read_moe_profile``'s rows (seconds): the kept kernel of each shape.
         source: where they came from, in words.
         monotone: make each shape's times non-decreasing in tokens (isotonic, as the other
             grids); False keeps them verbatim (the accuracy bench).
+        alternatives: other kernels' rows of the same columns (``read_moe_kernels``' rows not
+            ``preferred``, and rows lent by other engines' profiles): what a shape naming its
+            kernel reads (``MoeShape.kernel``).
     """
 
-    def __init__(self, frame: pd.DataFrame, source: str = "", *, monotone: bool = True) -> None:
+    def __init__(
+        self,
+        frame: pd.DataFrame,
+        source: str = "",
+        *,
+        monotone: bool = True,
+        alternatives: pd.DataFrame | None = None,
+    ) -> None:
         self.source = source
         self._grids: dict[tuple[Hashable, ...], Grid] = {}
+        #: Every kernel's grid of a shape, by kernel name (the kept one included).
+        self._kernels: dict[tuple[Hashable, ...], dict[str, Grid]] = {}
         #: The shapes whose kept kernel is Marlin (module doc), by table dtype.
         self._marlin: dict[str, list[tuple[Hashable, ...]]] = {}
+        mono = (0,) if monotone else ()
         kernels = frame["kernel"] if "kernel" in frame.columns else pd.Series("", frame.index)
         for key, rows in frame.groupby(list(_SHAPE), sort=True):
-            grid = Grid.measure(rows, ("tokens",), lambda _: 1.0, monotone=(0,) if monotone else ())
+            grid = Grid.measure(rows, ("tokens",), lambda _: 1.0, monotone=mono)
             self._grids[tuple(key)] = grid
-            if _MARLIN_SOURCE in str(kernels.loc[rows.index[0]]):
+            name = str(kernels.loc[rows.index[0]])
+            self._kernels.setdefault(tuple(key), {})[name] = grid
+            if _MARLIN_SOURCE in name:
                 self._marlin.setdefault(str(key[0]), []).append(tuple(key))
+        if alternatives is not None and len(alternatives):
+            for group, rows in alternatives.groupby([*_SHAPE, "kernel"], sort=True):
+                shape_key, kernel = tuple(group[:-1]), str(group[-1])
+                grid = Grid.measure(rows, ("tokens",), lambda _: 1.0, monotone=mono)
+                self._kernels.setdefault(shape_key, {}).setdefault(kernel, grid)
 
     def __len__(self) -> int:
         return len(self._grids)
@@ -491,9 +526,15 @@ class MoeTable:
             formats = (MXFP4_MXFP8, "mxfp4") if mxfp8_first else ("mxfp4", MXFP4_MXFP8)
         kinds = (*formats, shape.dtype, "fp8_block" if shape.dtype == "fp8" else "")
         dtypes = tuple(dict.fromkeys(kind for kind in kinds if kind))
-        return next(
-            (self._grids[k] for k in (shape.key(d) for d in dtypes) if k in self._grids), None
-        )
+        for key in (shape.key(d) for d in dtypes):
+            named = self._kernels.get(key, {})
+            if shape.kernel:  # the deployment's kernel where measured, else the kept one
+                grid = next((g for name, g in named.items() if shape.kernel in name), None)
+                if grid is not None:
+                    return grid
+            if key in self._grids:
+                return self._grids[key]
+        return None
 
     def covers(self, shape: MoeShape) -> bool:
         """Whether the table measured ``shape`` (at some token counts)."""
@@ -581,28 +622,43 @@ def load_moe_table(
     path: Path | None,
     *,
     monotone: bool = True,
-    lent: Sequence[tuple[Path, tuple[str, ...], str]] = (),
+    lent: Sequence[tuple[Path, tuple[str, ...], str, bool]] = (),
 ) -> MoeTable | None:
     """The ``MoeTable`` of the profile at ``path`` and of the rows other engines' profiles lend
-    it (``lent``: ``(file, table dtypes, kernel_source part)``, ``profile_files.MOE_LENDERS``):
-    a lent row prices only a shape no earlier file measured. None where no file gives a row."""
-    frames: list[pd.DataFrame] = []
+    it (``lent``: ``(file, table dtypes, kernel_source part, default)``,
+    ``profile_files.MOE_LENDERS``): a lent kernel that is the engine's ``default`` is the one
+    kept for a shape no earlier file measured (the lender's kept one where it lends several);
+    otherwise, and for the other shapes, an alternative a deployment naming it reads
+    (``MoeShape.kernel``). None where no file gives a row."""
+    kept: list[pd.DataFrame] = []
+    others: list[pd.DataFrame] = []
     sources: list[str] = []
     if path is not None:
-        frames.append(read_moe_profile(path))
+        every = read_moe_kernels(path)
+        kept.append(every[every["preferred"]])
+        others.append(every[~every["preferred"]])
         sources.append(str(path))
-    for lent_path, dtypes, kernel in lent:
-        rows = read_moe_profile(lent_path)
-        kept = rows["dtype"].isin(dtypes) & rows["kernel"].str.contains(kernel, regex=False)
-        rows = rows[kept]
-        if frames:
-            known = pd.concat(frames)[list(_SHAPE)].drop_duplicates()
-            rows = rows.merge(known, on=list(_SHAPE), how="left", indicator=True)
-            rows = rows[rows["_merge"] == "left_only"].drop(columns="_merge")
-        if len(rows):
-            frames.append(rows)
-            sources.append(f"{lent_path} ({'/'.join(dtypes)} {kernel} rows)")
-    if not frames:
+    for lent_path, dtypes, kernel, default in lent:
+        every = read_moe_kernels(lent_path)
+        lends = every["dtype"].isin(dtypes) & every["kernel"].str.contains(kernel, regex=False)
+        every = every[lends]
+        if not len(every):
+            continue
+        known = {
+            shape
+            for frame in kept
+            for shape in frame[list(_SHAPE)].itertuples(index=False, name=None)
+        }
+        shapes = every[list(_SHAPE)].itertuples(index=False, name=None)
+        new = every[[default and shape not in known for shape in shapes]]
+        new = new.sort_values("preferred", ascending=False, kind="stable")
+        first = new.groupby(list(_SHAPE), sort=False)["kernel"].transform("first")
+        taken = new[new["kernel"] == first]
+        kept.append(taken)
+        others.append(every.drop(index=taken.index))
+        sources.append(f"{lent_path} ({'/'.join(dtypes)} {kernel} rows)")
+    if not kept:
         return None
-    frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    return MoeTable(frame, " + ".join(sources), monotone=monotone)
+    frame = pd.concat(kept, ignore_index=True).drop(columns="preferred")
+    rest = pd.concat(others, ignore_index=True).drop(columns="preferred")
+    return MoeTable(frame, " + ".join(sources), monotone=monotone, alternatives=rest)

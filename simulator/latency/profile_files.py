@@ -42,6 +42,7 @@ __all__ = [
     "MOE_KIND",
     "MOE_LENDERS",
     "PROFILE_KINDS",
+    "MoeLender",
     "ProfileFiles",
     "directory_files",
     "engine_of",
@@ -62,6 +63,23 @@ _MOE_NAME = re.compile(r"(^|_)moe\.csv(\.gz)?$", re.IGNORECASE)
 MLA_KINDS: tuple[str, ...] = ("context_mla", "generation_mla")
 #: Every optional layer table a directory may add to the kernel primitives.
 LAYER_KINDS: tuple[str, ...] = (MOE_KIND, *MLA_KINDS)
+
+
+@dataclass(frozen=True, slots=True)
+class MoeLender:
+    """Rows an engine's MoE table borrows from another engine's profile (``MOE_LENDERS``)."""
+
+    #: The engine whose MoE profile lends them.
+    engine: str
+    #: The table dtypes lent (``moe_table`` names).
+    dtypes: tuple[str, ...]
+    #: A part of the lent rows' ``kernel_source``.
+    kernel: str
+    #: Whether the kernel is the borrowing engine's default: its rows then price the shapes
+    #: its own profile lacks; otherwise they are only there for a deployment naming the
+    #: kernel (``ServingConfig.moe_kernel``).
+    default: bool = True
+
 
 #: The MoE table dtypes of MXFP4 experts, with bf16 and with MXFP8 activations
 #: (``moe_table.MXFP4_MXFP8``; spelt out here: ``moe_table`` imports ``profiles``, which imports
@@ -86,14 +104,21 @@ _MXFP4_KINDS: tuple[str, ...] = ("mxfp4", "mxfp4_mxfp8")
 #: runner ``auto`` → ``triton_kernel``); its own Hopper rows time its fused-MoE Triton kernel,
 #: which it does not run there (``moe_table.NOT_THE_ENGINES_PATH``), so it borrows vLLM's. vLLM
 #: runs the trtllm-gen kernel with MXFP8 activations under ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``
-#: (``moe_table.MXFP4_MXFP8``), which its own profile times at other shapes than gpt-oss's.
-MOE_LENDERS: dict[str, tuple[tuple[str, tuple[str, ...], str], ...]] = {
+#: (``moe_table.MXFP4_MXFP8``), which its own profile times at other shapes than gpt-oss's,
+#: and INT4 experts there under ``VLLM_USE_FLASHINFER_MOE_INT4=1`` (its default is Marlin,
+#: which its profile times: the lent rows are an alternative a deployment names,
+#: ``ServingConfig.moe_kernel``; SGLang's B200 rows at Kimi-K2's shape are 0.33-0.38× its
+#: Marlin rows at 4,096-16,384 tokens).
+MOE_LENDERS: dict[str, tuple[MoeLender, ...]] = {
     "trtllm": (
-        ("sglang", _MXFP4_KINDS, "flashinfer_trtllm"),
-        ("vllm", _MXFP4_KINDS, "oaitriton"),
+        MoeLender("sglang", _MXFP4_KINDS, "flashinfer_trtllm"),
+        MoeLender("vllm", _MXFP4_KINDS, "oaitriton"),
     ),
-    "sglang": (("vllm", _MXFP4_KINDS, "oaitriton"),),
-    "vllm": (("sglang", ("mxfp4_mxfp8",), "flashinfer_trtllm"),),
+    "sglang": (MoeLender("vllm", _MXFP4_KINDS, "oaitriton"),),
+    "vllm": (
+        MoeLender("sglang", ("mxfp4_mxfp8",), "flashinfer_trtllm"),
+        MoeLender("sglang", ("int4",), "flashinfer_trtllm", default=False),
+    ),
 }
 
 
@@ -181,7 +206,8 @@ def directory_files(
                 f"{directory}: more than one {kind} profile for {engine} ({names}); keep one"
             )
         chosen[kind] = newest
-    for lender, _, _ in MOE_LENDERS.get(engine, ()) if moe and lent else ():
+    lenders = {lender.engine for lender in MOE_LENDERS.get(engine, ())} if moe and lent else ()
+    for lender in sorted(lenders):
         lent_file = directory_files(directory, lender, moe=True, lent=False).get(MOE_KIND)
         if lent_file is not None and file_engine(lent_file.name) == lender:
             chosen[lent_moe_kind(lender)] = lent_file

@@ -126,6 +126,14 @@ def _mxfp8(
     return lambda row: {**settings(row), "mxfp4_moe_activation": "mxfp8"}
 
 
+def _flashinfer_moe(
+    settings: Callable[[MeasuredRow], dict[str, Any]],
+) -> Callable[[MeasuredRow], dict[str, Any]]:
+    """``settings`` under ``VLLM_USE_FLASHINFER_MOE_INT4=1``: INT4 experts in FlashInfer's
+    trtllm-gen MXINT4 kernel (``ServingConfig.moe_kernel``) instead of vLLM's Marlin."""
+    return lambda row: {**settings(row), "moe_kernel": "flashinfer_trtllm"}
+
+
 def _marlin(
     settings: Callable[[MeasuredRow], dict[str, Any]],
 ) -> Callable[[MeasuredRow], dict[str, Any]]:
@@ -350,11 +358,15 @@ LAUNCHES: tuple[Launch, ...] = (
            "recipe before PR #1047: --max-num-seqs $CONC, 0.90, KV cache and budget not set "
            "(FP8 KV and ISL x 2 only after 2026-06, @3274c535)"),
     # After the FP4 entries (first match wins): the INT4 checkpoint's scripts.
-    Launch("vllm", "kimik2.5", _H200 | _B200_B300, "any", "auto", _vllm(None, memory=0.95),
-           _IX + _FSL + "kimik2.5_int4_{h200,b200,b300}.sh @8eec0d4e (single_node h200 "
-           "@34bc7c40; B300: the B200 recipe as-is): --max-num-seqs $CONC, "
-           "--gpu-memory-utilization 0.95, KV cache and budget not set (the first B200 one, "
-           "@2b7b6949: 0.97, no running cap)"),
+    Launch("vllm", "kimik2.5", _H200, "any", "auto", _vllm(None, memory=0.95),
+           _IX + _FSL + "kimik2.5_int4_h200.sh @8eec0d4e (single_node @34bc7c40): "
+           "--max-num-seqs $CONC, --gpu-memory-utilization 0.95, KV cache and budget not set"),
+    Launch("vllm", "kimik2.5", _B200_B300, "any", "auto",
+           _flashinfer_moe(_vllm(None, memory=0.95)),
+           _IX + _FSL + "kimik2.5_int4_{b200,b300}.sh @8eec0d4e (B300: the B200 recipe as-is): "
+           "--max-num-seqs $CONC, --gpu-memory-utilization 0.95, KV cache and budget not set, "
+           "VLLM_USE_FLASHINFER_MOE_INT4=1 (the first B200 one, single_node @2b7b6949: 0.97, no "
+           "running cap, no FlashInfer MoE)"),
     Launch("vllm", "dsv4", frozenset(_VLLM_DSV4), "any", "fp8", _per_gpu(_VLLM_DSV4),
            _IX + _FSL + "dsv4_fp8_h200.sh, dsv4_fp4_b{200,300}_vllm.sh @8eec0d4e: kv-cache-dtype "
            "fp8 in all; H200: --max-num-seqs 512, --max-num-batched-tokens 512, 0.95 (0.90 from "

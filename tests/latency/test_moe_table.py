@@ -532,9 +532,10 @@ def test_a_table_with_one_activation_precision_answers_the_other_with_it() -> No
 
 
 def test_another_engines_rows_price_only_the_shapes_the_engine_lacks(tmp_path: Path) -> None:
-    """A lent file (``MOE_LENDERS``) adds its rows of the lent dtype and kernel for shapes the
-    engine's own file does not hold: the own rows of a shape win, other kernels and dtypes of
-    the lender are not taken."""
+    """A lent file (``MOE_LENDERS``) adds its rows of the lent dtypes and kernel: kept for the
+    shapes the engine's own file does not hold, an alternative a deployment names for the
+    others (the own rows of a shape win otherwise); other kernels and dtypes of the lender are
+    not taken, and a lender whose kernel is not the engine's default lends alternatives only."""
     own = _write(tmp_path / "trtllm_1.0_moe.csv.gz", [_row(hidden_size=1024, latency=0.5)])
     lender = _write(
         tmp_path / "sglang_0.5_moe.csv.gz",
@@ -548,20 +549,54 @@ def test_another_engines_rows_price_only_the_shapes_the_engine_lacks(tmp_path: P
             ),
         ],
     )  # fmt: skip
-    table = load_moe_table(own, lent=[(lender, ("bf16",), "flashinfer_trtllm")])
-    assert table is not None
 
-    def seconds(hidden: int) -> float | None:
-        shape = MoeShape(128, 8, hidden, 768, moe_tp=1, moe_ep=1, dtype="bf16", balanced=True)
+    def seconds(table: MoeTable | None, hidden: int, kernel: str = "") -> float | None:
+        assert table is not None
+        shape = MoeShape(128, 8, hidden, 768, 1, 1, dtype="bf16", balanced=True, kernel=kernel)
         grid = table.grid(shape)
         hit = None if grid is None else MoeTable.read(grid, 8)
         return None if hit is None else hit[0]
 
-    assert seconds(1024) == pytest.approx(0.5e-3)  # its own row, not the lender's
-    assert seconds(2048) == pytest.approx(0.2e-3)  # lent
-    assert seconds(3072) is None  # another kernel of the lender
-    assert load_moe_table(None, lent=[(lender, ("bf16",), "flashinfer_trtllm")]) is not None
+    table = load_moe_table(own, lent=[(lender, ("bf16",), "flashinfer_trtllm", True)])
+    assert seconds(table, 1024) == pytest.approx(0.5e-3)  # its own row, not the lender's
+    assert seconds(table, 1024, "flashinfer_trtllm") == pytest.approx(0.1e-3)  # named: lent
+    assert seconds(table, 1024, "cutlass") == pytest.approx(0.5e-3)  # unmeasured: the kept one
+    assert seconds(table, 2048) == pytest.approx(0.2e-3)  # lent
+    assert seconds(table, 3072) is None  # another kernel of the lender
+    assert seconds(table, 3072, "fused_moe_triton") is None
+    alternative = load_moe_table(own, lent=[(lender, ("bf16",), "flashinfer_trtllm", False)])
+    assert seconds(alternative, 2048) is None  # not the engine's default: not kept
+    assert seconds(alternative, 2048, "flashinfer_trtllm") == pytest.approx(0.2e-3)
+    assert load_moe_table(None, lent=[(lender, ("bf16",), "flashinfer_trtllm", True)]) is not None
     assert load_moe_table(None) is None
+
+
+def test_vllm_int4_experts_in_flashinfer_when_the_deployment_says_so() -> None:
+    """vLLM runs INT4 experts in Marlin by default (its B200 profile's rows at Kimi-K2's shape)
+    and in FlashInfer's trtllm-gen MXINT4 kernel under ``VLLM_USE_FLASHINFER_MOE_INT4=1``
+    (``moe_kernel``), which only SGLang's B200 profile times: lent as an alternative, ~1/3 of
+    Marlin's time at prefill sizes."""
+    located = resolve_profile_files("b200_sxm", "vllm")
+    assert located is not None
+    kimi = MoeShape(384, 8, 7168, 2048, 4, 1, dtype="int4")
+    tables = {
+        kernel: make_latency_model(
+            "table",
+            Deployment(
+                shipped_catalog().model("moonshotai/Kimi-K2.5"), shipped_catalog().gpu("b200_sxm"),
+                tp=4, ep=1, weight_precision="int4",
+            ),
+            params=load_preset("vllm").compose_params(moe_kernel=kernel),
+            context=LatencyContext.of("vllm"),
+        )
+        for kernel in (None, "flashinfer_trtllm")
+    }  # fmt: skip
+    marlin, flashinfer = (tables[k] for k in (None, "flashinfer_trtllm"))
+    assert isinstance(marlin, ComposedLatencyModel)
+    assert isinstance(flashinfer, ComposedLatencyModel)
+    assert flashinfer.routed_expert_seconds(8192) < 0.5 * marlin.routed_expert_seconds(8192)
+    own = MoeTable(read_moe_profile(located.files[MOE_KIND]))
+    assert own.covers(kimi)  # vLLM's own (Marlin) rows stay its default
 
 
 def test_profile_directories_name_the_moe_files_lent_to_an_engine() -> None:
@@ -575,7 +610,7 @@ def test_profile_directories_name_the_moe_files_lent_to_an_engine() -> None:
         assert located is not None
         lent = {kind.split("@", 1)[1] for kind in located.files if "@" in kind}
         assert lent == lenders
-        assert {lender for lender, _, _ in MOE_LENDERS.get(engine, ())} == lenders
+        assert {lender.engine for lender in MOE_LENDERS.get(engine, ())} == lenders
         for lender in lenders:
             assert located.files[lent_moe_kind(lender)].name.startswith(f"{lender}_")
 

@@ -173,7 +173,7 @@ def test_shipped_profiles_cover_every_class_and_stay_small() -> None:
             # catalog's MoE shapes with balanced routing (TensorRT-LLM's only on L40S; A100's
             # vLLM profile has skewed routing only).
             # Besides, the MoE files other engines lend it (MOE_LENDERS).
-            lent = {lent_moe_kind(lender) for lender, _, _ in MOE_LENDERS.get(engine, ())}
+            lent = {lent_moe_kind(lender.engine) for lender in MOE_LENDERS.get(engine, ())}
             own = set(located.files) - lent
             assert set(PROFILE_KINDS) <= own <= {*PROFILE_KINDS, *LAYER_KINDS}
             # MLA attention cores: measured for SGLang and TensorRT-LLM (vLLM's profiles time

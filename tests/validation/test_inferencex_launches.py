@@ -108,13 +108,18 @@ def test_kimi_k25_per_gpu_and_checkpoint() -> None:
     launch = _launch(b300)
     assert launch.kv_cache == "auto"
     assert benchmark_engine_settings(b300)["max_batched_tokens"] == 8192
-    # INT4 (the model's own checkpoint) on H200, B200 and B300: $CONC, 0.95, KV auto.
+    # INT4 (the model's own checkpoint) on H200, B200 and B300: $CONC, 0.95, KV auto; on
+    # Blackwell VLLM_USE_FLASHINFER_MOE_INT4=1 (FlashInfer's trtllm-gen MoE, not Marlin).
     for system in ("h200_sxm", "b200_sxm", "b300_sxm"):
         row = _ix("moonshotai/Kimi-K2.5", "vllm", system, "int4", concurrency=32)
         launch = _launch(row)
         assert (launch.weights, launch.kv_cache) == ("any", "auto")
-        assert benchmark_engine_settings(row) == _vllm_args(32, 8192, 0.95)
+        kernel = {} if system == "h200_sxm" else {"moe_kernel": "flashinfer_trtllm"}
+        assert benchmark_engine_settings(row) == {**_vllm_args(32, 8192, 0.95), **kernel}
         assert kv_precision(row, catalog) == "bf16"
+        config = row_config(row, catalog, latency_model="auto")
+        assert not isinstance(config, str)
+        assert config.moe_kernel == kernel.get("moe_kernel")
     # No Kimi script for SGLang or TensorRT-LLM single-node.
     assert launch_for(_ix(fp4, "sglang", "b200_sxm", "fp4")) is None
 
