@@ -348,21 +348,25 @@ class ModelSpec(Frozen):
         per_layer = self.kv_elements_per_layer_token() * BYTES_PER_ELEMENT[kv_precision]
         return self.sliding_window_layers * self.sliding_window * per_layer
 
-    def linear_state_bytes(self) -> float:
+    def linear_state_bytes(self, state_precision: str = "fp32") -> float:
         """Bytes of one request's linear-attention state over all its layers, whole model: the
-        recurrent state (value heads × key width × value width) in fp32 — SGLang's
-        ``--mamba-ssm-dtype`` default, the precision the recurrence accumulates in — and the
-        short convolution's last ``kernel - 1`` inputs in bf16."""
+        recurrent state (value heads × key width × value width) in ``state_precision`` — fp32
+        by default, SGLang's ``--mamba-ssm-dtype`` default and the precision the recurrence
+        accumulates in; bf16 where a deployment says so — and the short convolution's last
+        ``kernel - 1`` inputs in bf16."""
         if not self.linear_attention_layers:
             return 0.0
         recurrent = (
             self.linear_num_value_heads * self.linear_key_head_dim * self.linear_value_head_dim
         )
         conv = (self.linear_conv_kernel - 1) * self.linear_conv_channels
-        per_layer = recurrent * BYTES_PER_ELEMENT["fp32"] + conv * BYTES_PER_ELEMENT["bf16"]
+        state = BYTES_PER_ELEMENT[state_precision]
+        per_layer = recurrent * state + conv * BYTES_PER_ELEMENT["bf16"]
         return self.linear_attention_layers * per_layer
 
-    def request_state_bytes(self, kv_precision: str = "bf16") -> float:
+    def request_state_bytes(
+        self, kv_precision: str = "bf16", state_precision: str = "fp32"
+    ) -> float:
         """Memory a running request holds besides its cached tokens' KV (whole model): its
         sliding-window KV and its linear-attention state (0 for a model with neither)."""
-        return self.window_kv_bytes(kv_precision) + self.linear_state_bytes()
+        return self.window_kv_bytes(kv_precision) + self.linear_state_bytes(state_precision)

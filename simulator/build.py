@@ -154,6 +154,7 @@ def _engine(
             attention_dp=config.pool_attention_dp(role),
             pp=pool.pp,
             fp8_weight_only=preset.fp8_weight_only,
+            linear_state_precision=(config.linear_state_precision or preset.linear_state_precision),
         )
     except InputError as err:
         return Infeasible(str(err))

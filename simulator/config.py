@@ -29,6 +29,7 @@ from simulator.engine.admission import KvAdmission
 from simulator.engine.remote import PdFirstToken
 from simulator.engine.scheduler import SCHEDULERS
 from simulator.kvcache.policies import POLICIES
+from simulator.latency.deployment import LinearStatePrecision
 from simulator.latency.moe_table import Mxfp4Activation
 from simulator.pool_config import POOLS, PoolConfig, PoolName, fold_pool_keys
 from slo.inputfile import load_input_file
@@ -112,6 +113,12 @@ class ServingConfig(BaseModel):
         description="Activation precision of MXFP4 experts where the kernel runs either "
         "(Blackwell): bf16 or mxfp8 (vLLM VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1); None = the "
         "backend preset's.",
+    )
+    linear_state_precision: LinearStatePrecision | None = Field(
+        default=None,
+        description="Precision of linear-attention layers' recurrent state (Gated DeltaNet, "
+        "Mamba): fp32 or bf16 (SGLang --mamba-ssm-dtype bfloat16); None = the backend "
+        "preset's.",
     )
     moe_kernel: str | None = Field(
         default=None,

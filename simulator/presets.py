@@ -25,7 +25,7 @@ from simulator.engine.admission import KvAdmission
 from simulator.engine.remote import PdFirstToken
 from simulator.engine.scheduler import SCHEDULERS
 from simulator.latency.compose import ComposeParams
-from simulator.latency.deployment import Fp8WeightOnly
+from simulator.latency.deployment import Fp8WeightOnly, LinearStatePrecision
 from simulator.latency.memory import MemoryAccounting, MemoryParams
 from simulator.latency.memory_rules import sglang_memory_defaults, vllm_batch_defaults
 from simulator.latency.moe_table import Mxfp4Activation
@@ -233,6 +233,12 @@ class BackendPreset(BaseModel):
         description="Whether a weight-only MoE (MXFP4 on a GPU without fp4 tensor cores) runs "
         "in vLLM's Marlin kernel (ComposeParams.marlin_moe; ServingConfig.marlin_moe sets it "
         "per deployment).",
+    )
+    linear_state_precision: LinearStatePrecision = Field(
+        default="fp32",
+        description="The precision of a linear-attention layer's recurrent state (Gated "
+        "DeltaNet, Mamba): 'fp32' or 'bf16' (Deployment.linear_state_precision; "
+        "ServingConfig.linear_state_precision sets it per deployment).",
     )
     mxfp4_moe_activation: Mxfp4Activation = Field(
         default="bf16",

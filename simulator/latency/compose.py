@@ -541,9 +541,11 @@ class OperatorPlanner:
 
     def _linear_state_calls(self, num_decode: int) -> list[KernelCall]:
         """Each decode reads and writes its recurrent and convolution state in every linear
-        layer (``ModelSpec.linear_state_bytes`` per request, split ``tp`` ways)."""
-        m = self.deployment.model
-        per_layer = m.linear_state_bytes() / m.linear_attention_layers / self.tp
+        layer (``ModelSpec.linear_state_bytes`` per request at the deployment's state
+        precision, split ``tp`` ways)."""
+        d, m = self.deployment, self.deployment.model
+        state = m.linear_state_bytes(d.linear_state_precision)
+        per_layer = state / m.linear_attention_layers / self.tp
         moved = 2.0 * num_decode * per_layer
         return [KernelCall("linear_state", "elementwise", (moved, 2), self.linear_layers)]
 

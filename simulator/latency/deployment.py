@@ -62,7 +62,13 @@ from hardware.schema import BYTES_PER_ELEMENT, GpuSpec, ModelSpec
 from simulator.latency.transfer import kv_bytes_per_gpu, request_state_bytes_per_gpu
 from slo.inputfile import InputError
 
-__all__ = ["ACTIVATION_PRECISIONS", "KV_PRECISIONS", "Deployment", "Fp8WeightOnly"]
+__all__ = [
+    "ACTIVATION_PRECISIONS",
+    "KV_PRECISIONS",
+    "Deployment",
+    "Fp8WeightOnly",
+    "LinearStatePrecision",
+]
 
 #: KV-cache precisions the modelled engines store (fp4 only where the GPU has fp4).
 KV_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
@@ -70,6 +76,8 @@ KV_PRECISIONS = ("fp32", "bf16", "fp16", "fp8", "fp4")
 ACTIVATION_PRECISIONS = ("bf16", "fp16", "fp32")
 #: Which FP8 layers an engine runs weight-only on a GPU without FP8 tensor cores (``Deployment``).
 Fp8WeightOnly = Literal["none", "dense", "all"]
+#: The precision of a linear-attention layer's recurrent state (``Deployment``).
+LinearStatePrecision = Literal["fp32", "bf16"]
 #: Weight precisions that run as weight-only kernels on any GPU (dequantised to 16 bit).
 _WEIGHT_ONLY = (*sorted(WEIGHT_ONLY), "fp4")  # dequantised into 16-bit GEMMs (module doc)
 
@@ -93,6 +101,10 @@ class Deployment:
     #: ``dense`` (linear layers, not fused-MoE experts), ``all`` (experts too). The backend
     #: preset's ``fp8_weight_only``; ignored on a GPU with FP8 tensor cores.
     fp8_weight_only: Fp8WeightOnly = "none"
+    #: The precision of a linear-attention layer's recurrent state (Gated DeltaNet, Mamba):
+    #: ``fp32`` (the engines' default) or ``bf16`` (SGLang ``--mamba-ssm-dtype bfloat16``);
+    #: the backend preset's ``linear_state_precision`` unless a deployment says otherwise.
+    linear_state_precision: LinearStatePrecision = "fp32"
 
     def __post_init__(self) -> None:
         _check_precisions(self)
@@ -136,6 +148,7 @@ class Deployment:
             activation_precision=self.activation_precision,
             allow_multi_node=self.allow_multi_node,
             fp8_weight_only=self.fp8_weight_only,
+            linear_state_precision=self.linear_state_precision,
         )
 
     # ----- pipeline stages ---------------------------------------------------------------------
@@ -264,7 +277,9 @@ class Deployment:
         per token (``kv_bytes_per_token_per_gpu``)."""
         if self.pp > 1:
             return self._kv_stage().request_state_bytes_per_gpu()
-        return request_state_bytes_per_gpu(self.model, self.kv_precision, self.attention_tp)
+        return request_state_bytes_per_gpu(
+            self.model, self.kv_precision, self.attention_tp, self.linear_state_precision
+        )
 
     def describe(self) -> str:
         """Short label, e.g. ``'Llama-3.1-70B bf16 on h100_sxm TP4'`` (``'… fp8 (weight-only)

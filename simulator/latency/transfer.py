@@ -143,14 +143,17 @@ def kv_bytes_per_gpu(model: ModelSpec, tokens: int, kv_precision: str, tp: int) 
     return tokens * model.full_attention_layers * per_layer
 
 
-def request_state_bytes_per_gpu(model: ModelSpec, kv_precision: str, tp: int) -> float:
+def request_state_bytes_per_gpu(
+    model: ModelSpec, kv_precision: str, tp: int, state_precision: str = "fp32"
+) -> float:
     """What one running request holds on each GPU besides its cached tokens' KV: the last
     ``sliding_window`` tokens of KV in each sliding-window layer (heads split as in
-    ``kv_bytes_per_gpu``) and its linear-attention state (heads split ``tp`` ways, as vLLM and
-    SGLang shard Gated DeltaNet and Mamba heads). 0 for a model with neither."""
+    ``kv_bytes_per_gpu``) and its linear-attention state, recurrent part in
+    ``state_precision`` (heads split ``tp`` ways, as vLLM and SGLang shard Gated DeltaNet and
+    Mamba heads). 0 for a model with neither."""
     window = model.sliding_window_layers * model.sliding_window
     window_bytes = window * _kv_elements_per_layer_gpu(model, tp) * BYTES_PER_ELEMENT[kv_precision]
-    return window_bytes + model.linear_state_bytes() / tp
+    return window_bytes + model.linear_state_bytes(state_precision) / tp
 
 
 def _kv_elements_per_layer_gpu(model: ModelSpec, tp: int) -> int:

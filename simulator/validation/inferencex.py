@@ -126,6 +126,14 @@ def _mxfp8(
     return lambda row: {**settings(row), "mxfp4_moe_activation": "mxfp8"}
 
 
+def _bf16_state(
+    settings: Callable[[MeasuredRow], dict[str, Any]],
+) -> Callable[[MeasuredRow], dict[str, Any]]:
+    """``settings`` with SGLang's ``--mamba-ssm-dtype bfloat16``: linear-attention recurrent
+    state in bf16 (``ServingConfig.linear_state_precision``) instead of fp32."""
+    return lambda row: {**settings(row), "linear_state_precision": "bf16"}
+
+
 def _flashinfer_moe(
     settings: Callable[[MeasuredRow], dict[str, Any]],
 ) -> Callable[[MeasuredRow], dict[str, Any]]:
@@ -399,26 +407,28 @@ LAUNCHES: tuple[Launch, ...] = (
            _IX + _FSL + "dsv4_fp8_h200_sglang.sh, dsv4_fp4_b200.sh, dsv4_fp4_b300_sglang.sh "
            "@8eec0d4e: running CONC x 3/2, chunk and memory per GPU, DP and CONC "
            "(_SGLANG_DSV4); prefill and KV cache not set"),
-    Launch("sglang", "qwen3.5", _B200, "fp8", "fp8", _each(_sglang(None, 16384, 0.80)),
+    Launch("sglang", "qwen3.5", _B200, "fp8", "fp8",
+           _bf16_state(_each(_sglang(None, 16384, 0.80))),
            _IX + _FSL + "qwen3.5_fp8_b200.sh @8eec0d4e: --kv-cache-dtype fp8_e4m3, 0.8, "
-           "chunk and prefill 16384, running not set"),
-    Launch("sglang", "qwen3.5", _B200, "fp4", "fp8", _each(_sglang(None, 16384, 0.80)),
+           "chunk and prefill 16384, running not set, --mamba-ssm-dtype bfloat16"),
+    Launch("sglang", "qwen3.5", _B200, "fp4", "fp8",
+           _bf16_state(_each(_sglang(None, 16384, 0.80))),
            _IX + _FSL + "qwen3.5_fp4_b200.sh @8eec0d4e: as FP8 (PR #1018; before, chunk and "
            "prefill 81920 with a running cap)"),
-    Launch("sglang", "qwen3.5", _B300, "fp8", "fp8", _sglang_qwen_fp8_b300,
+    Launch("sglang", "qwen3.5", _B300, "fp8", "fp8", _bf16_state(_sglang_qwen_fp8_b300),
            _IX + _FSL + "qwen3.5_fp8_b300.sh @8eec0d4e: fp8_e4m3, --max-running-requests $CONC,"
-           " 0.8, chunk and prefill 16384"),
-    Launch("sglang", "qwen3.5", _B300, "fp4", "fp8", _each(_sglang(128, 32768, 0.80)),
+           " 0.8, chunk and prefill 16384, --mamba-ssm-dtype bfloat16"),
+    Launch("sglang", "qwen3.5", _B300, "fp4", "fp8", _bf16_state(_each(_sglang(128, 32768, 0.80))),
            _IX + _FSL + "qwen3.5_fp4_b300.sh @8eec0d4e: fp8_e4m3, running 128, 0.8, chunk and "
-           "prefill 32768"),
+           "prefill 32768, --mamba-ssm-dtype bfloat16"),
     # After the FP8/FP4 entries (first match wins): the BF16 checkpoint's scripts.
     Launch("sglang", "qwen3.5", _B200_B300, "any", "auto", _each(_sglang(128, 32768, 0.82)),
            _IX + _FSL + "qwen3.5_bf16_b200.sh @8eec0d4e, qwen3.5_bf16_b300.sh @f89cdfe2: "
            "running 128, 0.82, chunk and prefill 32768, KV cache not set"),
     Launch("sglang", "qwen3.5", _H200, "any", "fp8",
-           _each(_sglang(128, 16384, 0.80, _SGLANG_PREFILL)),
+           _bf16_state(_each(_sglang(128, 16384, 0.80, _SGLANG_PREFILL))),
            _IX + _FSL + "qwen3.5_fp8_h200.sh @8eec0d4e: fp8_e4m3, running 128, chunk 16384, "
-           "0.8, prefill not set (16384)"),
+           "0.8, prefill not set (16384), --mamba-ssm-dtype bfloat16"),
     # ----- TensorRT-LLM ------------------------------------------------------------------------
     Launch("trtllm", "gptoss", frozenset({"h200_sxm"}), "any", "auto", _trt_gptoss(None),
            _IX + "benchmarks/gptoss_fp4_h200_trt.sh @111f0312/@ffdb196e: --max_batch_size "

@@ -175,6 +175,7 @@ def validate_steps(
                 catalog.model(row.model), catalog.gpu(row.gpu), tp=row.tp,
                 weight_precision=row.precision, kv_precision=row.kv_precision,
                 allow_multi_node=True, fp8_weight_only=preset.fp8_weight_only,
+                linear_state_precision=preset.linear_state_precision,
             )  # fmt: skip
         except (InputError, KeyError) as err:
             reason = str(err).split(";", 1)[0]

@@ -44,6 +44,28 @@ def test_state_blocks_by_hand(hybrid_catalog: Catalog) -> None:
     assert request_state_blocks(d, 1) == 69  # 68.5 tokens, half up
     toy = Deployment(hybrid_catalog.models["toy/toy-1b"], hybrid_catalog.gpus["toy_gpu"])
     assert request_state_blocks(toy, BT) == 0
+    # A bf16 recurrent state (SGLang --mamba-ssm-dtype bfloat16): 16,384 + 2,304 bytes,
+    # 36.5 tokens = 2.28 blocks -> 2.
+    bf16 = Deployment(model, hybrid_catalog.gpus["toy_gpu"], linear_state_precision="bf16")
+    assert bf16.request_state_bytes_per_gpu() == 2 * 64 * 64 * 2 + 3 * (2 * 2 * 64 + 2 * 64) * 2
+    assert request_state_blocks(bf16, BT) == 2
+
+
+def test_linear_state_precision_reaches_the_deployment(hybrid_catalog: Catalog) -> None:
+    # ServingConfig.linear_state_precision (else the preset's fp32) sizes the state blocks.
+    reqs = [request(i, 0.0, 32, 8) for i in range(3)]
+    ttft = {}
+    for state in (None, "bf16"):
+        config = _config(
+            model="toy/Hybrid", kv_capacity_tokens=10 * BT, max_running_requests=8,
+            linear_state_precision=state,
+        )  # fmt: skip
+        result = simulate(config, OpenLoopSource(reqs, BT), seed=0, catalog=hybrid_catalog)
+        ttft[state] = sorted(r.ttft_s for r in result.records)
+    # fp32: 4 state blocks a request, the second waits for the first; bf16: 2, so 2 + 2 = 4
+    # each at admission and both of the first two run at once.
+    assert ttft[None][1] > 2 * ttft[None][0]
+    assert ttft["bf16"][1] < ttft[None][1]
 
 
 def test_state_blocks_limit_how_many_requests_run_at_once(hybrid_catalog: Catalog) -> None:

@@ -350,6 +350,9 @@ def test_qwen3_5_hybrid_layers(catalog: Catalog) -> None:
     # Per request: 64 value heads x 128 x 128 fp32 state + 3 conv inputs of 2x16x128 + 64x128.
     per_layer = 64 * 128 * 128 * 4 + 3 * (2 * 16 * 128 + 64 * 128) * 2
     assert model.linear_state_bytes() == 45 * per_layer
+    # SGLang's --mamba-ssm-dtype bfloat16: the recurrent state in 2 bytes, the conv inputs alike.
+    bf16 = 64 * 128 * 128 * 2 + 3 * (2 * 16 * 128 + 64 * 128) * 2
+    assert model.linear_state_bytes("bf16") == 45 * bf16
 
 
 # ----- DeepSeek Sparse Attention: GLM-5, GLM-5.1, DeepSeek-V3.2 ----------------------------------

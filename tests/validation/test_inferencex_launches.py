@@ -219,6 +219,15 @@ def test_qwen35_per_gpu_and_precision() -> None:
         assert qwen(system, "bf16") == ("auto", 128, 32768, 32768, 0.82)
         assert qwen(system, "") == ("auto", 128, 32768, 32768, 0.82)
     assert qwen("h200_sxm", "fp8") == ("fp8", 128, 16384, 16384, 0.80)
+    # The FP8/FP4 scripts keep the linear-attention state in bf16 (--mamba-ssm-dtype bfloat16),
+    # the BF16 checkpoint's leave SGLang's fp32.
+    for system, precision, state in (
+        ("b200_sxm", "fp8", "bf16"), ("b200_sxm", "nvfp4", "bf16"), ("b300_sxm", "fp8", "bf16"),
+        ("b300_sxm", "nvfp4", "bf16"), ("h200_sxm", "fp8", "bf16"), ("b200_sxm", "bf16", None),
+        ("b300_sxm", "bf16", None),
+    ):  # fmt: skip
+        row = _ix("Qwen/Qwen3.5-397B-A17B", "sglang", system, precision, concurrency=64)
+        assert benchmark_engine_settings(row).get("linear_state_precision") == state
 
 
 def test_minimax_on_blackwell_end_to_end() -> None:
