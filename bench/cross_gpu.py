@@ -1,7 +1,7 @@
 """The H100 benchmark rows replayed on every other GPU: what the simulator predicts there.
 
     python bench/cross_gpu.py [--silicon CSV] [--gpus a100_sxm,h200_sxm,...] [--limit N]
-        [--jobs N] [--worst 3] [--json OUT.json]
+        [--jobs N] [--worst 3] [--json OUT.json] [--faster h200_sxm,b200_sxm,...]
 
 No end-to-end measurement of another GPU is used (the project keeps those aside to check the
 simulator independently). Instead each measured H100 row is simulated as measured (H100) and
@@ -15,7 +15,12 @@ GPU:
   ratios the latency model, the memory rules and the scheduler imply together, to compare
   with the GPUs' specs (a faster GPU's TPOT ratio should sit near its bandwidth ratio);
 - the rows whose predicted TTFT moves most against the H100 prediction, which is where a
-  mechanism turns (KV capacity becoming the limit, a serial front end saturating).
+  mechanism turns (KV capacity becoming the limit, a serial front end saturating), and, on a
+  GPU faster than H100 at every kernel (``--faster``), the rows predicted *slower* there (TTFT
+  above 1.05× H100's): a serial stage outside the GPU (TensorRT-LLM's front end) saturating at
+  the faster GPU's token rate, or a closed loop settling into another state.
+
+``--json`` also writes every row's two ratios (``ratios``: line → [TTFT, TPOT]).
 
 What it catches: a GPU or model name the catalog cannot resolve, a KV capacity or latency rule
 that goes wrong on one chip only, predictions that cross between regimes. What it cannot say:
@@ -40,6 +45,8 @@ from simulator.validation.silicon.rows import MeasuredRow
 from simulator.validation.validate import RowResult, read_silicon, run_validation, select_rows
 
 DEFAULT_GPUS = "a100_sxm,h200_sxm,b200_sxm,gb200_sxm,b300_sxm,l40s"
+#: A TTFT ratio to H100's above which a faster GPU's row is listed as predicted slower.
+_SLOWER = 1.05
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -50,6 +57,11 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--worst", type=int, default=3, help="largest TTFT moves to list")
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument(
+        "--faster",
+        default="h200_sxm,b200_sxm,b300_sxm,gb200_sxm",
+        help="GPUs faster than H100 at every kernel: rows predicted slower there are listed",
+    )
     return parser.parse_args(argv)
 
 
@@ -76,11 +88,13 @@ def main(argv: list[str] | None = None) -> int:
         moved = [dataclasses.replace(row, system=gpu) for row in picked if row.line in base]
         results, skipped = _predictions(moved, args.jobs)
         ttft, tpot, moves = [], [], []
+        ratios: dict[int, list[float]] = {}
         for line, result in results.items():
             h100 = base[line]
             ttft.append(result.predicted_ttft_ms / h100.predicted_ttft_ms)
             tpot.append(result.predicted_tpot_ms / h100.predicted_tpot_ms)
             moves.append((ttft[-1], tpot[-1], _label(result.row), result.predicted_ttft_ms))
+            ratios[line] = [round(ttft[-1], 4), round(tpot[-1], 4)]
         reasons = Counter(_reason(s.reason, s.model, gpu) for s in skipped)
         entry: dict[str, Any] = {"simulated": len(results), "skipped": dict(reasons)}
         print(f"\n{gpu}: {len(results)} simulated, {len(skipped)} skipped")
@@ -97,6 +111,13 @@ def main(argv: list[str] | None = None) -> int:
                 {"row": label, "ttft_ratio": round(t, 3), "tpot_ratio": round(p, 3)}
                 for t, p, label, _ in moves[: args.worst]
             ]
+            entry["ratios"] = ratios
+            if gpu in {g.strip() for g in args.faster.split(",")}:
+                slower = sorted((m for m in moves if m[0] > _SLOWER), key=lambda m: -m[0])
+                entry["slower_than_h100"] = len(slower)
+                print(f"  predicted slower than on H100 (TTFT > {_SLOWER}x): {len(slower)} rows")
+                for t, p, label, ms in slower[: args.worst]:
+                    print(f"    TTFT x{t:.2f} (TPOT x{p:.2f}) {label}: {ms:,.0f} ms")
         out["gpus"][gpu] = entry
     if args.json is not None:
         args.json.write_text(json.dumps(out, indent=2) + "\n", encoding="utf-8")
