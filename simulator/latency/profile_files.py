@@ -86,29 +86,28 @@ class MoeLender:
 #: this module).
 _MXFP4_KINDS: tuple[str, ...] = ("mxfp4", "mxfp4_mxfp8")
 
-#: Fused-MoE layers an engine runs in a kernel that another engine's profile times and its own
-#: does not: ``engine -> ((lending engine, table dtypes, kernel_source part), ...)``. Where the
-#: engine's own MoE file lacks a shape, the lender's rows of that dtype and kernel price it
-#: (``moe_table.load_moe_table``); the lender's file is found like the engine's own, under
-#: ``lent_moe_kind(lender)``. TensorRT-LLM runs gpt-oss's MXFP4 experts in its TRTLLM MoE backend
-#: on Blackwell (trtllm-gen kernels, MXFP8 activations) and in its TRITON backend on Hopper
-#: (OpenAI's ``triton_kernels``, bf16 activations): its gpt-oss deployment guide, "MoE Backend
-#: Support Matrix" ("For Blackwell, the default MoE backend is TRTLLM. For Hopper, the default
-#: MoE backend is TRITON."). FlashInfer's ``trtllm_fp4_block_scale_moe`` that SGLang runs on
-#: SM100 is that trtllm-gen kernel (SGLang's B200/B300 rows, ``sglang_flashinfer_trtllm_moe``,
-#: with bf16 and with MXFP8 activations), and vLLM's Hopper
-#: rows time ``triton_kernels``' ``matmul_ogs`` (``..._oaitritonmxfp4experts...``); no
-#: TensorRT-LLM profile times either at gpt-oss's shapes, where its layer was composed from
-#: NVFP4 GEMMs (on B200 1.5-2× the measured trtllm-gen layer at 64-1,024 tokens). SGLang runs
-#: gpt-oss's experts in the same ``triton_kernels`` on Hopper (``server_args``: GptOss, MoE
-#: runner ``auto`` → ``triton_kernel``); its own Hopper rows time its fused-MoE Triton kernel,
-#: which it does not run there (``moe_table.NOT_THE_ENGINES_PATH``), so it borrows vLLM's. vLLM
-#: runs the trtllm-gen kernel with MXFP8 activations under ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``
-#: (``moe_table.MXFP4_MXFP8``), which its own profile times at other shapes than gpt-oss's,
-#: and INT4 experts there under ``VLLM_USE_FLASHINFER_MOE_INT4=1`` (its default is Marlin,
-#: which its profile times: the lent rows are an alternative a deployment names,
-#: ``ServingConfig.moe_kernel``; SGLang's B200 rows at Kimi-K2's shape are 0.33-0.38× its
-#: Marlin rows at 4,096-16,384 tokens).
+#: Fused-MoE layers an engine runs in a kernel that another engine's profile times and its own does
+#: not, by engine. Where the engine's own MoE file lacks a shape, the lender's rows of those dtypes
+#: and that kernel price it (``moe_table.load_moe_table``; only as an alternative a deployment names
+#: where the kernel is not the engine's default, ``MoeLender.default``); the lender's file is found
+#: like the engine's own, under ``lent_moe_kind``. TensorRT-LLM runs gpt-oss's MXFP4 experts in its
+#: TRTLLM MoE backend on Blackwell (trtllm-gen kernels, MXFP8 activations) and in its TRITON backend
+#: on Hopper (OpenAI's ``triton_kernels``, bf16 activations): its gpt-oss deployment guide, "MoE
+#: Backend Support Matrix" ("For Blackwell, the default MoE backend is TRTLLM. For Hopper, the
+#: default MoE backend is TRITON."). FlashInfer's ``trtllm_fp4_block_scale_moe`` that SGLang runs on
+#: SM100 is that trtllm-gen kernel (SGLang's B200/B300 rows, ``sglang_flashinfer_trtllm_moe``, with
+#: bf16 and with MXFP8 activations), and vLLM's Hopper rows time ``triton_kernels``' ``matmul_ogs``
+#: (``..._oaitritonmxfp4experts...``); no TensorRT-LLM profile times either at gpt-oss's shapes,
+#: where its layer was composed from NVFP4 GEMMs (on B200 1.5-2× the measured trtllm-gen layer at
+#: 64-1,024 tokens). SGLang runs gpt-oss's experts in the same ``triton_kernels`` on Hopper
+#: (``server_args``: GptOss, MoE runner ``auto`` → ``triton_kernel``); its own Hopper rows time its
+#: fused-MoE Triton kernel, which it does not run there (``moe_table.NOT_THE_ENGINES_PATH``), so it
+#: borrows vLLM's. vLLM runs the trtllm-gen kernel with MXFP8 activations under
+#: ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1`` (``moe_table.MXFP4_MXFP8``), which its own profile
+#: times at other shapes than gpt-oss's, and INT4 experts there under
+#: ``VLLM_USE_FLASHINFER_MOE_INT4=1`` (its default is Marlin, which its profile times: the lent rows
+#: are an alternative a deployment names, ``ServingConfig.moe_kernel``; SGLang's B200 rows at
+#: Kimi-K2's shape are 0.33-0.38× its Marlin rows at 4,096-16,384 tokens).
 MOE_LENDERS: dict[str, tuple[MoeLender, ...]] = {
     "trtllm": (
         MoeLender("sglang", _MXFP4_KINDS, "flashinfer_trtllm"),
