@@ -202,7 +202,11 @@ def _engine(
         kv_admission=config.kv_admission or preset.kv_admission,
         kv_conservativeness=preset.rank_conservativeness(ranks, config.schedule_conservativeness),
         # The serial front end; none for a PD pool (its proxy to the clients is not modelled).
-        **({} if role is not None else preset.frontend_seconds(config.frontend_us)),
+        **(
+            {}
+            if role is not None
+            else preset.frontend_seconds(config.frontend_us, config.stream_interval)
+        ),
         limits_note=defaults.note if budget is None or running is None else "",
         prefill_step_floor_s=preset.eager_prefill_us_per_layer * 1e-6 * eager_layers,
     )

@@ -137,8 +137,16 @@ class ServingConfig(BaseModel):
     frontend_us: tuple[float, float, float] | None = Field(
         default=None,
         description="The serial front end's CPU time (µs) per request taken in, per prompt "
-        "token taken in and per token streamed, e.g. [4000, 2, 75] "
+        "token taken in and per response streamed (a token at stream_interval 1), e.g. "
+        "[4000, 2, 75] "
         "(simulator/engine/frontend.py); [0, 0, 0] = none; None = the backend preset's.",
+    )
+    stream_interval: int | None = Field(
+        default=None,
+        ge=1,
+        description="Decode steps per streamed response after the first token (TensorRT-LLM "
+        "and SGLang stream_interval): the front end's per-response cost is spread over that "
+        "many tokens; None = the backend preset's (1).",
     )
     schedule_conservativeness: float = Field(
         default=1.0,

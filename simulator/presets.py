@@ -209,8 +209,16 @@ class BackendPreset(BaseModel):
     frontend_token_us: float = Field(
         default=0.0,
         ge=0,
-        description="The API server's serial CPU time per generated token streamed back "
-        "(detokenising, one server-sent event), µs; shares the CPU with the intake.",
+        description="The API server's serial CPU time per response streamed back (one per "
+        "generated token at stream_interval 1: detokenising, one server-sent event), µs; "
+        "shares the CPU with the intake.",
+    )
+    stream_interval: int = Field(
+        default=1,
+        ge=1,
+        description="Decode steps per streamed response after the first token (the engine's "
+        "stream_interval): the front end's per-response cost is spread over that many "
+        "tokens (frontend_token_us / stream_interval per token).",
     )
     eager_prefill_us_per_layer: float = Field(
         default=0.0,
@@ -319,19 +327,25 @@ class BackendPreset(BaseModel):
             return conservativeness * 0.3
         return conservativeness
 
-    def frontend_seconds(self, override_us: tuple[float, float, float] | None) -> dict[str, float]:
+    def frontend_seconds(
+        self,
+        override_us: tuple[float, float, float] | None,
+        stream_interval: int | None = None,
+    ) -> dict[str, float]:
         """``EngineParams``' front-end costs in seconds: ``override_us`` (per request, per
-        prompt token, per streamed token, µs; a ``ServingConfig.frontend_us``) or this
-        preset's."""
+        prompt token, per streamed response, µs; a ``ServingConfig.frontend_us``) or this
+        preset's, the per-response cost spread over the tokens of a response
+        (``stream_interval``; None: this preset's)."""
         request_us, prompt_us, token_us = override_us or (
             self.frontend_request_us,
             self.frontend_prompt_token_us,
             self.frontend_token_us,
         )
+        interval = stream_interval or self.stream_interval
         return {
             "frontend_request_s": request_us / 1e6,
             "frontend_prompt_token_s": prompt_us / 1e6,
-            "frontend_token_s": token_us / 1e6,
+            "frontend_token_s": token_us / 1e6 / interval,
         }
 
     def overlap_for(self, role: str | None) -> bool:

@@ -196,11 +196,13 @@ def _sglang_dsr1_b200_fp4(row: MeasuredRow) -> dict[str, Any]:
 
 
 def _trt_gptoss(running: int | None) -> Callable[..., Any]:
-    """``trtllm-serve --max_batch_size R --max_num_tokens 20000``, KV fraction 0.85."""
+    """``trtllm-serve --max_batch_size R --max_num_tokens 20000``, KV fraction 0.85,
+    ``stream_interval: 20``."""
 
     def settings(row: MeasuredRow) -> dict[str, Any]:
         cap = row.concurrency if running is None else running
-        return {"max_running_requests": cap, "max_batched_tokens": 20000, "hbm_utilization": 0.85}
+        return {"max_running_requests": cap, "max_batched_tokens": 20000,
+                "hbm_utilization": 0.85, "stream_interval": 20}  # fmt: skip
 
     return settings
 
@@ -212,7 +214,8 @@ def _trt_dsr1_tokens(row: MeasuredRow) -> int:
 
 def _trt_dsr1(memory: Callable[[MeasuredRow], float]) -> Callable[..., Any]:
     def settings(row: MeasuredRow) -> dict[str, Any]:
-        return {"max_batched_tokens": _trt_dsr1_tokens(row), "hbm_utilization": memory(row)}
+        return {"max_batched_tokens": _trt_dsr1_tokens(row), "hbm_utilization": memory(row),
+                "stream_interval": 10}  # fmt: skip
 
     return settings
 
@@ -228,7 +231,7 @@ def _trt_dsr1_b200_fp8_memory(row: MeasuredRow) -> float:
 
 def _trt_70b(row: MeasuredRow) -> dict[str, Any]:
     del row
-    return {"max_batched_tokens": 16384}
+    return {"max_batched_tokens": 16384, "stream_interval": 10}
 
 
 def _sglang_glm5_fp8(row: MeasuredRow) -> dict[str, Any]:
@@ -289,7 +292,7 @@ def _trt_dsv4(row: MeasuredRow) -> dict[str, Any]:
     batch = max(row.concurrency, 16)
     tokens = max(row.isl + row.osl + 256, 8192)
     return {"max_running_requests": batch, "max_batched_tokens": max(tokens, batch),
-            "hbm_utilization": 0.50}  # fmt: skip
+            "hbm_utilization": 0.50, "stream_interval": 10}  # fmt: skip
 
 
 def _per_gpu(
@@ -432,28 +435,31 @@ LAUNCHES: tuple[Launch, ...] = (
     # ----- TensorRT-LLM ------------------------------------------------------------------------
     Launch("trtllm", "gptoss", frozenset({"h200_sxm"}), "any", "auto", _trt_gptoss(None),
            _IX + "benchmarks/gptoss_fp4_h200_trt.sh @111f0312/@ffdb196e: --max_batch_size "
-           "$CONC, --max_num_tokens 20000, free_gpu_memory_fraction 0.85, KV dtype auto"),
+           "$CONC, --max_num_tokens 20000, free_gpu_memory_fraction 0.85, KV dtype auto, "
+           "stream_interval 20"),
     Launch("trtllm", "gptoss", _BLACKWELL, "any", "fp8", _trt_gptoss(512),
            _IX + "benchmarks/gptoss_fp4_b200_trt.sh @1825e7f0/@6be4ee36, "
            "gptoss_fp4_gb200_trt_slurm.sh @5e3f8166: kv_cache_config.dtype fp8, --max_batch_size "
-           "512, --max_num_tokens 20000, free_gpu_memory_fraction 0.85"),
+           "512, --max_num_tokens 20000, free_gpu_memory_fraction 0.85, stream_interval 20"),
     Launch("trtllm", "dsr1", frozenset({"h200_sxm"}), "any", "fp8", _trt_dsr1(lambda _: 0.75),
            _IX + "benchmarks/dsr1_fp8_h200_trt.sh @1fc5d73c: kv_cache_config.dtype fp8, "
-           "free_gpu_memory_fraction 0.75, --max_num_tokens ceil64(CONC + ISL + 64), >= 8192"),
+           "free_gpu_memory_fraction 0.75, --max_num_tokens ceil64(CONC + ISL + 64), >= 8192, "
+           "stream_interval 10"),
     Launch("trtllm", "dsr1", _BLACKWELL, "fp8", "fp8", _trt_dsr1(_trt_dsr1_b200_fp8_memory),
            _IX + "benchmarks/dsr1_fp8_b200_trt.sh @0a919c5f: kv_cache_config.dtype fp8, "
            "fraction 0.8 (0.7 at CONC >= 256 with 1k prompts, 0.75 at 8k1k TP4), "
-           "--max_num_tokens ceil64(CONC + ISL + 64), >= 8192"),
+           "--max_num_tokens ceil64(CONC + ISL + 64), >= 8192, stream_interval 10"),
     Launch("trtllm", "dsr1", _BLACKWELL, "fp4", "fp8", _trt_dsr1(lambda _: 0.80),
            _IX + "benchmarks/dsr1_fp4_b200_trt.sh @111f0312: kv_cache_config.dtype fp8, "
-           "fraction 0.8, --max_num_tokens ceil64(CONC + ISL + 64), >= 8192"),
+           "fraction 0.8, --max_num_tokens ceil64(CONC + ISL + 64), >= 8192, stream_interval 10"),
     Launch("trtllm", "70b", _HOPPER | _BLACKWELL, "any", "fp8", _trt_70b,
            _IX + "benchmarks/70b_fp8_h200_trt_slurm.sh @a267b4bd, 70b_fp{8,4}_b200_trt_*.sh: "
-           "kv_cache_config.dtype fp8, --max_num_tokens 16384, fraction not set"),
+           "kv_cache_config.dtype fp8, --max_num_tokens 16384, fraction not set, "
+           "stream_interval 10"),
     Launch("trtllm", "dsv4", _B200_B300, "any", "fp8", _trt_dsv4,
            _IX + _FSL + "dsv4_fp4_b{200,300}_trt.sh @8eec0d4e: kv_cache_config.dtype fp8, "
            "free_gpu_memory_fraction 0.50, --max_batch_size max(CONC, 16), --max_num_tokens "
-           "max(ISL + OSL + 256, 8192)"),
+           "max(ISL + OSL + 256, 8192), stream_interval 10"),
 )  # fmt: skip
 
 

@@ -81,6 +81,21 @@ def test_a_busy_front_end_caps_the_throughput() -> None:
     assert result.summary.ttft_ms.mean > 10 * fast.summary.ttft_ms.mean
 
 
+def test_a_stream_interval_spreads_a_response_over_its_tokens() -> None:
+    """A response every k decode steps (TensorRT-LLM's stream_interval) costs the front end
+    one response's time per k tokens: the busy front end above at k = 10 streams 10 tokens for
+    1 ms, so requests complete at 1 / (5 + 1) ms; the preset's interval is 1."""
+    assert load_preset("trtllm").stream_interval == 1
+    seconds = load_preset("trtllm").frontend_seconds((5000.0, 0.0, 1000.0), 10)
+    assert seconds["frontend_token_s"] == pytest.approx(0.1 * MS)
+    spec = closed_loop_workload(users=32, requests=640, input_tokens=64, output_tokens=10)
+    config = _config((5000.0, 0.0, 1000.0)).model_copy(update={"stream_interval": 10})
+    result = simulate(config, spec, seed=0)
+    assert result.summary is not None
+    rate = result.summary.n_requests / result.summary.duration_s
+    assert rate == pytest.approx(1 / (6 * MS), rel=0.05)
+
+
 def test_the_preset_carries_the_costs_and_pd_pools_have_none() -> None:
     trtllm = load_preset("trtllm")
     assert trtllm.frontend_request_us > 0

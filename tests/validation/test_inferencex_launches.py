@@ -200,6 +200,7 @@ def test_deepseek_v4_sglang_and_trtllm() -> None:
         assert launch.kv_cache == "fp8"
         assert benchmark_engine_settings(row) == {
             "max_running_requests": 16, "max_batched_tokens": 9472, "hbm_utilization": 0.50,
+            "stream_interval": 10,
         }  # fmt: skip
     assert launch_for(_ix(model, "trtllm", "h200_sxm", "fp8")) is None
 
@@ -259,6 +260,26 @@ def test_gpt_oss_on_hopper_runs_marlin_as_the_script_sets_it() -> None:
     assert config.marlin_moe is True
     b200 = _ix("openai/gpt-oss-120b", "vllm", "b200_sxm", "fp4", tp=2, moe_tp=2)
     assert "marlin_moe" not in benchmark_engine_settings(b200)
+
+
+def test_tensorrt_llm_scripts_stream_every_ten_or_twenty_steps() -> None:
+    # stream_interval in every InferenceX TensorRT-LLM script's extra options (gpt-oss 20, the
+    # others 10): the front end streams a response per that many tokens.
+    for model, system, precision, interval in (
+        ("openai/gpt-oss-120b", "b200_sxm", "fp4", 20),
+        ("openai/gpt-oss-120b", "h200_sxm", "fp4", 20),
+        ("deepseek-ai/DeepSeek-R1-0528", "b200_sxm", "fp8", 10),
+        ("deepseek-ai/DeepSeek-R1-0528", "h200_sxm", "fp8", 10),
+        ("meta-llama/Llama-3.3-70B-Instruct", "b200_sxm", "fp8", 10),
+    ):
+        row = _ix(model, "trtllm", system, precision, tp=4, moe_tp=4)
+        assert benchmark_engine_settings(row)["stream_interval"] == interval, model
+    config = row_config(
+        _ix("openai/gpt-oss-120b", "trtllm", "b200_sxm", "fp4", tp=2, moe_tp=2),
+        shipped_catalog(), latency_model="auto",
+    )  # fmt: skip
+    assert not isinstance(config, str)
+    assert config.stream_interval == 20
 
 
 def test_gpt_oss_on_blackwell_runs_mxfp8_activations_as_the_script_sets_them() -> None:

@@ -223,7 +223,9 @@ def test_inferencex_rows_get_their_scripts_settings_per_gpu() -> None:
     trt = _row(model="deepseek-ai/DeepSeek-R1", backend="trtllm", system="b200_sxm", tp=8,
                moe_tp=1, moe_ep=8, precision="fp8", isl=8192, concurrency=100,
                source=trt_source)  # fmt: skip
-    assert benchmark_engine_settings(trt) == {"max_batched_tokens": 8384, "hbm_utilization": 0.8}
+    assert benchmark_engine_settings(trt) == {
+        "max_batched_tokens": 8384, "hbm_utilization": 0.8, "stream_interval": 10,
+    }  # fmt: skip
     # Other harnesses, and rows the table does not cover, keep their rules.
     assert benchmark_engine_settings(_row(system="b200_sxm", backend="sglang")) == {
         "max_running_requests": 8
