@@ -200,6 +200,7 @@ def _engine(
         # A PD prefill pool hands its first tokens off (``remote.py``): not lagged here.
         overlap_prefill_lag=preset.overlap_prefill_lag and role is None,
         kv_admission=config.kv_admission or preset.kv_admission,
+        recv_interval=config.scheduler_recv_interval or preset.scheduler_recv_interval,
         kv_conservativeness=preset.rank_conservativeness(ranks, config.schedule_conservativeness),
         # The serial front end; none for a PD pool (its proxy to the clients is not modelled).
         **(

@@ -141,6 +141,13 @@ class ServingConfig(BaseModel):
         "[4000, 2, 75] "
         "(simulator/engine/frontend.py); [0, 0, 0] = none; None = the backend preset's.",
     )
+    scheduler_recv_interval: int | None = Field(
+        default=None,
+        ge=1,
+        description="Decode-only steps between the scheduler's looks at newly arrived requests "
+        "while it runs (SGLang --scheduler-recv-interval: a step with a prefill, or an idle "
+        "engine, looks at once); None = the backend preset's (1).",
+    )
     stream_interval: int | None = Field(
         default=None,
         ge=1,

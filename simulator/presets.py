@@ -213,6 +213,13 @@ class BackendPreset(BaseModel):
         "generated token at stream_interval 1: detokenising, one server-sent event), µs; "
         "shares the CPU with the intake.",
     )
+    scheduler_recv_interval: int = Field(
+        default=1,
+        ge=1,
+        description="Decode-only steps between the scheduler's looks at newly arrived "
+        "requests while it runs (SGLang --scheduler-recv-interval; EngineParams."
+        "recv_interval): 1 = every step.",
+    )
     stream_interval: int = Field(
         default=1,
         ge=1,

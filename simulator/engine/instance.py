@@ -70,6 +70,7 @@ from simulator.engine.kvuse import KvUseIntegral
 from simulator.engine.params import EngineParams
 from simulator.engine.prefetch import Prefetcher
 from simulator.engine.progress import Q_PREFETCH, Progress, apply_run, apply_step, record_of
+from simulator.engine.receive import ReceiveInterval
 from simulator.engine.remote import Handoff, admit_remote
 from simulator.engine.request import FINISHED, SENDING, SWAPPED, WAITING, EngineRequest
 from simulator.engine.scheduler import SCHEDULERS, Batch, StepPlan
@@ -165,11 +166,12 @@ class EngineInstance:
         self.admit_cutoff_s: float | None = None
         """Overlap scheduling: waiting requests queued after this time are not yet visible to
         the admission of the step being scheduled (set at a busy step boundary only)."""
+        # When new arrivals are looked at (``receive.py``; every boundary at interval 1).
+        self.receive = ReceiveInterval(params.recv_interval)
         self.admitter = Admitter(self, self.admission, load_link, self.prefetcher)
         self._run: InFlight | None = None
         """The step or decode run in progress."""
-        self._step_pending = False
-        self._wake_token = -1
+        self._step_pending, self._wake_token = False, -1
         self.totals = StepTotals()
         self.kv_use = KvUseIntegral(kv.l1)
         # Reserve-estimate admission reads the running requests' counters while scheduling.
@@ -351,6 +353,9 @@ class EngineInstance:
         now = self.kernel.now
         self.preempted.clear()
         cutoff = self.admit_cutoff_s if self.running else None  # an idle engine takes all
+        recv_cutoff = self.receive.look(now, bool(self.running))
+        if recv_cutoff is not None:
+            cutoff = recv_cutoff if cutoff is None else min(cutoff, recv_cutoff)
         self.admit_cutoff_s = cutoff
         plan = self.scheduler.schedule(self)
         self.admit_cutoff_s = None
@@ -359,6 +364,7 @@ class EngineInstance:
             # Nothing else could run: the engine loop is idle and admits them now.
             plan = self.scheduler.schedule(self)
             unseen = False
+            recv_cutoff = self.receive.look(now, running=False)
         self.kv_use.mark(now)
         batch = plan.tokens
         if plan.split is None and self.cohort is not None:
@@ -373,8 +379,7 @@ class EngineInstance:
             return
         if self.check_invariants_each_step:
             check_split(plan, self.cohort)
-        # Requests not yet seen must get their turn at the next boundary, not after a run.
-        k = 1 if unseen else self._run_length(plan)
+        k = self._steps_of(plan, unseen=unseen, looking=recv_cutoff is None)
         self._run = InFlight(
             self.kernel,
             self._pricer,
@@ -387,6 +392,16 @@ class EngineInstance:
         self._streamed = 0
         if self._lagging:
             self._lag_first_tokens(self._run)
+
+    def _steps_of(self, plan: StepPlan, *, unseen: bool, looking: bool) -> int:
+        """Steps to run ``plan`` for: requests not yet seen (``unseen``) get their turn at the
+        next boundary, not after a run — or at the next look at arrivals where this boundary
+        is not one (``looking`` False, a receive interval)."""
+        if not unseen:
+            return self._run_length(plan)
+        if looking:
+            return 1
+        return min(self._run_length(plan), self.receive.steps_to_look())
 
     def _sleep(self) -> None:
         """Idle: wake when the first pending L2→L1 load completes (arrivals poke anyway)."""
@@ -427,6 +442,7 @@ class EngineInstance:
         assert run is not None
         self._run = None
         k = run.k
+        self.receive.ran(run.batch, k)
         if k == 1:
             if self.params.overlap_scheduling:
                 # The next step was scheduled when the last one started (module docstring).

@@ -54,6 +54,12 @@ class EngineParams:
     """Least seconds of a step that runs a prefill chunk: an engine that replays CUDA graphs
     for decode-only steps only runs such a step eagerly, and it cannot end before the host has
     launched every kernel of the forward pass (``steps.StepPricer``). 0: no floor."""
+    recv_interval: int = 1
+    """Decode-only steps between two looks at newly arrived requests while the engine runs
+    (SGLang ``--scheduler-recv-interval``; its ``SchedulerRecvSkipper`` takes new requests in
+    after any step with a prefill and when idle, else once every that many decode steps):
+    a request that arrives in between waits for the next look (``instance.py``). 1: every
+    step boundary."""
     kv_admission: KvAdmission = "on_demand"
     """Future KV growth set aside before admitting a request (``admission.py``)."""
     kv_conservativeness: float = 1.0

@@ -134,6 +134,17 @@ def _bf16_state(
     return lambda row: {**settings(row), "linear_state_precision": "bf16"}
 
 
+def _recv(
+    settings: Callable[[MeasuredRow], dict[str, Any]], above: int
+) -> Callable[[MeasuredRow], dict[str, Any]]:
+    """``settings`` with SGLang's ``--scheduler-recv-interval`` 30 at more than ``above``
+    users, else 10 (``ServingConfig.scheduler_recv_interval``)."""
+    return lambda row: {
+        **settings(row),
+        "scheduler_recv_interval": 30 if row.concurrency > above else 10,
+    }
+
+
 def _flashinfer_moe(
     settings: Callable[[MeasuredRow], dict[str, Any]],
 ) -> Callable[[MeasuredRow], dict[str, Any]]:
@@ -239,7 +250,7 @@ def _sglang_glm5_fp8(row: MeasuredRow) -> dict[str, Any]:
 
 
 def _sglang_qwen_fp8_b300(row: MeasuredRow) -> dict[str, Any]:
-    return _sglang(row.concurrency, 16384, 0.80)
+    return {**_sglang(row.concurrency, 16384, 0.80), "scheduler_recv_interval": 10}
 
 
 def _vllm_dsv4_b200(row: MeasuredRow) -> dict[str, Any]:
@@ -411,23 +422,29 @@ LAUNCHES: tuple[Launch, ...] = (
            "@8eec0d4e: running CONC x 3/2, chunk and memory per GPU, DP and CONC "
            "(_SGLANG_DSV4); prefill and KV cache not set"),
     Launch("sglang", "qwen3.5", _B200, "fp8", "fp8",
-           _bf16_state(_each(_sglang(None, 16384, 0.80))),
+           _recv(_bf16_state(_each(_sglang(None, 16384, 0.80))), above=4),
            _IX + _FSL + "qwen3.5_fp8_b200.sh @8eec0d4e: --kv-cache-dtype fp8_e4m3, 0.8, "
-           "chunk and prefill 16384, running not set, --mamba-ssm-dtype bfloat16"),
+           "chunk and prefill 16384, running not set, --mamba-ssm-dtype bfloat16, "
+           "--scheduler-recv-interval 30 at CONC > 4 else 10"),
     Launch("sglang", "qwen3.5", _B200, "fp4", "fp8",
-           _bf16_state(_each(_sglang(None, 16384, 0.80))),
+           _recv(_bf16_state(_each(_sglang(None, 16384, 0.80))), above=4),
            _IX + _FSL + "qwen3.5_fp4_b200.sh @8eec0d4e: as FP8 (PR #1018; before, chunk and "
            "prefill 81920 with a running cap)"),
     Launch("sglang", "qwen3.5", _B300, "fp8", "fp8", _bf16_state(_sglang_qwen_fp8_b300),
            _IX + _FSL + "qwen3.5_fp8_b300.sh @8eec0d4e: fp8_e4m3, --max-running-requests $CONC,"
-           " 0.8, chunk and prefill 16384, --mamba-ssm-dtype bfloat16"),
-    Launch("sglang", "qwen3.5", _B300, "fp4", "fp8", _bf16_state(_each(_sglang(128, 32768, 0.80))),
+           " 0.8, chunk and prefill 16384, --mamba-ssm-dtype bfloat16, "
+           "--scheduler-recv-interval 10"),
+    Launch("sglang", "qwen3.5", _B300, "fp4", "fp8",
+           _recv(_bf16_state(_each(_sglang(128, 32768, 0.80))), above=15),
            _IX + _FSL + "qwen3.5_fp4_b300.sh @8eec0d4e: fp8_e4m3, running 128, 0.8, chunk and "
-           "prefill 32768, --mamba-ssm-dtype bfloat16"),
+           "prefill 32768, --mamba-ssm-dtype bfloat16, --scheduler-recv-interval 30 at CONC >= "
+           "16 else 10"),
     # After the FP8/FP4 entries (first match wins): the BF16 checkpoint's scripts.
-    Launch("sglang", "qwen3.5", _B200_B300, "any", "auto", _each(_sglang(128, 32768, 0.82)),
+    Launch("sglang", "qwen3.5", _B200_B300, "any", "auto",
+           _recv(_each(_sglang(128, 32768, 0.82)), above=15),
            _IX + _FSL + "qwen3.5_bf16_b200.sh @8eec0d4e, qwen3.5_bf16_b300.sh @f89cdfe2: "
-           "running 128, 0.82, chunk and prefill 32768, KV cache not set"),
+           "running 128, 0.82, chunk and prefill 32768, KV cache not set, "
+           "--scheduler-recv-interval 30 at CONC >= 16 else 10"),
     Launch("sglang", "qwen3.5", _H200, "any", "fp8",
            _bf16_state(_each(_sglang(128, 16384, 0.80, _SGLANG_PREFILL))),
            _IX + _FSL + "qwen3.5_fp8_h200.sh @8eec0d4e: fp8_e4m3, running 128, chunk 16384, "

@@ -229,6 +229,15 @@ def test_qwen35_per_gpu_and_precision() -> None:
     ):  # fmt: skip
         row = _ix("Qwen/Qwen3.5-397B-A17B", "sglang", system, precision, concurrency=64)
         assert benchmark_engine_settings(row).get("linear_state_precision") == state
+    # --scheduler-recv-interval: 30 above a few users (B200 FP8/FP4 above 4, B300 FP4 and BF16
+    # from 16), else 10; B300 FP8 10 always; H200 not set.
+    for system, precision, conc, interval in (
+        ("b200_sxm", "fp8", 4, 10), ("b200_sxm", "fp8", 8, 30), ("b200_sxm", "nvfp4", 8, 30),
+        ("b300_sxm", "fp8", 64, 10), ("b300_sxm", "nvfp4", 8, 10), ("b300_sxm", "nvfp4", 16, 30),
+        ("b200_sxm", "bf16", 16, 30), ("b300_sxm", "bf16", 8, 10), ("h200_sxm", "fp8", 64, None),
+    ):  # fmt: skip
+        row = _ix("Qwen/Qwen3.5-397B-A17B", "sglang", system, precision, concurrency=conc)
+        assert benchmark_engine_settings(row).get("scheduler_recv_interval") == interval
 
 
 def test_minimax_on_blackwell_end_to_end() -> None:
