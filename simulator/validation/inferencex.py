@@ -198,12 +198,19 @@ def _sglang_dsr1_h200(row: MeasuredRow) -> dict[str, Any]:
 
 
 def _sglang_dsr1_b200_fp8(row: MeasuredRow) -> dict[str, Any]:
-    return _sglang(128, 32768, 0.82) if _tp(row) >= 8 else _sglang(32, 8192, 0.95)
+    """TP8: running 128, 0.82, chunk 32768, receive interval 30 from 16 users else 10; TP4:
+    32, 0.95, 8192, interval 10."""
+    if _tp(row) >= 8:
+        recv = 30 if row.concurrency >= 16 else 10
+        return {**_sglang(128, 32768, 0.82), "scheduler_recv_interval": recv}
+    return {**_sglang(32, 8192, 0.95), "scheduler_recv_interval": 10}
 
 
 def _sglang_dsr1_b200_fp4(row: MeasuredRow) -> dict[str, Any]:
-    del row  # one setting for every TP and length
-    return _sglang(256, 16384, 0.85)  # --max-prefill-tokens not set: SGLang's 16384
+    """One setting for every TP and length (--max-prefill-tokens not set: SGLang's 16384) but
+    the receive interval: 30 from 16 users, else 10."""
+    recv = 30 if row.concurrency >= 16 else 10
+    return {**_sglang(256, 16384, 0.85), "scheduler_recv_interval": recv}
 
 
 def _trt_gptoss(running: int | None) -> Callable[..., Any]:
@@ -402,11 +409,12 @@ LAUNCHES: tuple[Launch, ...] = (
     Launch("sglang", "dsr1", _BLACKWELL, "fp8", "fp8", _sglang_dsr1_b200_fp8,
            _IX + "benchmarks/dsr1_fp8_b200.sh @1fc5d73c (dsr1_fp8_b300.sh reuses it): "
            "--kv-cache-dtype fp8_e4m3; TP8: --max-running-requests 128, mem 0.82, chunk and "
-           "prefill 32768; TP4: 32, 0.95, 8192"),
+           "prefill 32768, --scheduler-recv-interval 30 from 16 users else 10; TP4: 32, 0.95, "
+           "8192, interval 10"),
     Launch("sglang", "dsr1", _BLACKWELL, "fp4", "fp8", _sglang_dsr1_b200_fp4,
            _IX + "benchmarks/dsr1_fp4_b200.sh @1fc5d73c/@df64f87f: --kv-cache-dtype fp8_e4m3, "
            "--max-running-requests 256, --mem-fraction-static 0.85, --chunked-prefill-size "
-           "16384"),
+           "16384, --scheduler-recv-interval 30 from 16 users else 10"),
     Launch("sglang", "glm5", _H200, "any", "auto", _each(_sglang(None, None, 0.85)),
            _IX + _FSL + "glm5_fp8_h200.sh @8eec0d4e: --mem-fraction-static 0.85; running, "
            "chunk and KV cache not set"),

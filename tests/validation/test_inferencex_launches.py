@@ -301,3 +301,15 @@ def test_gpt_oss_on_blackwell_runs_mxfp8_activations_as_the_script_sets_them() -
     assert config.mxfp4_moe_activation == "mxfp8"
     h100 = _ix("openai/gpt-oss-120b", "vllm", "h100_sxm", "fp4", tp=2, moe_tp=2)
     assert "mxfp4_moe_activation" not in benchmark_engine_settings(h100)
+
+
+def test_deepseek_r1_sglang_on_blackwell_looks_at_arrivals_every_10_or_30_steps() -> None:
+    # dsr1_fp8_b200.sh @1fc5d73c: TP8 30 from 16 users else 10, TP4 10; dsr1_fp4_b200.sh
+    # @df64f87f: 30 from 16 users else 10.
+    for precision, tp, conc, interval in (
+        ("fp8", 8, 16, 30), ("fp8", 8, 8, 10), ("fp8", 4, 64, 10), ("fp4", 8, 16, 30),
+        ("fp4", 4, 4, 10),
+    ):  # fmt: skip
+        row = _ix("deepseek-ai/DeepSeek-R1-0528", "sglang", "b200_sxm", precision, tp=tp,
+                  moe_tp=tp, concurrency=conc)  # fmt: skip
+        assert benchmark_engine_settings(row)["scheduler_recv_interval"] == interval
