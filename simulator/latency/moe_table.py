@@ -116,6 +116,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from simulator.latency.profile_files import MoeLender
 from simulator.latency.profile_grid import Grid
 from simulator.latency.profiles import (
     KNOWN_DTYPES,
@@ -622,14 +623,14 @@ def load_moe_table(
     path: Path | None,
     *,
     monotone: bool = True,
-    lent: Sequence[tuple[Path, tuple[str, ...], str, bool]] = (),
+    lent: Sequence[tuple[Path, MoeLender]] = (),
 ) -> MoeTable | None:
     """The ``MoeTable`` of the profile at ``path`` and of the rows other engines' profiles lend
-    it (``lent``: ``(file, table dtypes, kernel_source part, default)``,
-    ``profile_files.MOE_LENDERS``): a lent kernel that is the engine's ``default`` is the one
-    kept for a shape no earlier file measured (the lender's kept one where it lends several);
-    otherwise, and for the other shapes, an alternative a deployment naming it reads
-    (``MoeShape.kernel``). None where no file gives a row."""
+    it (``lent``: each lender's file and what it lends, ``profile_files.MOE_LENDERS``): a lent
+    kernel that is the engine's ``default`` is the one kept for a shape no earlier file
+    measured (the lender's kept one where it lends several); otherwise, and for the other
+    shapes, an alternative a deployment naming it reads (``MoeShape.kernel``). None where no
+    file gives a row."""
     kept: list[pd.DataFrame] = []
     others: list[pd.DataFrame] = []
     sources: list[str] = []
@@ -638,9 +639,10 @@ def load_moe_table(
         kept.append(every[every["preferred"]])
         others.append(every[~every["preferred"]])
         sources.append(str(path))
-    for lent_path, dtypes, kernel, default in lent:
+    for lent_path, lender in lent:
         every = read_moe_kernels(lent_path)
-        lends = every["dtype"].isin(dtypes) & every["kernel"].str.contains(kernel, regex=False)
+        kernels = every["kernel"].str.contains(lender.kernel, regex=False)
+        lends = every["dtype"].isin(lender.dtypes) & kernels
         every = every[lends]
         if not len(every):
             continue
@@ -650,13 +652,13 @@ def load_moe_table(
             for shape in frame[list(_SHAPE)].itertuples(index=False, name=None)
         }
         shapes = every[list(_SHAPE)].itertuples(index=False, name=None)
-        new = every[[default and shape not in known for shape in shapes]]
+        new = every[[lender.default and shape not in known for shape in shapes]]
         new = new.sort_values("preferred", ascending=False, kind="stable")
         first = new.groupby(list(_SHAPE), sort=False)["kernel"].transform("first")
         taken = new[new["kernel"] == first]
         kept.append(taken)
         others.append(every.drop(index=taken.index))
-        sources.append(f"{lent_path} ({'/'.join(dtypes)} {kernel} rows)")
+        sources.append(f"{lent_path} ({'/'.join(lender.dtypes)} {lender.kernel} rows)")
     if not kept:
         return None
     frame = pd.concat(kept, ignore_index=True).drop(columns="preferred")

@@ -155,9 +155,9 @@ def _shared_table(  # noqa: PLR0917  (positional: functools.cache keys on the ar
 
     def build() -> ProfileTable:
         lent = tuple(
-            (located.files[lent_moe_kind(each.engine)], each.dtypes, each.kernel, each.default)
-            for each in MOE_LENDERS.get(engine, ())
-            if lent_moe_kind(each.engine) in located.files
+            (located.files[lent_moe_kind(lender.engine)], lender)
+            for lender in MOE_LENDERS.get(engine, ())
+            if lent_moe_kind(lender.engine) in located.files
         )
         moe = load_moe_table(located.files.get(MOE_KIND), monotone=monotone, lent=lent)
         mla_files = {kind: located.files[kind] for kind in MLA_KINDS if kind in located.files}

@@ -118,47 +118,30 @@ def _vllm(
     return settings
 
 
-def _mxfp8(
-    settings: Callable[[MeasuredRow], dict[str, Any]],
+def _with(
+    settings: Callable[[MeasuredRow], dict[str, Any]], **fixed: Any
 ) -> Callable[[MeasuredRow], dict[str, Any]]:
-    """``settings`` under ``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``: MXFP4 experts with MXFP8
-    activations (``ServingConfig.mxfp4_moe_activation``) instead of vLLM's bf16 default."""
-    return lambda row: {**settings(row), "mxfp4_moe_activation": "mxfp8"}
+    """``settings`` plus the ``ServingConfig`` fields a script fixes by an environment variable
+    or flag that selects a kernel or state dtype (each ``Launch``'s source names it):
+    ``marlin_moe`` (``VLLM_MXFP4_USE_MARLIN=1``), ``mxfp4_moe_activation``
+    (``VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1``), ``moe_kernel``
+    (``VLLM_USE_FLASHINFER_MOE_INT4=1``), ``linear_state_precision`` (SGLang
+    ``--mamba-ssm-dtype bfloat16``)."""
+    return lambda row: {**settings(row), **fixed}
 
 
-def _bf16_state(
-    settings: Callable[[MeasuredRow], dict[str, Any]],
-) -> Callable[[MeasuredRow], dict[str, Any]]:
-    """``settings`` with SGLang's ``--mamba-ssm-dtype bfloat16``: linear-attention recurrent
-    state in bf16 (``ServingConfig.linear_state_precision``) instead of fp32."""
-    return lambda row: {**settings(row), "linear_state_precision": "bf16"}
+def _recv_interval(row: MeasuredRow, above: int) -> int:
+    """SGLang's ``--scheduler-recv-interval`` as the scripts pick it: 30 at more than
+    ``above`` users, else 10."""
+    return 30 if row.concurrency > above else 10
 
 
 def _recv(
     settings: Callable[[MeasuredRow], dict[str, Any]], above: int
 ) -> Callable[[MeasuredRow], dict[str, Any]]:
-    """``settings`` with SGLang's ``--scheduler-recv-interval`` 30 at more than ``above``
-    users, else 10 (``ServingConfig.scheduler_recv_interval``)."""
-    return lambda row: {
-        **settings(row),
-        "scheduler_recv_interval": 30 if row.concurrency > above else 10,
-    }
-
-
-def _flashinfer_moe(
-    settings: Callable[[MeasuredRow], dict[str, Any]],
-) -> Callable[[MeasuredRow], dict[str, Any]]:
-    """``settings`` under ``VLLM_USE_FLASHINFER_MOE_INT4=1``: INT4 experts in FlashInfer's
-    trtllm-gen MXINT4 kernel (``ServingConfig.moe_kernel``) instead of vLLM's Marlin."""
-    return lambda row: {**settings(row), "moe_kernel": "flashinfer_trtllm"}
-
-
-def _marlin(
-    settings: Callable[[MeasuredRow], dict[str, Any]],
-) -> Callable[[MeasuredRow], dict[str, Any]]:
-    """``settings`` under ``VLLM_MXFP4_USE_MARLIN=1``: MXFP4 experts in vLLM's Marlin kernel
-    (``ServingConfig.marlin_moe``) instead of its default, OpenAI's Triton kernel on Hopper."""
-    return lambda row: {**settings(row), "marlin_moe": True}
+    """``settings`` with the receive interval ``_recv_interval`` picks
+    (``ServingConfig.scheduler_recv_interval``)."""
+    return lambda row: {**settings(row), "scheduler_recv_interval": _recv_interval(row, above)}
 
 
 def _twice_isl(row: MeasuredRow) -> int:
@@ -201,7 +184,7 @@ def _sglang_dsr1_b200_fp8(row: MeasuredRow) -> dict[str, Any]:
     """TP8: running 128, 0.82, chunk 32768, receive interval 30 from 16 users else 10; TP4:
     32, 0.95, 8192, interval 10."""
     if _tp(row) >= 8:
-        recv = 30 if row.concurrency >= 16 else 10
+        recv = _recv_interval(row, above=15)
         return {**_sglang(128, 32768, 0.82), "scheduler_recv_interval": recv}
     return {**_sglang(32, 8192, 0.95), "scheduler_recv_interval": 10}
 
@@ -209,8 +192,7 @@ def _sglang_dsr1_b200_fp8(row: MeasuredRow) -> dict[str, Any]:
 def _sglang_dsr1_b200_fp4(row: MeasuredRow) -> dict[str, Any]:
     """One setting for every TP and length (--max-prefill-tokens not set: SGLang's 16384) but
     the receive interval: 30 from 16 users, else 10."""
-    recv = 30 if row.concurrency >= 16 else 10
-    return {**_sglang(256, 16384, 0.85), "scheduler_recv_interval": recv}
+    return {**_sglang(256, 16384, 0.85), "scheduler_recv_interval": _recv_interval(row, 15)}
 
 
 def _trt_gptoss(running: int | None) -> Callable[..., Any]:
@@ -353,11 +335,12 @@ _FSL = "benchmarks/single_node/fixed_seq_len/"
 #: The scripts' settings (module doc), one entry per script family.
 LAUNCHES: tuple[Launch, ...] = (
     # ----- vLLM --------------------------------------------------------------------------------
-    Launch("vllm", "gptoss", _HOPPER, "any", "auto", _marlin(_vllm(None)),
+    Launch("vllm", "gptoss", _HOPPER, "any", "auto", _with(_vllm(None), marlin_moe=True),
            _IX + "benchmarks/gptoss_fp4_h{100,200}.sh @1fc5d73c/@16cd9556, fixed_seq_len "
            "@8eec0d4e: --max-num-seqs $CONC, max-num-batched-tokens 8192, "
            "--gpu-memory-utilization 0.9, KV cache not set, VLLM_MXFP4_USE_MARLIN=1"),
-    Launch("vllm", "gptoss", _BLACKWELL, "any", "fp8", _mxfp8(_vllm(512)),
+    Launch("vllm", "gptoss", _BLACKWELL, "any", "fp8",
+           _with(_vllm(512), mxfp4_moe_activation="mxfp8"),
            _IX + "benchmarks/gptoss_fp4_b200.sh @1fc5d73c/@ffdb196e, fixed_seq_len @8eec0d4e: "
            "kv-cache-dtype: fp8, --max-num-seqs 512, max-num-batched-tokens 8192, 0.9 "
            "(PR 273 added the FP8 KV cache), VLLM_USE_FLASHINFER_MOE_MXFP4_MXFP8=1"),
@@ -391,7 +374,7 @@ LAUNCHES: tuple[Launch, ...] = (
            _IX + _FSL + "kimik2.5_int4_h200.sh @8eec0d4e (single_node @34bc7c40): "
            "--max-num-seqs $CONC, --gpu-memory-utilization 0.95, KV cache and budget not set"),
     Launch("vllm", "kimik2.5", _B200_B300, "any", "auto",
-           _flashinfer_moe(_vllm(None, memory=0.95)),
+           _with(_vllm(None, memory=0.95), moe_kernel="flashinfer_trtllm"),
            _IX + _FSL + "kimik2.5_int4_{b200,b300}.sh @8eec0d4e (B300: the B200 recipe as-is): "
            "--max-num-seqs $CONC, --gpu-memory-utilization 0.95, KV cache and budget not set, "
            "VLLM_USE_FLASHINFER_MOE_INT4=1 (the first B200 one, single_node @2b7b6949: 0.97, no "
@@ -430,20 +413,21 @@ LAUNCHES: tuple[Launch, ...] = (
            "@8eec0d4e: running CONC x 3/2, chunk and memory per GPU, DP and CONC "
            "(_SGLANG_DSV4); prefill and KV cache not set"),
     Launch("sglang", "qwen3.5", _B200, "fp8", "fp8",
-           _recv(_bf16_state(_each(_sglang(None, 16384, 0.80))), above=4),
+           _recv(_with(_each(_sglang(None, 16384, 0.80)), linear_state_precision="bf16"), above=4),
            _IX + _FSL + "qwen3.5_fp8_b200.sh @8eec0d4e: --kv-cache-dtype fp8_e4m3, 0.8, "
            "chunk and prefill 16384, running not set, --mamba-ssm-dtype bfloat16, "
            "--scheduler-recv-interval 30 at CONC > 4 else 10"),
     Launch("sglang", "qwen3.5", _B200, "fp4", "fp8",
-           _recv(_bf16_state(_each(_sglang(None, 16384, 0.80))), above=4),
+           _recv(_with(_each(_sglang(None, 16384, 0.80)), linear_state_precision="bf16"), above=4),
            _IX + _FSL + "qwen3.5_fp4_b200.sh @8eec0d4e: as FP8 (PR #1018; before, chunk and "
            "prefill 81920 with a running cap)"),
-    Launch("sglang", "qwen3.5", _B300, "fp8", "fp8", _bf16_state(_sglang_qwen_fp8_b300),
+    Launch("sglang", "qwen3.5", _B300, "fp8", "fp8",
+           _with(_sglang_qwen_fp8_b300, linear_state_precision="bf16"),
            _IX + _FSL + "qwen3.5_fp8_b300.sh @8eec0d4e: fp8_e4m3, --max-running-requests $CONC,"
            " 0.8, chunk and prefill 16384, --mamba-ssm-dtype bfloat16, "
            "--scheduler-recv-interval 10"),
     Launch("sglang", "qwen3.5", _B300, "fp4", "fp8",
-           _recv(_bf16_state(_each(_sglang(128, 32768, 0.80))), above=15),
+           _recv(_with(_each(_sglang(128, 32768, 0.80)), linear_state_precision="bf16"), above=15),
            _IX + _FSL + "qwen3.5_fp4_b300.sh @8eec0d4e: fp8_e4m3, running 128, 0.8, chunk and "
            "prefill 32768, --mamba-ssm-dtype bfloat16, --scheduler-recv-interval 30 at CONC >= "
            "16 else 10"),
@@ -454,7 +438,7 @@ LAUNCHES: tuple[Launch, ...] = (
            "running 128, 0.82, chunk and prefill 32768, KV cache not set, "
            "--scheduler-recv-interval 30 at CONC >= 16 else 10"),
     Launch("sglang", "qwen3.5", _H200, "any", "fp8",
-           _bf16_state(_each(_sglang(128, 16384, 0.80, _SGLANG_PREFILL))),
+           _with(_each(_sglang(128, 16384, 0.80, _SGLANG_PREFILL)), linear_state_precision="bf16"),
            _IX + _FSL + "qwen3.5_fp8_h200.sh @8eec0d4e: fp8_e4m3, running 128, chunk 16384, "
            "0.8, prefill not set (16384), --mamba-ssm-dtype bfloat16"),
     # ----- TensorRT-LLM ------------------------------------------------------------------------

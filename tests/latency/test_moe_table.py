@@ -23,6 +23,7 @@ from simulator.latency.moe_table import (
 from simulator.latency.profile_files import (
     MOE_KIND,
     MOE_LENDERS,
+    MoeLender,
     lent_moe_kind,
     resolve_profile_files,
 )
@@ -557,17 +558,24 @@ def test_another_engines_rows_price_only_the_shapes_the_engine_lacks(tmp_path: P
         hit = None if grid is None else MoeTable.read(grid, 8)
         return None if hit is None else hit[0]
 
-    table = load_moe_table(own, lent=[(lender, ("bf16",), "flashinfer_trtllm", True)])
+    table = load_moe_table(
+        own, lent=[(lender, MoeLender("sglang", ("bf16",), "flashinfer_trtllm"))]
+    )
     assert seconds(table, 1024) == pytest.approx(0.5e-3)  # its own row, not the lender's
     assert seconds(table, 1024, "flashinfer_trtllm") == pytest.approx(0.1e-3)  # named: lent
     assert seconds(table, 1024, "cutlass") == pytest.approx(0.5e-3)  # unmeasured: the kept one
     assert seconds(table, 2048) == pytest.approx(0.2e-3)  # lent
     assert seconds(table, 3072) is None  # another kernel of the lender
     assert seconds(table, 3072, "fused_moe_triton") is None
-    alternative = load_moe_table(own, lent=[(lender, ("bf16",), "flashinfer_trtllm", False)])
+    alternative = load_moe_table(
+        own, lent=[(lender, MoeLender("sglang", ("bf16",), "flashinfer_trtllm", default=False))]
+    )
     assert seconds(alternative, 2048) is None  # not the engine's default: not kept
     assert seconds(alternative, 2048, "flashinfer_trtllm") == pytest.approx(0.2e-3)
-    assert load_moe_table(None, lent=[(lender, ("bf16",), "flashinfer_trtllm", True)]) is not None
+    assert (
+        load_moe_table(None, lent=[(lender, MoeLender("sglang", ("bf16",), "flashinfer_trtllm"))])
+        is not None
+    )
     assert load_moe_table(None) is None
 
 
