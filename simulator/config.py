@@ -132,7 +132,9 @@ class ServingConfig(BaseModel):
     kv_admission: KvAdmission | None = Field(
         default=None,
         description="Future KV growth set aside before admitting a request: on_demand, "
-        "reserve_full or reserve_estimate (None = the backend preset's).",
+        "reserve_full, reserve_estimate or reserve_timeline (SGLang's check for requests that "
+        "ignore end-of-sequence tokens with the radix cache off; simulator/engine/admission.py)"
+        " (None = the backend preset's).",
     )
     frontend_us: tuple[float, float, float] | None = Field(
         default=None,

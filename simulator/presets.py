@@ -178,7 +178,8 @@ class BackendPreset(BaseModel):
         default="on_demand",
         description="Future KV growth set aside before admitting a request: on_demand (vLLM), "
         "reserve_full (TensorRT-LLM GUARANTEED_NO_EVICT), reserve_estimate (SGLang's "
-        "new-token ratio); see simulator/engine/admission.py.",
+        "new-token ratio), reserve_timeline (SGLang with the radix cache off, for requests "
+        "that ignore end-of-sequence tokens); see simulator/engine/admission.py.",
     )
     pd_first_token: PdFirstToken = Field(
         default="prefill",

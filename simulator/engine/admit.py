@@ -2,9 +2,10 @@
 
 ``Admitter`` answers the scheduler's ``admit`` for a local request at the head of the waiting
 queue (prefix match L1 → L2, pins, the L2 → L1 load, the KV admission policy's reserve) and
-for the head of the swapped queue, and tells a ``reserve_estimate`` decode run when the waiting
-head will fit (``head_fit_step``). ``arrival_rejection`` is the check a request meets when it
-arrives. Rules: the module docstring of ``instance.py`` (steps 1 and 2).
+for the head of the swapped queue, and tells a ``reserve_estimate`` or ``reserve_timeline``
+decode run when the waiting head will fit (``head_fit_step``). ``arrival_rejection`` is the
+check a request meets when it arrives. Rules: the module docstring of ``instance.py`` (steps
+1 and 2).
 
 What this module is not: it does not preempt (``EngineInstance.grow`` does), schedule, time
 steps, or admit handed-off PD requests (``remote.admit_remote``).
@@ -142,8 +143,9 @@ class Admitter:
         return n
 
     def head_fit_step(self, k: int, first_chunk_tokens: int) -> int:
-        """``reserve_estimate`` during a decode run of ``k`` steps: the run ends at the first
-        step boundary where the decaying ratio lets the waiting head in (no event marks that
+        """``reserve_estimate`` / ``reserve_timeline`` during a decode run of ``k`` steps: the
+        run ends at the first step boundary where the decaying ratio (or, for the timeline, the
+        outputs the running requests have left) lets the waiting head in (no event marks that
         moment); ``k`` if it never does or something other than memory holds it back. The
         head would run ``first_chunk_tokens`` at most in its first step."""
         host = self.host

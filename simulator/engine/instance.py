@@ -59,7 +59,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from simulator.core import Kernel
-from simulator.engine.admission import AdmissionControl
+from simulator.engine.admission import RATIO_POLICIES, AdmissionControl
 from simulator.engine.admit import Admitter, arrival_rejection
 from simulator.engine.cohort import DecodeCohort
 from simulator.engine.frontend import Frontend
@@ -174,8 +174,8 @@ class EngineInstance:
         self._step_pending, self._wake_token = False, -1
         self.totals = StepTotals()
         self.kv_use = KvUseIntegral(kv.l1)
-        # Reserve-estimate admission reads the running requests' counters while scheduling.
-        lazy = self.scheduler.uses_cohort and params.kv_admission != "reserve_estimate"
+        # The ratio policies read the running requests' counters while scheduling.
+        lazy = self.scheduler.uses_cohort and params.kv_admission not in RATIO_POLICIES
         self.cohort = DecodeCohort() if lazy and self._pricer.takes_buckets else None
         """The decode cohort (``cohort.py``; None where the scheduler, the step timer or the
         admission policy cannot work with one)."""
@@ -418,7 +418,7 @@ class EngineInstance:
         lazy = cohort if cohort is not None and cohort.members else None  # the batch's head
         budget = self.kv.l1.available()
         k = quiescent_decode_steps(batch, MAX_RUN_STEPS, self.block_tokens, budget, lazy)
-        if k > 1 and self.admission.policy == "reserve_estimate":
+        if k > 1 and self.admission.policy in RATIO_POLICIES:
             k = self.admitter.head_fit_step(k, min(self.chunk_tokens, self.max_batched_tokens))
         return k
 

@@ -130,6 +130,19 @@ def _with(
     return lambda row: {**settings(row), **fixed}
 
 
+#: ``--disable-radix-cache`` under the harness's ``--ignore-eos`` (``benchmark_lib.sh``
+#: ``run_benchmark_serving`` passes it to every run): no prefix cache, and SGLang admits each
+#: request on its ignore-EOS path (``admission.py``, ``reserve_timeline``).
+_NO_RADIX: dict[str, Any] = {"prefix_caching": False, "kv_admission": "reserve_timeline"}
+
+
+def _no_radix(
+    settings: Callable[[MeasuredRow], dict[str, Any]],
+) -> Callable[[MeasuredRow], dict[str, Any]]:
+    """``settings`` of an SGLang script that disables the radix cache (``_NO_RADIX``)."""
+    return lambda row: {**settings(row), **_NO_RADIX}
+
+
 def _recv_interval(row: MeasuredRow, above: int) -> int:
     """SGLang's ``--scheduler-recv-interval`` as the scripts pick it: 30 at more than
     ``above`` users, else 10."""
@@ -242,6 +255,16 @@ def _sglang_qwen_fp8_b300(row: MeasuredRow) -> dict[str, Any]:
     return {**_sglang(row.concurrency, 16384, 0.80), "scheduler_recv_interval": 10}
 
 
+#: qwen3.5_fp8_h200.sh.
+_qwen35_h200 = _no_radix(
+    _with(_each(_sglang(128, 16384, 0.80, _SGLANG_PREFILL)), linear_state_precision="bf16")
+)
+#: qwen3.5_fp{8,4}_b200.sh: one recipe (PR #1018).
+_qwen35_b200 = _no_radix(
+    _recv(_with(_each(_sglang(None, 16384, 0.80)), linear_state_precision="bf16"), above=4)
+)
+
+
 def _vllm_dsv4_b200(row: MeasuredRow) -> dict[str, Any]:
     """Attention DP: ``--gpu-memory-utilization 0.85`` (else vLLM's 0.9); budget ISL at 8k
     prompts and CONC <= 128, else 2048."""
@@ -264,9 +287,10 @@ def _sglang_dsv4_h200(row: MeasuredRow) -> dict[str, Any]:
 
 
 def _sglang_dsv4_b200(row: MeasuredRow) -> dict[str, Any]:
-    """Attention DP: chunk 32768, else 8192; running CONC x 3/2 (no floor), memory 0.90."""
+    """Attention DP: chunk 32768, else 8192; running CONC x 3/2 (no floor), memory 0.90;
+    ``--disable-radix-cache`` (the H200 and B300 scripts leave the radix cache on)."""
     chunk = 32768 if _dp(row) > 1 else 8192
-    return _sglang(row.concurrency * 3 // 2, chunk, 0.90, _SGLANG_PREFILL)
+    return {**_sglang(row.concurrency * 3 // 2, chunk, 0.90, _SGLANG_PREFILL), **_NO_RADIX}
 
 
 #: dsv4_fp4_b300_sglang.sh's attention-DP recipes at CONC 2048/4096/8192: (running, memory).
@@ -385,62 +409,66 @@ LAUNCHES: tuple[Launch, ...] = (
            "v0.21.0, PR #1461); B200: budget ISL at 8k1k CONC <= 128 else 2048, attention DP "
            "0.85; B300: budget 2048 with attention DP else ISL x 2; else not set"),
     # ----- SGLang ------------------------------------------------------------------------------
-    Launch("sglang", "dsr1", frozenset({"h200_sxm"}), "any", "auto", _sglang_dsr1_h200,
+    Launch("sglang", "dsr1", frozenset({"h200_sxm"}), "any", "auto",
+           _no_radix(_sglang_dsr1_h200),
            _IX + "benchmarks/dsr1_fp8_h200.sh @1fc5d73c/@d1c47c8c: --max-running-requests 512 "
            "(1k1k) else 256, --mem-fraction-static 0.82, --chunked-prefill-size 32768 "
-           "--max-prefill-tokens 32768, KV cache not set"),
-    Launch("sglang", "dsr1", _BLACKWELL, "fp8", "fp8", _sglang_dsr1_b200_fp8,
+           "--max-prefill-tokens 32768, KV cache not set, --disable-radix-cache"),
+    Launch("sglang", "dsr1", _BLACKWELL, "fp8", "fp8", _no_radix(_sglang_dsr1_b200_fp8),
            _IX + "benchmarks/dsr1_fp8_b200.sh @1fc5d73c (dsr1_fp8_b300.sh reuses it): "
-           "--kv-cache-dtype fp8_e4m3; TP8: --max-running-requests 128, mem 0.82, chunk and "
-           "prefill 32768, --scheduler-recv-interval 30 from 16 users else 10; TP4: 32, 0.95, "
-           "8192, interval 10"),
-    Launch("sglang", "dsr1", _BLACKWELL, "fp4", "fp8", _sglang_dsr1_b200_fp4,
+           "--kv-cache-dtype fp8_e4m3, --disable-radix-cache; TP8: --max-running-requests 128, "
+           "mem 0.82, chunk and prefill 32768, --scheduler-recv-interval 30 from 16 users else "
+           "10; TP4: 32, 0.95, 8192, interval 10"),
+    Launch("sglang", "dsr1", _BLACKWELL, "fp4", "fp8", _no_radix(_sglang_dsr1_b200_fp4),
            _IX + "benchmarks/dsr1_fp4_b200.sh @1fc5d73c/@df64f87f: --kv-cache-dtype fp8_e4m3, "
            "--max-running-requests 256, --mem-fraction-static 0.85, --chunked-prefill-size "
-           "16384, --scheduler-recv-interval 30 from 16 users else 10"),
+           "16384, --scheduler-recv-interval 30 from 16 users else 10, --disable-radix-cache"),
     Launch("sglang", "glm5", _H200, "any", "auto", _each(_sglang(None, None, 0.85)),
            _IX + _FSL + "glm5_fp8_h200.sh @8eec0d4e: --mem-fraction-static 0.85; running, "
            "chunk and KV cache not set"),
-    Launch("sglang", "glm5", _B200_B300, "fp8", "fp8", _sglang_glm5_fp8,
+    Launch("sglang", "glm5", _B200_B300, "fp8", "fp8", _no_radix(_sglang_glm5_fp8),
            _IX + _FSL + "glm5_fp8_b{200,300}.sh @8eec0d4e, single_node @4eca3fe0 (B300: the "
            "B200 recipe as-is): --kv-cache-dtype fp8_e4m3, --max-running-requests $CONC, "
-           "0.85, chunk and prefill 32768"),
-    Launch("sglang", "glm5", _B200_B300, "fp4", "fp8", _each(_sglang(None, 32768, 0.90)),
+           "0.85, chunk and prefill 32768, --disable-radix-cache"),
+    Launch("sglang", "glm5", _B200_B300, "fp4", "fp8", _no_radix(_each(_sglang(None, 32768, 0.90))),
            _IX + _FSL + "glm5_fp4_b{200,300}.sh @8eec0d4e (B300: the B200 recipe as-is; PR "
-           "#1011): --kv-cache-dtype fp8_e4m3, 0.9, chunk and prefill 32768, running not set"),
+           "#1011): --kv-cache-dtype fp8_e4m3, 0.9, chunk and prefill 32768, running not set, "
+           "--disable-radix-cache"),
     Launch("sglang", "dsv4", frozenset(_SGLANG_DSV4), "any", "auto", _per_gpu(_SGLANG_DSV4),
            _IX + _FSL + "dsv4_fp8_h200_sglang.sh, dsv4_fp4_b200.sh, dsv4_fp4_b300_sglang.sh "
            "@8eec0d4e: running CONC x 3/2, chunk and memory per GPU, DP and CONC "
-           "(_SGLANG_DSV4); prefill and KV cache not set"),
+           "(_SGLANG_DSV4); prefill and KV cache not set; B200's --disable-radix-cache"),
     Launch("sglang", "qwen3.5", _B200, "fp8", "fp8",
-           _recv(_with(_each(_sglang(None, 16384, 0.80)), linear_state_precision="bf16"), above=4),
+           _qwen35_b200,
            _IX + _FSL + "qwen3.5_fp8_b200.sh @8eec0d4e: --kv-cache-dtype fp8_e4m3, 0.8, "
            "chunk and prefill 16384, running not set, --mamba-ssm-dtype bfloat16, "
-           "--scheduler-recv-interval 30 at CONC > 4 else 10"),
+           "--scheduler-recv-interval 30 at CONC > 4 else 10, --disable-radix-cache"),
     Launch("sglang", "qwen3.5", _B200, "fp4", "fp8",
-           _recv(_with(_each(_sglang(None, 16384, 0.80)), linear_state_precision="bf16"), above=4),
+           _qwen35_b200,
            _IX + _FSL + "qwen3.5_fp4_b200.sh @8eec0d4e: as FP8 (PR #1018; before, chunk and "
            "prefill 81920 with a running cap)"),
     Launch("sglang", "qwen3.5", _B300, "fp8", "fp8",
-           _with(_sglang_qwen_fp8_b300, linear_state_precision="bf16"),
+           _no_radix(_with(_sglang_qwen_fp8_b300, linear_state_precision="bf16")),
            _IX + _FSL + "qwen3.5_fp8_b300.sh @8eec0d4e: fp8_e4m3, --max-running-requests $CONC,"
            " 0.8, chunk and prefill 16384, --mamba-ssm-dtype bfloat16, "
-           "--scheduler-recv-interval 10"),
+           "--scheduler-recv-interval 10, --disable-radix-cache"),
     Launch("sglang", "qwen3.5", _B300, "fp4", "fp8",
-           _recv(_with(_each(_sglang(128, 32768, 0.80)), linear_state_precision="bf16"), above=15),
+           _no_radix(
+               _recv(_with(_each(_sglang(128, 32768, 0.80)), linear_state_precision="bf16"), 15)
+           ),
            _IX + _FSL + "qwen3.5_fp4_b300.sh @8eec0d4e: fp8_e4m3, running 128, 0.8, chunk and "
            "prefill 32768, --mamba-ssm-dtype bfloat16, --scheduler-recv-interval 30 at CONC >= "
-           "16 else 10"),
+           "16 else 10, --disable-radix-cache"),
     # After the FP8/FP4 entries (first match wins): the BF16 checkpoint's scripts.
     Launch("sglang", "qwen3.5", _B200_B300, "any", "auto",
-           _recv(_each(_sglang(128, 32768, 0.82)), above=15),
+           _no_radix(_recv(_each(_sglang(128, 32768, 0.82)), above=15)),
            _IX + _FSL + "qwen3.5_bf16_b200.sh @8eec0d4e, qwen3.5_bf16_b300.sh @f89cdfe2: "
            "running 128, 0.82, chunk and prefill 32768, KV cache not set, "
-           "--scheduler-recv-interval 30 at CONC >= 16 else 10"),
+           "--scheduler-recv-interval 30 at CONC >= 16 else 10, --disable-radix-cache"),
     Launch("sglang", "qwen3.5", _H200, "any", "fp8",
-           _with(_each(_sglang(128, 16384, 0.80, _SGLANG_PREFILL)), linear_state_precision="bf16"),
+           _qwen35_h200,
            _IX + _FSL + "qwen3.5_fp8_h200.sh @8eec0d4e: fp8_e4m3, running 128, chunk 16384, "
-           "0.8, prefill not set (16384), --mamba-ssm-dtype bfloat16"),
+           "0.8, prefill not set (16384), --mamba-ssm-dtype bfloat16, --disable-radix-cache"),
     # ----- TensorRT-LLM ------------------------------------------------------------------------
     Launch("trtllm", "gptoss", frozenset({"h200_sxm"}), "any", "auto", _trt_gptoss(None),
            _IX + "benchmarks/gptoss_fp4_h200_trt.sh @111f0312/@ffdb196e: --max_batch_size "

@@ -14,6 +14,7 @@ from simulator.engine.admission import (
     CLIP_OUTPUT_TOKENS,
     INIT_RATIO,
     MIN_RATIO,
+    RATIO_POLICIES,
     AdmissionControl,
 )
 from simulator.records import RequestRecord
@@ -92,20 +93,34 @@ def test_on_demand_and_reserve_full_ignore_the_ratio_hooks() -> None:
         AdmissionControl("greedy", 16)  # type: ignore[arg-type]
 
 
-def test_reserve_estimate_admits_when_the_ratio_has_decayed_even_inside_a_decode_run(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("policy", "output_1", "l1", "earliest_s"),
+    [
+        # Request 1 is blocked at first (its 700 output tokens plus 0.7 of request 0's 1200 do
+        # not fit in 100 blocks) and fits once the ratio has decayed for about 95 decode steps.
+        ("reserve_estimate", 700, 100, 0.5),
+        # Request 1 (1,100 left) cannot start beside request 0 (1,200 left) in 110 blocks; once
+        # request 0 has fewer left than request 1 it finishes first in the timeline and the
+        # requirement falls by two tokens a step while memory fills by one: about 900 steps in,
+        # request 1 fits.
+        ("reserve_timeline", 1100, 110, 5.0),
+    ],
+)
+def test_a_ratio_policy_admits_inside_a_decode_run_where_step_by_step_would(
+    policy: str, output_1: int, l1: int, earliest_s: float, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # Request 1 is blocked at first (its 700 output tokens plus 0.7 of request 0's 1200 do not
-    # fit in 100 blocks) and fits once the ratio has decayed for about 95 decode steps. No
-    # event marks that moment: the decode run must end there, exactly as step by step.
-    reqs = (request(0, 0.0, 64, 1200), request(1, 0.001, 64, 700))
-    runs = _run("reserve_estimate", *reqs, l1=100)
+    # No event marks the moment the waiting request fits: the decode run must end there,
+    # exactly as step by step.
+    reqs = (request(0, 0.0, 64, 1200), request(1, 0.001, 64, output_1))
+    runs = _run(policy, *reqs, l1=l1)
     monkeypatch.setattr(instance_module, "MAX_RUN_STEPS", 1)
-    steps = _run("reserve_estimate", *reqs, l1=100)
+    steps = _run(policy, *reqs, l1=l1)
     first_token = runs[1].arrival_s + runs[1].ttft_s
-    assert 0.5 < first_token < runs[0].finish_s
+    assert earliest_s < first_token < runs[0].finish_s
     assert first_token == pytest.approx(steps[1].arrival_s + steps[1].ttft_s)
     assert [runs[i].finish_s for i in (0, 1)] == pytest.approx([steps[i].finish_s for i in (0, 1)])
+    if policy == "reserve_timeline":
+        assert runs[0].preemptions == runs[1].preemptions == 0
 
 
 def test_admission_comes_from_the_preset_and_a_config_overrides_it() -> None:
@@ -120,12 +135,13 @@ def test_admission_comes_from_the_preset_and_a_config_overrides_it() -> None:
         ServingConfig(model="m", gpu="g", kv_admission="greedy")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("policy", sorted(RATIO_POLICIES))
 @pytest.mark.parametrize("grid_cells", [200_000, 50])
 def test_first_fit_step_agrees_with_step_by_step_reasoning(
-    grid_cells: int, monkeypatch: pytest.MonkeyPatch
+    grid_cells: int, policy: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(admission_module, "_GRID_CELLS", grid_cells)  # 50 forces a stride
-    control = AdmissionControl("reserve_estimate", block_tokens=BT)
+    control = AdmissionControl(policy, block_tokens=BT)  # type: ignore[arg-type]
     running = [_engine_request(64, 1200, processed=70), _engine_request(30, 900, processed=95)]
     head = _engine_request(64, 700)
     need, available, k = 4, 130, 800
@@ -171,7 +187,9 @@ def test_a_less_conservative_sglang_admits_the_blocked_request_sooner() -> None:
     assert first_token(0.1) == pytest.approx(0.02)  # fits at once: admitted in the next step
 
 
-@pytest.mark.parametrize("policy", ["on_demand", "reserve_full", "reserve_estimate"])
+@pytest.mark.parametrize(
+    "policy", ["on_demand", "reserve_full", "reserve_estimate", "reserve_timeline"]
+)
 @pytest.mark.parametrize("scheduler", ["chunked", "decode_first", "prefill_first"])
 @pytest.mark.parametrize("preemption", ["recompute", "swap"])
 def test_every_request_finishes_under_memory_pressure(
@@ -205,5 +223,55 @@ def test_every_request_finishes_under_memory_pressure(
     preemptions = sum(r.preemptions for r in records.values())
     if policy == "on_demand":
         assert preemptions > 0  # the workload does press on L1
-    if policy == "reserve_full":
+    if policy in ("reserve_full", "reserve_timeline"):
+        # Every simulated request runs to its stop_at, as one ignoring end-of-sequence tokens
+        # does: the timeline's guarantee holds.
         assert preemptions == 0
+
+
+def test_reserve_timeline_by_hand() -> None:
+    # SGLang's add_one_req_ignore_eos: every request at its whole remaining output, sorted by
+    # it; at each finish the free memory must exceed the growth of those still running, plus
+    # one token each.
+    control = AdmissionControl("reserve_timeline", block_tokens=1)
+    a = _engine_request(100, 1000, processed=300)  # 201 generated: 799 left, holds 301
+    b = _engine_request(50, 100, processed=120)  # 71 generated: 29 left, holds 121
+    new = _engine_request(40, 200)  # its whole prompt in its first step: nothing pending
+    # Sorted: b (29 left), new (200), a (799); three, two, one still running at their finishes.
+    finishes = [(29 + 1) * 3 - 0, (200 + 1) * 2 - 121, (799 + 1) * 1 - (121 + 40)]
+    assert finishes == [90, 281, 639]
+    # The general path's first check (new prompt beside the others at the ratio) is lower.
+    assert round(INIT_RATIO * (799 + 29)) == 580
+    assert control.extra_blocks([a, b], new, 40) == 639 + 1
+    # Ten decode steps on: b has 19 left and holds 131, a 789 and 311.
+    later = max((19 + 1) * 3, (200 + 1) * 2 - 131, (789 + 1) - (131 + 40)) + 1
+    assert control.extra_blocks([a, b], new, 40, after_steps=10) == later == 620
+    # A prompt still to compute counts in full (the new one's beyond its first step, a running
+    # one's unprocessed part); blocks round up.
+    chunked = _engine_request(300, 50, processed=100)  # 200 prompt tokens to go, 50 left
+    control16 = AdmissionControl("reserve_timeline", block_tokens=16)
+    pending = (300 - 100) + (40 - 24)
+    worst = max((50 + 1) * 2, (200 + 1) * 1 - 300)
+    assert control16.extra_blocks([chunked], new, 24) == -(-(pending + worst + 1) // 16)
+
+
+def test_reserve_timeline_counts_the_earlier_finishes_that_reserve_full_does_not() -> None:
+    # Request 0 finishes 40 tokens in, request 1 runs 200: each peak alone fits the 20 blocks,
+    # their peaks together (7 + 17 blocks) do not, but by the time request 1 needs its 17
+    # request 0 is gone. GUARANTEED_NO_EVICT waits for that; SGLang's timeline does not.
+    reqs = (request(0, 0.0, 64, 40), request(1, 0.001, 64, 200))
+    full = _run("reserve_full", *reqs, l1=20)
+    timeline = _run("reserve_timeline", *reqs, l1=20)
+    assert full[1].arrival_s + full[1].ttft_s > full[0].finish_s
+    assert timeline[1].ttft_s < 0.05
+    assert all(r.preemptions == 0 for r in (*full.values(), *timeline.values()))
+
+
+def test_reserve_timeline_keeps_the_ratio_clock_and_no_decode_cohort() -> None:
+    control = AdmissionControl("reserve_timeline", block_tokens=16)
+    control.on_decode_steps(300)
+    assert control.ratio == pytest.approx((INIT_RATIO + MIN_RATIO) / 2)
+    control.on_idle()
+    assert control.ratio == INIT_RATIO
+    rig = make_rig(LinearLatency(STEP_S, 0.0), l1=40, kv_admission="reserve_timeline")
+    assert rig.instance.cohort is None

@@ -12,6 +12,9 @@ from simulator.validation.inferencex import LAUNCHES, Launch, launch_for
 from simulator.validation.rules import benchmark_engine_settings, kv_precision
 from simulator.validation.validate import SiliconRow, row_config
 
+#: What an SGLang script with ``--disable-radix-cache`` adds (the harness ignores EOS).
+NO_RADIX = {"prefix_caching": False, "kv_admission": "reserve_timeline"}
+
 #: An InferenceX export row (the harness whose scripts ``LAUNCHES`` reads).
 IX_SOURCE = "source_file=2026-04-06.csv; model=x; image=vllm/vllm-openai:v0.20.0"
 
@@ -136,13 +139,14 @@ def test_glm5_per_gpu_and_precision() -> None:
         assert (launch.weights, launch.kv_cache) == ("fp8", "fp8")
         assert benchmark_engine_settings(row) == {
             "max_running_requests": 128, "chunk_tokens": 32768, "max_batched_tokens": 32768,
-            "hbm_utilization": 0.85,
+            "hbm_utilization": 0.85, **NO_RADIX,
         }  # fmt: skip
         row = _ix(fp4, "sglang", system, "nvfp4", concurrency=128)
         launch = _launch(row)
         assert (launch.weights, launch.kv_cache) == ("fp4", "fp8")
         assert benchmark_engine_settings(row) == {
             "chunk_tokens": 32768, "max_batched_tokens": 32768, "hbm_utilization": 0.90,
+            **NO_RADIX,
         }  # fmt: skip
     # A GLM-5 row of another precision on Blackwell has no script.
     assert launch_for(_ix("zai-org/GLM-5", "sglang", "b200_sxm", "bf16")) is None
@@ -313,3 +317,50 @@ def test_deepseek_r1_sglang_on_blackwell_looks_at_arrivals_every_10_or_30_steps(
         row = _ix("deepseek-ai/DeepSeek-R1-0528", "sglang", "b200_sxm", precision, tp=tp,
                   moe_tp=tp, concurrency=conc)  # fmt: skip
         assert benchmark_engine_settings(row)["scheduler_recv_interval"] == interval
+
+
+@pytest.mark.parametrize(
+    ("model", "system", "precision", "off"),
+    [
+        # --disable-radix-cache (helper-read scripts, each Launch's source): DeepSeek-R1 on
+        # H200/B200 (FP8 and FP4), GLM-5 on B200/B300, Qwen3.5 everywhere, DeepSeek-V4 on B200.
+        ("deepseek-ai/DeepSeek-R1-0528", "h200_sxm", "fp8", True),
+        ("deepseek-ai/DeepSeek-R1-0528", "b200_sxm", "fp8", True),
+        ("deepseek-ai/DeepSeek-R1-0528", "b300_sxm", "fp8", True),
+        ("deepseek-ai/DeepSeek-R1-0528", "b200_sxm", "fp4", True),
+        ("zai-org/GLM-5-FP8", "b200_sxm", "fp8", True),
+        ("nvidia/GLM-5-NVFP4", "b300_sxm", "nvfp4", True),
+        ("Qwen/Qwen3.5-397B-A17B", "b200_sxm", "fp8", True),
+        ("Qwen/Qwen3.5-397B-A17B", "b200_sxm", "nvfp4", True),
+        ("Qwen/Qwen3.5-397B-A17B", "b300_sxm", "fp8", True),
+        ("Qwen/Qwen3.5-397B-A17B", "b300_sxm", "nvfp4", True),
+        ("Qwen/Qwen3.5-397B-A17B", "b300_sxm", "bf16", True),
+        ("Qwen/Qwen3.5-397B-A17B", "h200_sxm", "fp8", True),
+        ("deepseek-ai/DeepSeek-V4-Pro", "b200_sxm", "fp4", True),
+        # The radix cache stays on: GLM-5 on H200, DeepSeek-V4 on H200 and B300.
+        ("zai-org/GLM-5-FP8", "h200_sxm", "fp8", False),
+        ("deepseek-ai/DeepSeek-V4-Pro", "h200_sxm", "fp8", False),
+        ("deepseek-ai/DeepSeek-V4-Pro", "b300_sxm", "fp4", False),
+    ],
+)
+def test_sglang_scripts_without_a_radix_cache_admit_on_the_ignore_eos_path(
+    model: str, system: str, precision: str, off: bool
+) -> None:
+    # Every InferenceX run passes --ignore-eos (benchmark_lib.sh run_benchmark_serving); with
+    # the radix cache off SGLang's PrefillAdder takes add_one_req_ignore_eos.
+    row = _ix(model, "sglang", system, precision)
+    assert _launch(row).backend == "sglang"
+    settings = benchmark_engine_settings(row)
+    if off:
+        assert settings["prefix_caching"] is False
+        assert settings["kv_admission"] == "reserve_timeline"
+    else:
+        assert "prefix_caching" not in settings
+        assert "kv_admission" not in settings  # the preset's reserve_estimate
+
+
+def test_the_ignore_eos_admission_reaches_the_deployment() -> None:
+    row = _ix("deepseek-ai/DeepSeek-R1-0528", "sglang", "b200_sxm", "fp8", isl=8192)
+    config = row_config(row, shipped_catalog(), latency_model="auto")
+    assert not isinstance(config, str)
+    assert (config.kv_admission, config.prefix_caching) == ("reserve_timeline", False)
