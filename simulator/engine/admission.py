@@ -34,7 +34,9 @@ chooses, ``ServingConfig.kv_admission`` overrides):
   ``F − U + Σ_{j<i} held_j − left_i · (n − i) > TIMELINE_RESERVE_TOKENS · (n − i)``.
   Decodes then never run out of memory however long every request runs. SGLang first checks,
   as on the general path, that the new prompt fits beside the running requests' remaining
-  outputs at the current ``ratio``; the ratio keeps the general path's clock.
+  outputs at the current ``ratio``; the ratio keeps the general path's clock. (SGLang skips the
+  timeline for a sliding-window hybrid pool, ``SWATokenToKVPoolAllocator``, e.g. gpt-oss; the
+  simulator applies it to every model that names the policy.)
 
 Approximation: an engine knows a request's ``max_tokens``, the simulator its actual output
 length; the two are equal for benchmarks that ignore end-of-sequence tokens, and the trace's
