@@ -201,6 +201,12 @@ def _engine(
         overlap_prefill_lag=preset.overlap_prefill_lag and role is None,
         kv_admission=config.kv_admission or preset.kv_admission,
         recv_interval=config.scheduler_recv_interval or preset.scheduler_recv_interval,
+        tokenize_s_per_prompt_token=(
+            preset.tokenize_us_per_prompt_token
+            if config.tokenize_us_per_prompt_token is None
+            else config.tokenize_us_per_prompt_token
+        )
+        / 1e6,
         kv_conservativeness=preset.rank_conservativeness(ranks, config.schedule_conservativeness),
         # The serial front end; none for a PD pool (its proxy to the clients is not modelled).
         **(

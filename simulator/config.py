@@ -143,6 +143,12 @@ class ServingConfig(BaseModel):
         "[4000, 2, 75] "
         "(simulator/engine/frontend.py); [0, 0, 0] = none; None = the backend preset's.",
     )
+    tokenize_us_per_prompt_token: float | None = Field(
+        default=None,
+        ge=0,
+        description="Latency before the engine sees a request: the API server tokenising its "
+        "prompt, µs per prompt token (None = the backend preset's).",
+    )
     scheduler_recv_interval: int | None = Field(
         default=None,
         ge=1,

@@ -228,6 +228,13 @@ class BackendPreset(BaseModel):
         "stream_interval): the front end's per-response cost is spread over that many "
         "tokens (frontend_token_us / stream_interval per token).",
     )
+    tokenize_us_per_prompt_token: float = Field(
+        default=0.0,
+        ge=0,
+        description="Latency before the engine sees a request: the API server tokenises its "
+        "prompt text, µs per prompt token (EngineParams.tokenize_s_per_prompt_token; "
+        "concurrent prompts in parallel, not a serial stage).",
+    )
     eager_prefill_us_per_layer: float = Field(
         default=0.0,
         ge=0,

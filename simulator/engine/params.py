@@ -71,6 +71,10 @@ class EngineParams:
     """The serial front end's CPU time per streamed token, s."""
     frontend_prompt_token_s: float = 0.0
     """The serial front end's CPU time per prompt token taken in (tokenising), s."""
+    tokenize_s_per_prompt_token: float = 0.0
+    """Seconds per prompt token between a request's arrival and its reaching the engine (or
+    the serial front end): the API server tokenising the prompt text, in a worker beside the
+    engine's loop, concurrent prompts in parallel (``instance.py``). 0: none."""
     limits_note: str = ""
     """Why the step budget or running cap is not the preset's number (an engine default that
     depends on the GPU, ``BackendPreset.limits_for``); empty otherwise."""
@@ -88,6 +92,11 @@ class EngineParams:
             )
             + ", overlap scheduling "
             + f"{'on' if self.overlap_scheduling else 'off'}, KV admission {self.kv_admission}"
+            + (
+                f", tokenising {self.tokenize_s_per_prompt_token * 1e6:g} µs per prompt token"
+                if self.tokenize_s_per_prompt_token
+                else ""
+            )
             + (
                 f", serial front end {self.frontend_request_s * 1e3:g} ms + "
                 f"{self.frontend_prompt_token_s * 1e6:g} µs per prompt token per request, "

@@ -68,6 +68,7 @@ from slo.inputfile import InputError
 __all__ = [
     "HARNESSES",
     "PROTOCOLS",
+    "RANDOM_ID_TOKENIZE_FACTOR",
     "RULES",
     "ClientProtocol",
     "DeploymentRule",
@@ -76,6 +77,7 @@ __all__ = [
     "kv_precision",
     "precision_reason",
     "protocol",
+    "protocol_settings",
     "recipe_for",
     "recorded_layout",
     "version_settings",
@@ -213,6 +215,9 @@ class ClientProtocol:
     #: ``[ratio · length, length]``; 1 = exactly the row's lengths.
     length_ratio: float
     source: str
+    #: Whether the prompts are decoded random token ids (InferenceX's random dataset) rather
+    #: than natural text, which a tokenizer is slower on (``RANDOM_ID_TOKENIZE_FACTOR``).
+    random_id_prompts: bool = False
 
 
 #: Harness → client protocol. aiperf (aiconfigurator's ``bench_run.sh.j2``): ``--num-requests
@@ -222,13 +227,32 @@ class ClientProtocol:
 #: ``RANDOM_RANGE_RATIO=0.8`` in the workflow scripts read; the random dataset of that client
 #: (a fork of vLLM's older ``benchmark_serving.py``) draws every length uniformly from
 #: ``[ratio · L, L]``, so requests finish at different times and the users drift apart.
+#: InferenceX's prompts are consecutive token ids from a random offset, decoded, re-encoded, cut
+#: to the sampled length and decoded again (``kimbochen/bench_serving`` and InferenceX's
+#: ``utils/bench_serving``, read); aiperf sends text from a corpus.
 PROTOCOLS: dict[str, ClientProtocol] = {
     "aiconfigurator": ClientProtocol(20, 1.0, "aiperf --num-requests 20·N, fixed lengths"),
     "inferencex": ClientProtocol(
-        10, 0.8, "bench_serving --num-prompts 10·N --random-range-ratio 0.8"
+        10, 0.8, "bench_serving --num-prompts 10·N --random-range-ratio 0.8", True
     ),
     "unknown": ClientProtocol(20, 1.0, "assumed: aiperf's protocol"),
 }
+#: How much longer a tokenizer takes per token on prompts of decoded random ids than on
+#: natural text (``bench/tokenize_speed.py``: byte-level BPE of 128k-200k tokens, prompts of
+#: 1k-8k tokens, one core: 1.45-2.11×, median 1.55).
+RANDOM_ID_TOKENIZE_FACTOR = 1.5
+
+
+def protocol_settings(row: MeasuredRow) -> dict[str, Any]:
+    """``ServingConfig`` overrides the client's prompts imply: the API server's tokenising
+    (the backend preset's ``tokenize_us_per_prompt_token``, for natural text) slower by
+    ``RANDOM_ID_TOKENIZE_FACTOR`` on random-id prompts; empty otherwise."""
+    if not protocol(row).random_id_prompts:
+        return {}
+    per_token = load_preset(row.backend).tokenize_us_per_prompt_token
+    if not per_token:
+        return {}
+    return {"tokenize_us_per_prompt_token": per_token * RANDOM_ID_TOKENIZE_FACTOR}
 
 
 def protocol(row: MeasuredRow) -> ClientProtocol:

@@ -98,6 +98,7 @@ from simulator.validation.rules import (
     kv_precision,
     precision_reason,
     protocol,
+    protocol_settings,
     recorded_layout,
     version_settings,
     weight_precision,
@@ -271,17 +272,7 @@ def row_config(
         return problem
     weights = weight_precision(row, catalog)
     if isinstance(row, DisaggRow):
-        recipe = decode_cap(row)
-        return disagg_config(
-            row,
-            catalog,
-            latency_model=latency_model,
-            weight_precision=weights,
-            kv_precision=kv_precision(row, catalog),
-            engine_limits=deployment != "defaults",
-            decode_cap=recipe.decode_batch if recipe else None,
-            prefill_recipe=prefill_limits(row),
-        )
+        return _disagg_row_config(row, catalog, latency_model, weights, deployment)
     try:
         model = catalog.model(row.model)
         gpu = catalog.gpu(row.system)
@@ -299,6 +290,7 @@ def row_config(
         "backend": row.backend,
         "latency_model": latency_model,
         **version_settings(row, layout["tp"]),
+        **protocol_settings(row),
     }
     if layout["tp"] > gpu.gpus_per_node:  # the benchmark ran it: model the network
         fields["allow_multi_node"] = True
@@ -308,6 +300,32 @@ def row_config(
         return validate(ServingConfig, fields, f"row {row.id}")
     except InputError as err:
         return f"cannot express the deployment: {err}"
+
+
+def _disagg_row_config(
+    row: DisaggRow,
+    catalog: Catalog,
+    latency_model: str,
+    weights: str | None,
+    deployment: Deployment,
+) -> ServingConfig | str:
+    """``row_config`` of a disaggregated row (``silicon/disagg.py``), the client's prompts'
+    settings (``rules.protocol_settings``) on top."""
+    recipe = decode_cap(row)
+    config = disagg_config(
+        row,
+        catalog,
+        latency_model=latency_model,
+        weight_precision=weights,
+        kv_precision=kv_precision(row, catalog),
+        engine_limits=deployment != "defaults",
+        decode_cap=recipe.decode_batch if recipe else None,
+        prefill_recipe=prefill_limits(row),
+    )
+    prompts = protocol_settings(row)
+    if isinstance(config, str) or not prompts:
+        return config
+    return config.model_copy(update=prompts)
 
 
 def rounds_for(rounds: int, total: int = BENCHMARK_ROUNDS) -> int:

@@ -31,6 +31,7 @@ def pd_config(step_s: float, **extra: Any) -> ServingConfig:
         "pd_mode": "disaggregated",
         "prefill_instances": 1,
         "decode_instances": 1,
+        "tokenize_us_per_prompt_token": 0.0,  # hand-computed timings: no tokenising latency
     }
     data.update(extra)
     return ServingConfig(**data)

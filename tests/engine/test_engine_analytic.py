@@ -31,6 +31,7 @@ def _config(**overrides: object) -> ServingConfig:
         "kv_capacity_tokens": 1 << 20,
         "max_running_requests": 1,
         "max_batched_tokens": 4096,
+        "tokenize_us_per_prompt_token": 0.0,  # queueing theory alone: no tokenising latency
     }
     base.update(overrides)
     return ServingConfig.model_validate(base)

@@ -47,6 +47,7 @@ def _config(frontend_us: tuple[float, float, float] | None) -> ServingConfig:
         backend="vllm",
         latency_model="constant:0.001",
         frontend_us=frontend_us,
+        tokenize_us_per_prompt_token=0.0,  # by hand: the front end's intake alone
     )
 
 

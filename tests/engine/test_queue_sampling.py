@@ -28,6 +28,7 @@ def _config() -> ServingConfig:
             "latency_model": "constant:0.01",
             "kv_capacity_tokens": 1 << 20,
             "max_running_requests": 4,
+            "tokenize_us_per_prompt_token": 0.0,  # arrivals reach the queue at once
         }
     )
 

@@ -41,6 +41,7 @@ def _ttfts(catalog: Catalog, interval: int | None) -> list[float]:
     config = ServingConfig(
         model="toy/Toy-1B", gpu="toy_gpu", latency_model="constant:0.001",
         overlap_scheduling=False, scheduler_recv_interval=interval,
+        tokenize_us_per_prompt_token=0.0,  # by hand: arrivals reach the engine at once
     )  # fmt: skip
     reqs = [request(0, 0.0, 32, 40), request(1, 2.5 * MS, 32, 4)]
     result = simulate(config, OpenLoopSource(reqs, BT), seed=0, catalog=catalog)

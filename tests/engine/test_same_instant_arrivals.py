@@ -15,6 +15,7 @@ def test_simultaneous_arrivals_are_prefilled_in_one_step() -> None:
         gpu="h100_sxm",
         latency_model="constant:0.01",
         scheduler="prefill_first",
+        tokenize_us_per_prompt_token=0.0,  # the arrivals reach the engine when they are sent
     )
     workload = WorkloadSpec.model_validate(
         {"kind": "closed_loop", "users": 4, "requests": 4, "input_tokens": 256, "output_tokens": 4}

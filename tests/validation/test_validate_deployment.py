@@ -95,6 +95,7 @@ def _ttft(row: SiliconRow, deployment: str) -> float:
     return outcome.predicted_ttft_ms
 
 
+@pytest.mark.usefixtures("no_frontend")  # hand-derived step times only
 def test_smaller_step_budget_spreads_the_first_prefills() -> None:
     # Every step takes 10 ms. The 8,192-token default prefills all eight 1k prompts in the
     # first step; 2,532 tokens per step take about two prompts a step, so later users wait.

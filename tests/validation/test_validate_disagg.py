@@ -298,6 +298,7 @@ def test_unknown_backend_and_precision_use_the_aggregated_rules() -> None:
 
 
 # ----- simulation and report --------------------------------------------------------------------
+@pytest.mark.usefixtures("no_frontend")  # hand-derived step times only
 def test_a_disagg_row_is_simulated_as_a_closed_loop_on_two_pools() -> None:
     row = _row()
     result = simulate_row(row, latency_model="constant:0.01", catalog=shipped_catalog(), rounds=2)
