@@ -245,14 +245,22 @@ RANDOM_ID_TOKENIZE_FACTOR = 1.5
 
 def protocol_settings(row: MeasuredRow) -> dict[str, Any]:
     """``ServingConfig`` overrides the client's prompts imply: the API server's tokenising
-    (the backend preset's ``tokenize_us_per_prompt_token``, for natural text) slower by
+    (the backend preset's, for natural text: a latency, ``tokenize_us_per_prompt_token``, or
+    the serial front end's ``frontend_prompt_token_us``) slower by
     ``RANDOM_ID_TOKENIZE_FACTOR`` on random-id prompts; empty otherwise."""
     if not protocol(row).random_id_prompts:
         return {}
-    per_token = load_preset(row.backend).tokenize_us_per_prompt_token
-    if not per_token:
-        return {}
-    return {"tokenize_us_per_prompt_token": per_token * RANDOM_ID_TOKENIZE_FACTOR}
+    preset = load_preset(row.backend)
+    settings: dict[str, Any] = {}
+    if preset.tokenize_us_per_prompt_token:
+        scaled = preset.tokenize_us_per_prompt_token * RANDOM_ID_TOKENIZE_FACTOR
+        settings["tokenize_us_per_prompt_token"] = scaled
+    if preset.frontend_prompt_token_us:
+        prompt_us = preset.frontend_prompt_token_us * RANDOM_ID_TOKENIZE_FACTOR
+        settings["frontend_us"] = (
+            preset.frontend_request_us, prompt_us, preset.frontend_token_us
+        )  # fmt: skip
+    return settings
 
 
 def protocol(row: MeasuredRow) -> ClientProtocol:

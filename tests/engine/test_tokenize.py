@@ -58,6 +58,15 @@ def test_concurrent_prompts_are_tokenised_side_by_side(catalog: Catalog) -> None
     assert _ttfts(_config(2.0), catalog, *mixed) == pytest.approx([12 * MS, 22 * MS])
 
 
+def test_a_serial_tokenizer_takes_prompts_one_after_the_other(catalog: Catalog) -> None:
+    # SGLang's way (its preset): the tokenising is the serial front end's, 2 µs per prompt
+    # token. Two 1,000-token prompts arriving together reach the engine at 2 and 4 ms: the
+    # first prefills 2-12 ms, the second in the next step, 12-22 ms.
+    config = _config(0.0, frontend_us=(0.0, 2.0, 0.0))
+    together = [request(0, 0.0, 1000, 4), request(1, 0.0, 1000, 4)]
+    assert _ttfts(config, catalog, *together) == pytest.approx([12 * MS, 22 * MS])
+
+
 def test_tokenising_precedes_the_serial_front_end(catalog: Catalog) -> None:
     # 1,000 tokens at 2 µs (2 ms), then the front end's 3 ms intake: the engine sees it at
     # 5 ms, its step ends at 15 ms and the first token is streamed 1 ms later.
@@ -67,14 +76,18 @@ def test_tokenising_precedes_the_serial_front_end(catalog: Catalog) -> None:
 
 def test_presets_and_the_engine_line() -> None:
     assert load_preset("vllm").tokenize_us_per_prompt_token == pytest.approx(2.2)
-    assert load_preset("sglang").tokenize_us_per_prompt_token == pytest.approx(2.2)
+    # SGLang's TokenizerManager tokenises in its one loop: its serial front end, by the token.
+    sglang = load_preset("sglang")
+    assert sglang.tokenize_us_per_prompt_token == 0.0
+    assert sglang.frontend_prompt_token_us == pytest.approx(2.2)
+    assert sglang.frontend_request_us == sglang.frontend_token_us == 0.0
     # TensorRT-LLM's fitted serial intake already holds its tokeniser.
     assert load_preset("trtllm").tokenize_us_per_prompt_token == 0.0
     assert _config(None).tokenize_us_per_prompt_token is None  # the preset's
     params = built_params(backend="vllm")
     assert params.tokenize_s_per_prompt_token == pytest.approx(2.2e-6)
     assert "tokenising 2.2 µs per prompt token" in params.describe()
-    off = built_params(backend="sglang", tokenize_us_per_prompt_token=0.0)
+    off = built_params(backend="vllm", tokenize_us_per_prompt_token=0.0)
     assert "tokenising" not in off.describe()
 
 
@@ -95,4 +108,7 @@ def test_random_id_prompts_tokenise_slower() -> None:
         "tokenize_us_per_prompt_token": pytest.approx(2.2 * RANDOM_ID_TOKENIZE_FACTOR)
     }
     assert protocol_settings(_row(aiperf, "vllm")) == {}
+    assert protocol_settings(_row(inferencex, "sglang")) == {
+        "frontend_us": (0.0, pytest.approx(2.2 * RANDOM_ID_TOKENIZE_FACTOR), 0.0)
+    }
     assert protocol_settings(_row(inferencex, "trtllm")) == {}  # no separate tokenising

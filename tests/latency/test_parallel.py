@@ -300,7 +300,12 @@ def test_a_dp_rank_at_its_prefill_chunk_still_decodes_every_running_request() ->
     users = 16 * 600
     spec = closed_loop_workload(users=users, requests=users, input_tokens=64, output_tokens=4)
     config = ServingConfig.model_validate(
-        {**DSV3_DP16, "backend": "sglang", "latency_model": "constant:0.01"}
+        {
+            **DSV3_DP16,
+            "backend": "sglang",
+            "latency_model": "constant:0.01",
+            "frontend_us": (0.0, 0.0, 0.0),  # every prompt at the engine at once: no tokeniser
+        }
     )
     result = simulate(config, spec, seed=0)
     assert result.summary is not None
