@@ -131,6 +131,22 @@ class _Engine:
     state_blocks: int = 0
 
 
+def _pool_frontend(
+    preset: BackendPreset, config: ServingConfig, role: Literal["prefill", "decode"] | None
+) -> dict[str, float]:
+    """``EngineParams``' serial front-end costs (s) for an instance of pool ``role``: all of
+    them aggregated. A PD prefill instance keeps its tokenising of the prompts it receives
+    (the per-prompt-token cost; SGLang's TokenizerManager runs on each server) and none of the
+    rest: the decode side streams the responses and the proxy to the clients is not modelled.
+    A decode instance has none (it tokenises the same prompt while the prefill runs)."""
+    costs = preset.frontend_seconds(config.frontend_us, config.stream_interval)
+    if role is None:
+        return costs
+    if role == "prefill":
+        return {"frontend_prompt_token_s": costs["frontend_prompt_token_s"]}
+    return {}
+
+
 def _engine(
     config: ServingConfig,
     hw: Hardware,
@@ -208,12 +224,7 @@ def _engine(
         )
         / 1e6,
         kv_conservativeness=preset.rank_conservativeness(ranks, config.schedule_conservativeness),
-        # The serial front end; none for a PD pool (its proxy to the clients is not modelled).
-        **(
-            {}
-            if role is not None
-            else preset.frontend_seconds(config.frontend_us, config.stream_interval)
-        ),
+        **_pool_frontend(preset, config, role),
         limits_note=defaults.note if budget is None or running is None else "",
         prefill_step_floor_s=preset.eager_prefill_us_per_layer * 1e-6 * eager_layers,
     )

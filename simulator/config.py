@@ -141,7 +141,8 @@ class ServingConfig(BaseModel):
         description="The serial front end's CPU time (µs) per request taken in, per prompt "
         "token taken in and per response streamed (a token at stream_interval 1), e.g. "
         "[4000, 2, 75] "
-        "(simulator/engine/frontend.py); [0, 0, 0] = none; None = the backend preset's.",
+        "(simulator/engine/frontend.py); [0, 0, 0] = none; None = the backend preset's. A PD "
+        "prefill pool keeps the per-prompt-token cost only, a decode pool none.",
     )
     tokenize_us_per_prompt_token: float | None = Field(
         default=None,

@@ -26,7 +26,9 @@ the tokens of every step when the step ends (the step's tokens reach
 their clients when that work is done: first token and finish are recorded, and a closed-loop
 user told, at that time). Costs are the backend preset's (``frontend_request_us``,
 ``frontend_prompt_token_us``, ``frontend_token_us``); zero costs mean no front end at all
-(the engine is unchanged).
+(the engine is unchanged). A PD prefill instance keeps only the per-prompt-token cost (its
+server tokenises the prompts it receives; the decode side streams), a decode instance none
+(``build._pool_frontend``).
 """
 
 from __future__ import annotations

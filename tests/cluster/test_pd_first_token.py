@@ -128,3 +128,25 @@ def test_the_backend_preset_sets_the_default_and_the_config_overrides_it() -> No
     old, _ = _run(_config(pd_first_token="prefill"), requests)
     assert default[0].ttft_s == explicit[0].ttft_s
     assert old[0].ttft_s < default[0].ttft_s
+
+
+@pytest.mark.parametrize("frontend_us", [(0.0, 2.0, 0.0), (5000.0, 2.0, 300.0)])
+def test_a_prefill_instance_tokenises_its_prompts_one_after_the_other(
+    frontend_us: tuple[float, float, float],
+) -> None:
+    # SGLang's TokenizerManager runs on the prefill server: its serial front end keeps the
+    # per-prompt-token cost (2 µs: a 1,024-token prompt enters 2.048 ms late) and drops the
+    # per-request and per-streamed-token ones (the decode side streams; the proxy to the
+    # clients is not modelled).
+    plain = _config(backend="sglang", frontend_us=(0.0, 0.0, 0.0))
+    tokenising = _config(backend="sglang", frontend_us=frontend_us)
+    one = [_request(0, 0.0, 1024, 4)]
+    base = _run(plain, one)[0][0].ttft_s
+    assert _run(tokenising, one)[0][0].ttft_s == pytest.approx(base + 1024 * 2e-6)
+    # Two prompts together: side by side in one prefill step without it; the second enters at
+    # 4.096 ms, during the first one's step, and takes a later one.
+    two = [_request(0, 0.0, 1024, 4), _request(1, 0.0, 1024, 4)]
+    together = _run(plain, two)[0]
+    assert together[1].ttft_s - together[0].ttft_s < S
+    serial = _run(tokenising, two)[0]
+    assert serial[1].ttft_s - serial[0].ttft_s >= S
