@@ -50,6 +50,9 @@ _MIN_GB_PER_S, _MAX_GB_PER_S = 0.01, 100_000.0
 _MIN_TFLOPS, _MAX_TFLOPS = 0.01, 1_000_000.0
 _MAX_HBM_GIB = 16_384.0
 _MAX_USD_PER_HOUR = 10_000.0
+#: The largest KV tier a catalog entry or a config may give (1 PiB, GiB): past it a capacity's
+#: bytes overflow to inf and its block count to NaN.
+MAX_STORAGE_GIB = 1024.0**2
 
 
 class GpuSpec(_Frozen):
@@ -148,9 +151,15 @@ class StorageTierSpec(_Frozen):
         ge=_MIN_GB_PER_S, le=_MAX_GB_PER_S, description="Write bandwidth in GB/s (DRAM: per GPU)."
     )
     latency_us: float = Field(ge=0, description="Fixed latency per transfer in microseconds.")
-    capacity_gib_min: float = Field(ge=0, description="Smallest capacity offered, GiB.")
-    capacity_gib_max: float = Field(gt=0, description="Largest capacity offered, GiB.")
-    default_capacity_gib: float = Field(gt=0, description="Capacity used when none is given, GiB.")
+    capacity_gib_min: float = Field(
+        ge=0, le=MAX_STORAGE_GIB, description="Smallest capacity offered, GiB."
+    )
+    capacity_gib_max: float = Field(
+        gt=0, le=MAX_STORAGE_GIB, description="Largest capacity offered, GiB."
+    )
+    default_capacity_gib: float = Field(
+        gt=0, le=MAX_STORAGE_GIB, description="Capacity used when none is given, GiB."
+    )
     usd_per_gib_month: float = Field(ge=0, description="Price per GiB-month in USD (assumption).")
     shared: bool = Field(
         default=False,

@@ -23,6 +23,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hardware.schema import MAX_STORAGE_GIB
 from simulator.cluster.autoscale import AutoscaleConfig, fold_autoscale_keys
 from simulator.cluster.router import ROUTERS, parse_router_spec
 from simulator.engine.admission import KvAdmission
@@ -236,7 +237,10 @@ class ServingConfig(BaseModel):
     )
     l1_policy: str = Field(default="lru", description="Eviction policy of the HBM tier (L1).")
     l2_dram_gib: float = Field(
-        default=0.0, ge=0, description="Host DRAM KV tier (L2) per instance, GiB; 0 = none."
+        default=0.0,
+        ge=0,
+        le=MAX_STORAGE_GIB,
+        description="Host DRAM KV tier (L2) per instance, GiB; 0 = none.",
     )
     l2_policy: str = Field(default="lru", description="Eviction policy of the DRAM tier (L2).")
     l3_tier: str | None = Field(
@@ -245,7 +249,10 @@ class ServingConfig(BaseModel):
         "(e.g. 'nvme_4tib', 'pool_16tib'); None = no L3.",
     )
     l3_capacity_gib: float | None = Field(
-        default=None, gt=0, description="L3 capacity in GiB (None = the tier's default)."
+        default=None,
+        gt=0,
+        le=MAX_STORAGE_GIB,
+        description="L3 capacity in GiB (None = the tier's default).",
     )
     l3_policy: str = Field(default="lru", description="Eviction policy of the L3 store.")
     write_policy: Literal["write_through", "write_back"] = Field(

@@ -72,6 +72,12 @@ def test_defaults_validate_and_are_frozen() -> None:
         ({"l1_policy": "nope"}, "unknown eviction policy 'nope'"),
         ({"tp": 4, "ep": 3}, "ep (3) must divide tp (4)"),
         ({"hbm_utilization": 1.5}, "less than or equal to 1"),
+        # Beyond 1 PiB a capacity's bytes overflow to inf and its block count to NaN.
+        ({"l2_dram_gib": "1e+300"}, "l2_dram_gib: Input should be less than or equal to 1048576"),
+        (
+            {"l2_dram_gib": 64, "l3_tier": "nvme_4tib", "l3_capacity_gib": "1e+300"},
+            "l3_capacity_gib: Input should be less than or equal to 1048576",
+        ),
         ({"colour": "blue"}, "unknown key"),
     ],
 )
