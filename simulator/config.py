@@ -19,7 +19,7 @@ TPOT, the KV transfer) are in ``simulator/cluster/pd.py``.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -33,9 +33,12 @@ from simulator.kvcache.policies import POLICIES
 from simulator.latency.deployment import LinearStatePrecision
 from simulator.latency.moe_table import Mxfp4Activation
 from simulator.pool_config import POOLS, PoolConfig, PoolName, fold_pool_keys
+from simulator.presets import MAX_CPU_US
 from slo.inputfile import load_input_file
 
 __all__ = ["ServingConfig"]
+
+_CpuUs = Annotated[float, Field(ge=0, le=MAX_CPU_US)]
 
 
 class ServingConfig(BaseModel):
@@ -137,7 +140,7 @@ class ServingConfig(BaseModel):
         "ignore end-of-sequence tokens with the radix cache off; simulator/engine/admission.py)"
         " (None = the backend preset's).",
     )
-    frontend_us: tuple[float, float, float] | None = Field(
+    frontend_us: tuple[_CpuUs, _CpuUs, _CpuUs] | None = Field(
         default=None,
         description="The serial front end's CPU time (µs) per request taken in, per prompt "
         "token taken in and per response streamed (a token at stream_interval 1), e.g. "
@@ -148,6 +151,7 @@ class ServingConfig(BaseModel):
     tokenize_us_per_prompt_token: float | None = Field(
         default=None,
         ge=0,
+        le=MAX_CPU_US,
         description="Latency before the engine sees a request: the API server tokenising its "
         "prompt, µs per prompt token (None = the backend preset's).",
     )
@@ -187,6 +191,7 @@ class ServingConfig(BaseModel):
     spec_draft_layers: float = Field(
         default=1.0,
         ge=0,
+        le=1000,
         description="Speculative decoding: cost of one draft token in decoder layers of the "
         "model (1 for MTP and EAGLE heads).",
     )

@@ -31,7 +31,12 @@ from simulator.latency.memory_rules import sglang_memory_defaults, vllm_batch_de
 from simulator.latency.moe_table import Mxfp4Activation
 from slo.inputfile import InputError, load_mapping, validate
 
-__all__ = ["BACKEND_PRESETS", "BackendPreset", "EngineLimits", "load_preset"]
+__all__ = ["BACKEND_PRESETS", "MAX_CPU_US", "BackendPreset", "EngineLimits", "load_preset"]
+
+#: The largest CPU cost (front end, tokenising, step and launch overheads) a preset or a config
+#: may give, µs: 10 s per request, token or step, far past any server. A mistyped exponent
+#: (1e300) put events where adding a step no longer moved the clock: the simulation never ended.
+MAX_CPU_US = 1e7
 
 #: Shipped presets: name → file in ``simulator/data/presets``.
 BACKEND_PRESETS: dict[str, str] = {
@@ -198,18 +203,21 @@ class BackendPreset(BaseModel):
     frontend_request_us: float = Field(
         default=0.0,
         ge=0,
+        le=MAX_CPU_US,
         description="The API server's serial CPU time per request taken in (parsing, "
         "tokenising, handing it to the executor), µs (simulator/engine/frontend.py).",
     )
     frontend_prompt_token_us: float = Field(
         default=0.0,
         ge=0,
+        le=MAX_CPU_US,
         description="The API server's serial CPU time per prompt token taken in "
         "(tokenising), µs, on top of frontend_request_us.",
     )
     frontend_token_us: float = Field(
         default=0.0,
         ge=0,
+        le=MAX_CPU_US,
         description="The API server's serial CPU time per response streamed back (one per "
         "generated token at stream_interval 1: detokenising, one server-sent event), µs; "
         "shares the CPU with the intake.",
@@ -231,6 +239,7 @@ class BackendPreset(BaseModel):
     tokenize_us_per_prompt_token: float = Field(
         default=0.0,
         ge=0,
+        le=MAX_CPU_US,
         description="Latency before the engine sees a request: the API server tokenises its "
         "prompt text, µs per prompt token (EngineParams.tokenize_s_per_prompt_token; "
         "concurrent prompts in parallel, not a serial stage).",
@@ -238,6 +247,7 @@ class BackendPreset(BaseModel):
     eager_prefill_us_per_layer: float = Field(
         default=0.0,
         ge=0,
+        le=MAX_CPU_US,
         description="Host launch time per decoder layer (of a pipeline stage) of a step that "
         "runs a prefill chunk, µs: an engine that replays CUDA graphs for decode-only steps "
         "only runs it eagerly, so it lasts at least this times the layers "
@@ -270,10 +280,10 @@ class BackendPreset(BaseModel):
         "ServingConfig.mxfp4_moe_activation sets it per deployment).",
     )
     step_overhead_us: float = Field(
-        ge=0, description="CPU time per engine step not hidden behind GPU work, µs."
+        ge=0, le=MAX_CPU_US, description="CPU time per engine step not hidden behind GPU work, µs."
     )
     request_overhead_us: float = Field(
-        ge=0, description="CPU time per scheduled request per step, µs."
+        ge=0, le=MAX_CPU_US, description="CPU time per scheduled request per step, µs."
     )
     overlap_hides_request_overhead: bool = Field(
         default=False,

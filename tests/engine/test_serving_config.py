@@ -78,6 +78,11 @@ def test_defaults_validate_and_are_frozen() -> None:
             {"l2_dram_gib": 64, "l3_tier": "nvme_4tib", "l3_capacity_gib": "1e+300"},
             "l3_capacity_gib: Input should be less than or equal to 1048576",
         ),
+        # Past ~1e290 s a CPU cost puts events where a step no longer moves the clock: a hang.
+        ({"tokenize_us_per_prompt_token": "1e+300"}, "less than or equal to 10000000"),
+        ({"frontend_us": "[1.0e+300, 0, 0]"}, "frontend_us.0: Input should be less than"),
+        ({"frontend_us": "[0, -2, 0]"}, "frontend_us.1: Input should be greater than"),
+        ({"spec_tokens": 4, "spec_draft_layers": "1e+300"}, "spec_draft_layers: Input should"),
         ({"colour": "blue"}, "unknown key"),
     ],
 )

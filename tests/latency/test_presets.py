@@ -82,6 +82,10 @@ def test_unknown_name_suggests() -> None:
         ("sampler_logit_copies: 0\n", "sampler_logit_copies: Input should be greater than 0"),
         ("startup_gib: -0.5\n", "startup_gib: Input should be greater than or equal to 0"),
         ("fp8_weight_only: yes\n", "fp8_weight_only: Input should be 'none', 'dense' or 'all'"),
+        # A CPU cost past 10 s (1e300 once hung the simulation: its clock stopped moving).
+        ("step_overhead_us: 1.0e+300\n", "step_overhead_us: Input should be less than or equal"),
+        ("frontend_token_us: 1.0e+300\n", "frontend_token_us: Input should be less than"),
+        ("tokenize_us_per_prompt_token: 2.0e+7\n", "tokenize_us_per_prompt_token: Input should"),
     ],
 )
 def test_bad_fields_are_one_line(tmp_path: Path, text: str, expected: str) -> None:
