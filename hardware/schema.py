@@ -50,6 +50,8 @@ _MIN_GB_PER_S, _MAX_GB_PER_S = 0.01, 100_000.0
 _MIN_TFLOPS, _MAX_TFLOPS = 0.01, 1_000_000.0
 _MAX_HBM_GIB = 16_384.0
 _MAX_USD_PER_HOUR = 10_000.0
+_MAX_LATENCY_US = 10_000_000.0  # 10 s per transfer; 1e300 stopped the simulated clock (a hang)
+_MAX_USD_PER_GIB_MONTH = 1_000.0
 #: The largest KV tier a catalog entry or a config may give (1 PiB, GiB): past it a capacity's
 #: bytes overflow to inf and its block count to NaN.
 MAX_STORAGE_GIB = 1024.0**2
@@ -150,7 +152,9 @@ class StorageTierSpec(_Frozen):
     write_gb_per_s: float = Field(
         ge=_MIN_GB_PER_S, le=_MAX_GB_PER_S, description="Write bandwidth in GB/s (DRAM: per GPU)."
     )
-    latency_us: float = Field(ge=0, description="Fixed latency per transfer in microseconds.")
+    latency_us: float = Field(
+        ge=0, le=_MAX_LATENCY_US, description="Fixed latency per transfer in microseconds."
+    )
     capacity_gib_min: float = Field(
         ge=0, le=MAX_STORAGE_GIB, description="Smallest capacity offered, GiB."
     )
@@ -160,7 +164,9 @@ class StorageTierSpec(_Frozen):
     default_capacity_gib: float = Field(
         gt=0, le=MAX_STORAGE_GIB, description="Capacity used when none is given, GiB."
     )
-    usd_per_gib_month: float = Field(ge=0, description="Price per GiB-month in USD (assumption).")
+    usd_per_gib_month: float = Field(
+        ge=0, le=_MAX_USD_PER_GIB_MONTH, description="Price per GiB-month in USD (assumption)."
+    )
     shared: bool = Field(
         default=False,
         description=(
