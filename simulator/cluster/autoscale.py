@@ -116,8 +116,10 @@ class AutoscaleConfig(BaseModel):
     initial_instances: int | None = Field(
         default=None, ge=1, description="Instances serving at time 0 (None = min_instances)."
     )
+    # At least 0.1 s: a tick far below the simulated clock's resolution (1e-300) never moved
+    # it, and autoscalers decide every 2-30 s (KPA 2 s, HPA 15 s).
     interval_s: float = Field(
-        default=2.0, gt=0, le=3600, description="Seconds between decisions (KPA tick, 2 s)."
+        default=2.0, ge=0.1, le=3600, description="Seconds between decisions (KPA tick, 2 s)."
     )
     window_s: float = Field(
         default=60.0, gt=0, le=86_400, description="Averaging window, s (KPA stable window)."
@@ -280,7 +282,8 @@ class Autoscaler:
         load = sum(inst.n_outstanding for inst in self.instances)
         self._samples.append((now, load))
         self._sum += load
-        while self._samples[0][0] <= now - self.config.window_s:
+        # The newest sample always counts (a window shorter than a tick: the load now).
+        while len(self._samples) > 1 and self._samples[0][0] <= now - self.config.window_s:
             self._sum -= self._samples.popleft()[1]
         average = self._sum / len(self._samples)
         wanted = math.ceil(average / target - 1e-9)

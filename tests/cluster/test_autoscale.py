@@ -154,6 +154,17 @@ def test_deterministic_for_a_seed() -> None:
     assert first.fleet.log == again.fleet.log
 
 
+def test_a_window_shorter_than_a_tick_follows_the_load_now() -> None:
+    # 1e-300 s: every earlier sample leaves the window, the newest stays (it once left too, and
+    # the average read an empty window). The fleet still follows the step up and down.
+    result = simulate(_config(window_s=1e-300), step_load(requests=14_000), seed=0)
+    assert result.feasible, result.reason
+    assert result.fleet is not None
+    log = result.fleet.log
+    assert max(log.serving) > 1  # the busy step started more
+    assert log.serving[-1] == 1  # and the quiet end stopped them
+
+
 @pytest.mark.parametrize(
     ("fields", "message"),
     [
@@ -164,6 +175,8 @@ def test_deterministic_for_a_seed() -> None:
         ),
         ({"autoscale": {"target_concurrency": 0}}, "target_concurrency"),
         ({"autoscale": {"target_concurrency": 8, "tick": 1}}, "tick: unknown key"),
+        # A tick below the clock's resolution never moved it: the simulation hung.
+        ({"autoscale": {"target_concurrency": 8, "interval_s": 1e-300}}, "interval_s"),
         ({"autoscale": {"min_instances": 1}}, "policy concurrency needs target_concurrency"),
         ({"autoscale": {"policy": "slo"}}, "policy slo needs ttft_ms_target and/or tpot_ms_target"),
         (
