@@ -32,7 +32,7 @@ from hardware.schema import Catalog
 from simulator.latency import Deployment, LatencyContext, make_latency_model
 from simulator.presets import load_preset
 from simulator.validation.report import ErrorStats, error_stats
-from simulator.validation.silicon.rows import Skipped, check_header
+from simulator.validation.silicon.rows import MAX_SILICON_NUMBER, Skipped, check_header
 from slo.inputfile import InputError
 
 __all__ = ["STEP_COLUMNS", "StepReport", "StepRow", "read_steps", "validate_steps"]
@@ -43,6 +43,9 @@ STEP_COLUMNS = ("id", "gpu", "engine", "model", "tp", "precision", "kv_precision
 _OPTIONAL = ("id", "kv_precision")
 _PAIR = re.compile(r"^(\d+):(\d+)$")
 _DECODES = re.compile(r"^(\d+)x(\d+)$")
+#: Most requests one measured step may list (engines schedule thousands at most); a mistyped
+#: ``AxB`` of 1e14 requests once exhausted memory expanding it.
+MAX_STEP_REQUESTS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,9 +134,15 @@ def _parse(path: Path, line: int, record: Mapping[str, str | None]) -> StepRow:
         raise bad("measured_ms", "a positive number of milliseconds") from None
     if not math.isfinite(measured) or measured <= 0:
         raise bad("measured_ms", "a positive number of milliseconds")
+    if measured > MAX_SILICON_NUMBER:
+        raise bad("measured_ms", f"at most {MAX_SILICON_NUMBER:,.0f} milliseconds")
     batch = _batch(text("batch"))
     if batch is None:
-        raise bad("batch", "cache_len:new_tokens pairs (or AxB: B decodes at cache A)")
+        raise bad(
+            "batch",
+            f"cache_len:new_tokens pairs (or AxB: B decodes at cache A), at most "
+            f"{MAX_STEP_REQUESTS:,} requests of at most {MAX_SILICON_NUMBER:,.0f} tokens",
+        )
     return StepRow(
         line, text("id") or f"line {line}", text("gpu"), text("engine").lower(), text("model"),
         int(text("tp")), text("precision").lower(), text("kv_precision").lower() or "bf16",
@@ -142,16 +151,23 @@ def _parse(path: Path, line: int, record: Mapping[str, str | None]) -> StepRow:
 
 
 def _batch(text: str) -> tuple[tuple[int, int], ...] | None:
+    """The (cache_len, new_tokens) pairs of a ``batch`` cell (module doc); None where it is not
+    one, or lists more than ``MAX_STEP_REQUESTS`` requests or lengths past
+    ``MAX_SILICON_NUMBER``."""
     pairs: list[tuple[int, int]] = []
     for item in re.split(r"[;\s]+", text.strip()):
         pair, decodes = _PAIR.match(item), _DECODES.match(item)
         if pair:
             pairs.append((int(pair[1]), int(pair[2])))
-        elif decodes:
+        elif decodes and len(pairs) + int(decodes[2]) <= MAX_STEP_REQUESTS:
             pairs.extend([(int(decodes[1]), 1)] * int(decodes[2]))
         else:
             return None
-    return tuple(pairs) if pairs and all(new >= 1 for _, new in pairs) else None
+        if len(pairs) > MAX_STEP_REQUESTS:
+            return None
+    if not pairs or any(new < 1 or max(cache, new) > MAX_SILICON_NUMBER for cache, new in pairs):
+        return None
+    return tuple(pairs)
 
 
 def validate_steps(

@@ -399,16 +399,21 @@ def _run(
     rounds: int,
     ramp_s: float,
 ) -> SimResult | Skipped:
-    """``rounds`` rounds of the benchmark's closed loop; Skipped when nothing could run."""
-    workload = closed_loop_workload(
-        users=row.concurrency,
-        requests=row.concurrency * rounds,
-        input_tokens=row.isl,
-        output_tokens=row.osl,
-        ramp_s=ramp_s,
-        turnaround_s=CLIENT_TURNAROUND_S,
-        source=f"row {row.id}",
-    )
+    """``rounds`` rounds of the benchmark's closed loop; Skipped when nothing could run, or
+    the loop is one the workload cannot express (more users than it supports)."""
+    try:
+        workload = closed_loop_workload(
+            users=row.concurrency,
+            requests=row.concurrency * rounds,
+            input_tokens=row.isl,
+            output_tokens=row.osl,
+            ramp_s=ramp_s,
+            turnaround_s=CLIENT_TURNAROUND_S,
+            source=f"row {row.id}",
+        )
+    except InputError as err:
+        reason = f"cannot express the benchmark's closed loop: {err}"
+        return Skipped(row.line, row.id, row.model, row.backend, reason)
     ratio = protocol(row).length_ratio
     if ratio < 1:
         # The harness draws each length uniformly from [ratio · L, L] (rules.py).

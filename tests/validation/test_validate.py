@@ -130,6 +130,25 @@ def test_bad_value_names_line_and_column(tmp_path: Path, bad: str, column: str, 
     )
 
 
+@pytest.mark.parametrize(
+    ("bad", "column"),
+    [
+        ("a,trtllm,m/x,h100_sxm,,agg,128,8,,2,1e300,1,,1,1,30.0,7.0", "tp_size"),
+        ("a,trtllm,m/x,h100_sxm,,agg,128,8,,2,1,1,,1,1,1e300,7.0", "silicon_ttft_ms"),
+    ],
+)
+def test_a_number_past_any_benchmark_names_line_and_column(
+    tmp_path: Path, bad: str, column: str
+) -> None:
+    # A mistyped exponent: a 300-digit TP in a skip reason, a measurement no prediction nears.
+    with pytest.raises(InputError) as err:
+        read_silicon(_csv(tmp_path, [ROWS[0], bad]))
+    assert str(err.value) == (
+        f"{tmp_path / 'silicon.csv'}: line 3: column {column}: expected at most 1,000,000,000, "
+        "got '1e300'"
+    )
+
+
 def test_missing_file_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="no such file"):
         read_silicon(tmp_path / "nope.csv")
@@ -262,6 +281,15 @@ def test_infeasible_row_is_skipped_with_the_fit_reason() -> None:
     outcome = simulate_row(row, latency_model="roofline", catalog=shipped_catalog(), rounds=1)
     assert isinstance(outcome, Skipped)
     assert outcome.reason.startswith("infeasible: Llama-3.1-70B bf16 needs")
+
+
+def test_a_closed_loop_past_the_supported_users_is_skipped_with_the_reason() -> None:
+    # It failed the whole file before; the row is listed, the others still score.
+    row = _row(model="Qwen/Qwen3-8B", backend="vllm", concurrency=2_000_000, isl=128, osl=8)
+    outcome = simulate_row(row, latency_model="roofline", catalog=shipped_catalog(), rounds=1)
+    assert isinstance(outcome, Skipped)
+    assert outcome.reason.startswith("cannot express the benchmark's closed loop: ")
+    assert "users: 2,000,000 is more than the 1,000,000 supported" in outcome.reason
 
 
 # ----- simulating -------------------------------------------------------------------------------

@@ -91,6 +91,15 @@ def test_the_shipped_example_scores() -> None:
          "line 2: column measured_ms: expected a positive number of milliseconds, got '-1'"),
         (["a,h100_sxm,vllm,Qwen3-32B,0,bf16,,0:16,1"], HEADER,
          "line 2: column tp: expected a positive integer, got '0'"),
+        # Mistyped exponents: a 1e300 ms measurement scored as 100% error; 1e14 decodes
+        # exhausted memory expanding the batch.
+        (["a,h100_sxm,vllm,Qwen3-32B,1,bf16,,0:16,1e300"], HEADER,
+         "line 2: column measured_ms: expected at most 1,000,000,000 milliseconds, got '1e300'"),
+        (["a,h100_sxm,vllm,Qwen3-32B,1,bf16,,1536x100000000000000,5.0"], HEADER,
+         "line 2: column batch: expected cache_len:new_tokens pairs (or AxB: B decodes at cache "
+         "A), at most 1,000,000 requests of at most 1,000,000,000 tokens, got '1536x1000000"),
+        (["a,h100_sxm,vllm,Qwen3-32B,1,bf16,,10000000000:16,5.0"], HEADER,
+         "line 2: column batch: expected cache_len:new_tokens pairs"),
         (["a,h100_sxm,vllm,Qwen3-32B,1,bf16,,0:16,1,x"], HEADER + ",colour",
          "line 1: unknown column 'colour'"),
         (["a,h100_sxm,vllm,Qwen3-32B,1,bf16,"], HEADER.rsplit(",", 2)[0],

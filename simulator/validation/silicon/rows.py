@@ -255,9 +255,15 @@ def skipped_row(record: dict[str, Any], line: int, reason: str) -> Skipped:
     )
 
 
+#: The largest number a silicon column may hold: 1e9 tokens, users, GPUs or ms (11.6 days) is
+#: past any benchmark; beyond it a mistyped exponent (1e300) printed a 300-digit TP or scored a
+#: measurement no prediction can approach.
+MAX_SILICON_NUMBER = 1e9
+
+
 def parse_number(path: Path, line: int, column: str, text: str | None, *, integer: bool) -> float:
-    """``text`` of ``column`` as a positive (integer) number; else ``InputError`` naming
-    file, line and column."""
+    """``text`` of ``column`` as a positive (integer) number up to ``MAX_SILICON_NUMBER``;
+    else ``InputError`` naming file, line and column."""
     value = (text or "").strip()
     what = "a positive integer" if integer else "a positive number"
     try:
@@ -267,6 +273,11 @@ def parse_number(path: Path, line: int, column: str, text: str | None, *, intege
         raise InputError(
             f"{path}: line {line}: column {column}: expected {what}, got {shown}"
         ) from None
+    if math.isfinite(number) and number > MAX_SILICON_NUMBER:
+        raise InputError(
+            f"{path}: line {line}: column {column}: expected at most {MAX_SILICON_NUMBER:,.0f}, "
+            f"got '{value}'"
+        )
     if not math.isfinite(number) or number <= 0 or (integer and not number.is_integer()):
         raise InputError(f"{path}: line {line}: column {column}: expected {what}, got '{value}'")
     return number
