@@ -136,7 +136,9 @@ def import_profiles(directory: Path, gpu: GpuSpec, cache: Path) -> list[dict[str
     rows: list[dict[str, Any]] = []
     copy: dict[str, Path] = {}
     for engine in served:
-        files = directory_files(directory, engine, moe=True)
+        # Not the MoE files other engines lend this one: each is validated and copied as its
+        # own engine's (``lent=False``; they made the loop read a class it does not know).
+        files = directory_files(directory, engine, moe=True, lent=False)
         if not files:
             continue
         # Validates every file: the kernel tables through the loader, a fused-MoE table (the

@@ -357,22 +357,30 @@ def _filter_rows(raw: pd.DataFrame, path: Path) -> pd.DataFrame:
     return raw[keep]
 
 
+#: The largest number a profile column may hold (sizes in elements or bytes, latencies in ms):
+#: 1e12 is past any kernel's shape or time, while 1e300 ms once made a step that no longer
+#: moved the simulated clock.
+MAX_PROFILE_NUMBER = 1e12
+
+
 def profile_numbers(column: pd.Series, path: Path, name: str) -> pd.Series:
     """``column`` as floats; ``InputError`` naming the first row that is not a positive number
     (sizes and latencies are positive; ``window_size`` and ``step`` may be 0)."""
     values = column if pd.api.types.is_numeric_dtype(column) else None
     if values is None:
         values = pd.to_numeric(column, errors="coerce")
-    bad = values.isna() | (values < 0)
+    bad = values.isna() | (values < 0) | ~np.isfinite(values.fillna(0.0).astype(float))
     if name not in ("window_size", "step"):
         bad |= values <= 0
-    if bad.any():
-        position = int(np.argmax(bad.to_numpy()))
-        line = int(column.index[position]) + 2  # read_csv numbers data rows from 0; + header
-        raise InputError(
-            f"{path}: line {line}: column '{name}': expected a positive number, "
-            f"got '{column.iloc[position]}'"
-        )
+    huge = ~bad & (values > MAX_PROFILE_NUMBER)
+    for rows, expected in ((bad, "a positive number"), (huge, f"at most {MAX_PROFILE_NUMBER:.0e}")):
+        if rows.any():
+            position = int(np.argmax(rows.to_numpy()))
+            line = int(column.index[position]) + 2  # read_csv numbers data rows from 0; + header
+            raise InputError(
+                f"{path}: line {line}: column '{name}': expected {expected}, "
+                f"got '{column.iloc[position]}'"
+            )
     return values.astype(float)
 
 

@@ -309,6 +309,9 @@ def test_one_kernel_per_shape_and_balanced_routing_only(tmp_path: Path) -> None:
     ("change", "message"),
     [
         ({"latency": 0}, "line 2: column 'latency': expected a positive number"),
+        ({"latency": "inf"}, "line 2: column 'latency': expected a positive number"),
+        # 1e300 ms once made a step that no longer moved the simulated clock.
+        ({"latency": 1e300}, r"line 2: column 'latency': expected at most 1e\+12"),
         ({"num_tokens": "many"}, "line 2: column 'num_tokens'"),
         ({"moe_dtype": "fp7"}, "line 2: column 'moe_dtype': unknown dtype 'fp7'"),
     ],

@@ -238,6 +238,7 @@ def test_simulation_uses_the_directory_it_is_given(tmp_path: Path) -> None:
         (lambda f: f.assign(gemm_dtype="fp6"), "line 2: column 'gemm_dtype': unknown dtype 'fp6'"),
         (lambda f: f.assign(latency=[0.1, 0.0]), "line 3: column 'latency': expected a positive"),
         (lambda f: f.assign(m=[-1, 2]), "line 2: column 'm': expected a positive"),
+        (lambda f: f.assign(latency=[0.1, 1e300]), "line 3: column 'latency': expected at most"),
     ],
 )
 def test_import_rejects_bad_profiles_with_one_line(tmp_path: Path, edit, expected: str) -> None:  # type: ignore[no-untyped-def]
@@ -315,6 +316,28 @@ def test_import_copies_a_fused_moe_profile_and_validates_it(tmp_path: Path) -> N
     assert isinstance(result.exception, InputError)
     assert "missing column 'topk'" in str(result.exception)
     assert not (tmp_path / "c2").exists()
+
+
+def test_import_takes_engines_that_lend_each_other_moe_rows(tmp_path: Path) -> None:
+    # SGLang borrows vLLM's fused-MoE rows (MOE_LENDERS): with both engines' files in one
+    # directory each is validated and copied once, as its own engine's. The lent entry was once
+    # taken for a kernel class: this directory failed as holding no kernel profile, a whole
+    # shipped GPU directory with KeyError 'moe@sglang'.
+    source = tmp_path / "both"
+    source.mkdir()
+    for name in ("vllm_0.24.0_moe.csv.gz", "sglang_0.5.14_moe.csv.gz"):
+        shutil.copyfile(shipped_profiles_dir("h100_sxm") / name, source / name)
+    root = tmp_path / "cache"
+    result = CliRunner().invoke(
+        app,
+        ["profiles", "import", str(source), "--gpu", "h100_sxm", "--cache", str(root), "--json"],
+    )
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (root / "h100_sxm").iterdir()) == [
+        "sglang_0.5.14_moe.csv.gz",
+        "vllm_0.24.0_moe.csv.gz",
+    ]
+    assert "moe@" not in result.output
 
 
 def test_import_notes_decode_rows_faster_than_hbm(tmp_path: Path) -> None:
