@@ -148,10 +148,8 @@ class ServingConfig(BaseModel):
         "(simulator/engine/frontend.py); [0, 0, 0] = none; None = the backend preset's. A PD "
         "prefill pool keeps the per-prompt-token cost only, a decode pool none.",
     )
-    tokenize_us_per_prompt_token: float | None = Field(
+    tokenize_us_per_prompt_token: _CpuUs | None = Field(
         default=None,
-        ge=0,
-        le=MAX_CPU_US,
         description="Latency before the engine sees a request: the API server tokenising its "
         "prompt, µs per prompt token (None = the backend preset's).",
     )

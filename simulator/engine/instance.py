@@ -238,18 +238,16 @@ class EngineInstance:
             return
         self.recorder.arrived(now)
         self.recorder.load(now, self.index, 1)
-        tokenized = now + req.prompt_len * self.params.tokenize_s_per_prompt_token
+        enters = now + req.prompt_len * self.params.tokenize_s_per_prompt_token  # tokenised
         frontend = self.frontend
         if frontend is not None:
             self._stream_ended_steps(now)  # the tokens offered before this request
-            self.intake[req.index] = req
-            self.kernel.at(frontend.intake(tokenized, req.prompt_len), lambda: self._enter(req))
+            enters = frontend.intake(enters, req.prompt_len)
+        elif enters <= now:
+            self._enter(req)
             return
-        if tokenized > now:
-            self.intake[req.index] = req
-            self.kernel.at(tokenized, lambda: self._enter(req))
-            return
-        self._enter(req)
+        self.intake[req.index] = req
+        self.kernel.at(enters, lambda: self._enter(req))
 
     def _enter(self, req: EngineRequest) -> None:
         """``req`` (arrived, taken in by the front end if any) joins the queues now."""

@@ -369,7 +369,7 @@ def profile_numbers(column: pd.Series, path: Path, name: str) -> pd.Series:
     values = column if pd.api.types.is_numeric_dtype(column) else None
     if values is None:
         values = pd.to_numeric(column, errors="coerce")
-    bad = values.isna() | (values < 0) | ~np.isfinite(values.fillna(0.0).astype(float))
+    bad = ~values.abs().lt(np.inf) | (values < 0)  # NaN (unparsed) and inf too
     if name not in ("window_size", "step"):
         bad |= values <= 0
     huge = ~bad & (values > MAX_PROFILE_NUMBER)

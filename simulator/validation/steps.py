@@ -158,13 +158,14 @@ def _batch(text: str) -> tuple[tuple[int, int], ...] | None:
     for item in re.split(r"[;\s]+", text.strip()):
         pair, decodes = _PAIR.match(item), _DECODES.match(item)
         if pair:
-            pairs.append((int(pair[1]), int(pair[2])))
-        elif decodes and len(pairs) + int(decodes[2]) <= MAX_STEP_REQUESTS:
-            pairs.extend([(int(decodes[1]), 1)] * int(decodes[2]))
+            cache, new, count = int(pair[1]), int(pair[2]), 1
+        elif decodes:
+            cache, new, count = int(decodes[1]), 1, int(decodes[2])
         else:
             return None
-        if len(pairs) > MAX_STEP_REQUESTS:
+        if len(pairs) + count > MAX_STEP_REQUESTS:
             return None
+        pairs.extend([(cache, new)] * count)
     if not pairs or any(new < 1 or max(cache, new) > MAX_SILICON_NUMBER for cache, new in pairs):
         return None
     return tuple(pairs)
