@@ -107,6 +107,14 @@ class GpuSpec(_Frozen):
         description="Other names this GPU goes by (e.g. aiconfigurator's system name "
         "'gb200_sxm'); looked up like the key, case-insensitively.",
     )
+    cuda_capability: int | None = Field(
+        default=None,
+        ge=10,
+        le=200,
+        description="NVIDIA CUDA compute capability as one number (sm_90 -> 90), from NVIDIA's "
+        "CUDA GPUs list; None for other vendors or unknown. The engines choose kernels, and "
+        "with them weight layouts, by it (e.g. vLLM's MXFP4 MoE backend).",
+    )
     kernel_profiles_from: str | None = Field(
         default=None,
         description="Catalog key of the GPU whose measured kernel profiles time this one where "

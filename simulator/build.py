@@ -171,6 +171,7 @@ def _engine(
             pp=pool.pp,
             fp8_weight_only=preset.fp8_weight_only,
             linear_state_precision=(config.linear_state_precision or preset.linear_state_precision),
+            mxfp4_expert_alignment=preset.mxfp4_expert_alignment(pool.gpu, config.marlin_moe),
         )
     except InputError as err:
         return Infeasible(str(err))

@@ -27,7 +27,12 @@ from simulator.engine.scheduler import SCHEDULERS
 from simulator.latency.compose import ComposeParams
 from simulator.latency.deployment import Fp8WeightOnly, LinearStatePrecision
 from simulator.latency.memory import MemoryAccounting, MemoryParams
-from simulator.latency.memory_rules import sglang_memory_defaults, vllm_batch_defaults
+from simulator.latency.memory_rules import (
+    VLLM_MXFP4_ALIGNMENT,
+    sglang_memory_defaults,
+    vllm_batch_defaults,
+    vllm_mxfp4_backend,
+)
 from simulator.latency.moe_table import Mxfp4Activation
 from slo.inputfile import InputError, load_mapping, validate
 
@@ -267,6 +272,13 @@ class BackendPreset(BaseModel):
         "in vLLM's Marlin kernel (ComposeParams.marlin_moe; ServingConfig.marlin_moe sets it "
         "per deployment).",
     )
+    mxfp4_expert_padding: Literal["none", "vllm"] = Field(
+        default="none",
+        description="How the engine pads MXFP4 routed experts when it loads them: 'vllm' "
+        "(to its MoE backend's tiles, memory_rules.VLLM_MXFP4_ALIGNMENT: resident memory the "
+        "KV pool does not get) or 'none' (as stored; SGLang's and TensorRT-LLM's layouts are "
+        "not modelled).",
+    )
     linear_state_precision: LinearStatePrecision = Field(
         default="fp32",
         description="The precision of a linear-attention layer's recurrent state (Gated "
@@ -407,6 +419,15 @@ class BackendPreset(BaseModel):
             mxfp4_moe_activation=activation,
             moe_kernel=moe_kernel or "",
         )
+
+    def mxfp4_expert_alignment(self, gpu: GpuSpec, marlin_moe: bool | None) -> tuple[int, int]:
+        """``Deployment.mxfp4_expert_alignment`` of this engine on ``gpu``, its MXFP4 experts
+        in Marlin where ``marlin_moe`` says (None: this preset's ``marlin_moe``)."""
+        if self.mxfp4_expert_padding == "none":
+            return (1, 1)
+        marlin = self.marlin_moe if marlin_moe is None else marlin_moe
+        backend = vllm_mxfp4_backend(gpu.cuda_capability, marlin)
+        return (1, 1) if backend is None else VLLM_MXFP4_ALIGNMENT[backend]
 
     def memory_params(
         self, tp: int = 1, *, min_kv_tokens: int = 0, gpu: GpuSpec | None = None

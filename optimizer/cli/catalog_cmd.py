@@ -365,6 +365,7 @@ def models_show(  # noqa: PLR0917  (one parameter per CLI option, as typer requi
             kv_precision=recipe.kv_cache if kv_precision == "bf16" else kv_precision,
             fp8_weight_only=preset.fp8_weight_only,
             linear_state_precision=preset.linear_state_precision,
+            mxfp4_expert_alignment=preset.mxfp4_expert_alignment(cat.gpu(gpu), None),
         )
         context = LatencyContext.of(preset.name, user_profile_roots(), user_tables_dir())
         figures.update(deployment_figures(deployment, preset, context))

@@ -57,6 +57,7 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from hardware.checkpoints import RECIPES
 from hardware.precision import WEIGHT_ONLY
 from hardware.schema import BYTES_PER_ELEMENT, GpuSpec, ModelSpec
 from simulator.latency.transfer import kv_bytes_per_gpu, request_state_bytes_per_gpu
@@ -105,6 +106,12 @@ class Deployment:
     #: ``fp32`` (the engines' default) or ``bf16`` (SGLang ``--mamba-ssm-dtype bfloat16``);
     #: the backend preset's ``linear_state_precision`` unless a deployment says otherwise.
     linear_state_precision: LinearStatePrecision = "fp32"
+    #: ``(hidden, intermediate)`` alignments the serving engine pads each routed expert's MXFP4
+    #: weights to when it loads them (vLLM: ``memory_rules.VLLM_MXFP4_ALIGNMENT``; the
+    #: intermediate one applies to a TP partition of the expert); ``(1, 1)``: stored as in the
+    #: checkpoint. Only MXFP4 experts at the checkpoint's own precision are padded
+    #: (``routed_expert_padding``).
+    mxfp4_expert_alignment: tuple[int, int] = (1, 1)
 
     def __post_init__(self) -> None:
         _check_precisions(self)
@@ -149,6 +156,7 @@ class Deployment:
             allow_multi_node=self.allow_multi_node,
             fp8_weight_only=self.fp8_weight_only,
             linear_state_precision=self.linear_state_precision,
+            mxfp4_expert_alignment=self.mxfp4_expert_alignment,
         )
 
     # ----- pipeline stages ---------------------------------------------------------------------
@@ -216,6 +224,22 @@ class Deployment:
     def expert_tp(self) -> int:
         """Ways each expert's FFN is split (``tp / ep``)."""
         return self.tp // self.expert_parallel if self.model.is_moe else self.tp
+
+    def routed_expert_padding(self) -> float:
+        """Resident bytes of the routed experts over their checkpoint bytes: the engine's
+        padding of MXFP4 experts (``mxfp4_expert_alignment``) to whole tiles of the hidden size
+        and of each GPU's share of the expert FFN; 1 for any other expert format."""
+        recipe = RECIPES[self.model.checkpoint_recipe]
+        hidden_align, ffn_align = self.mxfp4_expert_alignment
+        if (
+            not self.model.is_moe
+            or recipe.moe_format != "mxfp4"
+            or self.weight_precision != recipe.weights
+        ):
+            return 1.0
+        hidden = self.model.hidden_size
+        ffn = self.model.expert_ffn_size / self.expert_tp
+        return (_round_up(hidden, hidden_align) / hidden) * (_round_up(ffn, ffn_align) / ffn)
 
     @property
     def heads_per_gpu(self) -> int:
@@ -355,6 +379,11 @@ def _check_dp(d: Deployment) -> None:
             f"{_where(d)}: attention_dp={dp} needs an MoE model (the ranks share routed "
             f"experts); a dense model is replicated with more instances instead"
         )
+
+
+def _round_up(value: float, align: int) -> float:
+    """``value`` rounded up to a whole multiple of ``align``."""
+    return math.ceil(value / align) * align
 
 
 def _check_tp(d: Deployment) -> None:

@@ -4,7 +4,8 @@ Per GPU of an instance::
 
     weights   = attention / tp (KV projections replicated when tp > kv heads; MLA's
                 down-projections replicated) + dense MLP / tp + routed experts / tp (ep ways by
-                expert × tp/ep ways within one) + shared experts / tp + router
+                expert × tp/ep ways within one; MXFP4 experts padded as the engine loads
+                them, ``Deployment.routed_expert_padding``) + shared experts / tp + router
                 + embedding / tp + LM head / tp (vocab-parallel, kept in bf16) + norms
     reserve   = framework_reserve_gib + activation peak at max_batched_tokens
     comm      = collective_gib when tp > 1 (NCCL communicators and all-reduce buffers, set up
@@ -203,12 +204,14 @@ def _weight_bytes(d: Deployment, ends: _Ends = _WHOLE, *, routed_split: int | No
     sharded += dense_layers * m.dense_mlp_params()
     routed = 0.0
     if m.is_moe:
+        # The routed experts as the engine holds them (MXFP4 padded to its kernel's tiles).
+        experts = m.num_experts * d.routed_expert_padding() + m.num_shared_experts
         if routed_split is None:
-            experts = m.num_experts + m.num_shared_experts
             sharded += m.num_moe_layers * experts * m.expert_params()
         else:
             sharded += m.num_moe_layers * m.num_shared_experts * m.expert_params()
-            routed = m.num_moe_layers * m.num_experts * m.expert_params() / routed_split
+            routed = m.num_moe_layers * (experts - m.num_shared_experts) * m.expert_params()
+            routed /= routed_split
         replicated += m.num_moe_layers * h * m.num_experts  # router
     quantised = replicated + sharded / tp
     if routed:  # kept apart so that the expression without attention DP is unchanged
@@ -469,7 +472,17 @@ class _Sizes:
             f"{split} = "
             f"{self.tokens:,} tokens ({self.blocks:,} blocks of {p.block_tokens}){ranks} of "
             f"{d.kv_precision} KV at {per_token:g} KiB per token per GPU{self._layers()}{rule}"
-            f"{self._stages()}"
+            f"{self._stages()}{self._padding()}"
+        )
+
+    def _padding(self) -> str:
+        """What the engine's padding of MXFP4 experts adds ("" when it adds nothing)."""
+        factor = self.d.routed_expert_padding()
+        if factor == 1.0:
+            return ""
+        return (
+            f"; the weights count its MXFP4 experts padded to the MoE kernel's tiles, "
+            f"{factor - 1:.1%} over the checkpoint"
         )
 
     def _stages(self) -> str:

@@ -26,11 +26,13 @@ from dataclasses import dataclass
 __all__ = [
     "SGLANG_BUCKETS",
     "VLLM_LARGE_GPU_GIB",
+    "VLLM_MXFP4_ALIGNMENT",
     "VLLM_SMALL_GPU_DEFAULTS",
     "SglangMemoryDefaults",
     "VllmBatchDefaults",
     "sglang_memory_defaults",
     "vllm_batch_defaults",
+    "vllm_mxfp4_backend",
 ]
 
 #: ``(upper bound of GPU memory in MiB, chunked_prefill_size, cuda_graph_max_bs at TP < 4,
@@ -116,3 +118,36 @@ def vllm_batch_defaults(
     if gpu_bytes >= VLLM_LARGE_GPU_GIB * 2**30 and not a100:
         return VllmBatchDefaults(True, *large)
     return VllmBatchDefaults(False, *VLLM_SMALL_GPU_DEFAULTS)
+
+
+#: ``(hidden, intermediate)`` alignments of one expert's weights as vLLM allocates MXFP4
+#: experts, by the MoE backend it runs (``vllm/model_executor/layers/fused_moe/oracle/mxfp4.py``,
+#: ``mxfp4_round_up_hidden_size_and_intermediate_size``, read; the same rule sat in
+#: ``Mxfp4MoEMethod.create_weights`` since gpt-oss support): the intermediate size is the
+#: per-partition one (``expert_ffn_size / (tp / ep)``), rounded up before the weights are
+#: created, so the padding is resident memory. 1 = not padded.
+VLLM_MXFP4_ALIGNMENT: dict[str, tuple[int, int]] = {
+    "marlin": (256, 128),  # MARLIN / BATCHED_MARLIN
+    "flashinfer_trtllm": (256, 256),  # FLASHINFER_TRTLLM_MXFP4_{BF16,MXFP8}
+    "triton": (1, 64),  # OpenAI's Triton kernels (and any other CUDA backend)
+}
+
+
+def vllm_mxfp4_backend(cuda_capability: int | None, marlin: bool) -> str | None:
+    """The MoE backend vLLM picks for MXFP4 experts (``select_mxfp4_moe_backend``, read in the
+    file ``VLLM_MXFP4_ALIGNMENT`` cites), or None where the rule is not modelled (not an NVIDIA
+    GPU, or an unknown capability; ROCm pads to its own alignment).
+
+    ``VLLM_MXFP4_USE_MARLIN=1`` (``marlin``) picks Marlin. Otherwise the first supported in
+    priority order: FlashInfer's TRT-LLM kernel on the SM100 family (Blackwell), OpenAI's
+    Triton kernels where ``triton_kernels`` runs (compute capability 9.0 up to 11.0: Hopper),
+    and Marlin below (Ampere, Ada)."""
+    if cuda_capability is None:
+        return None
+    if marlin:
+        return "marlin"
+    if 100 <= cuda_capability < 110:
+        return "flashinfer_trtllm"
+    if 90 <= cuda_capability < 110:
+        return "triton"
+    return "marlin"

@@ -193,6 +193,9 @@ def validate_steps(
                 weight_precision=row.precision, kv_precision=row.kv_precision,
                 allow_multi_node=True, fp8_weight_only=preset.fp8_weight_only,
                 linear_state_precision=preset.linear_state_precision,
+                mxfp4_expert_alignment=preset.mxfp4_expert_alignment(
+                    catalog.gpu(row.gpu), None
+                ),
             )  # fmt: skip
         except (InputError, KeyError) as err:
             reason = str(err).split(";", 1)[0]

@@ -110,6 +110,16 @@ def test_precision_support_matches_the_generation(catalog: Catalog) -> None:
     assert catalog.gpu("l40s").supports("fp8")  # Ada has FP8
 
 
+def test_every_nvidia_gpu_states_its_compute_capability(catalog: Catalog) -> None:
+    """NVIDIA's CUDA GPUs list; the engines pick kernels (and weight layouts) by it."""
+    want = {"a100_sxm": 80, "l40s": 89, "h100_sxm": 90, "h20_sxm": 90, "h200_sxm": 90}
+    want |= {"b200_sxm": 100, "gb200": 100, "b300_sxm": 103, "gb300": 103}
+    for name, capability in want.items():
+        assert catalog.gpu(name).cuda_capability == capability, name
+    for gpu in catalog.gpus.values():
+        assert (gpu.cuda_capability is not None) is (gpu.vendor == "nvidia"), gpu.name
+
+
 def test_published_headline_figures(catalog: Catalog) -> None:
     h100 = catalog.gpu("h100_sxm")
     assert h100.dense_tflops["bf16"] == 989.5

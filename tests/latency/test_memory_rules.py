@@ -12,9 +12,13 @@ from hardware.catalog import shipped_catalog
 from simulator.build import Pool, build_pool
 from simulator.config import ServingConfig
 from simulator.core import Kernel
-from simulator.latency import Deployment, memory_fit
+from simulator.latency import Deployment, memory_fit, weight_bytes_per_gpu
 from simulator.latency.memory import GIB, activation_bytes_per_gpu
-from simulator.latency.memory_rules import sglang_memory_defaults, vllm_batch_defaults
+from simulator.latency.memory_rules import (
+    sglang_memory_defaults,
+    vllm_batch_defaults,
+    vllm_mxfp4_backend,
+)
 from simulator.presets import load_preset
 from simulator.records import Recorder
 
@@ -190,4 +194,104 @@ def test_vllm_memory_profiles_the_small_class_step() -> None:
         )
         / KV_BYTES_PER_TOKEN,
         abs=64,
+    )
+
+
+@pytest.mark.parametrize(
+    ("capability", "marlin", "backend"),
+    [
+        (80, False, "marlin"),  # Ampere: no triton_kernels (it needs 9.0 <= cc < 11.0)
+        (89, False, "marlin"),  # Ada (L40S)
+        (90, False, "triton"),  # Hopper's default since triton_kernels is a dependency
+        (90, True, "marlin"),  # VLLM_MXFP4_USE_MARLIN=1 (InferenceX's Hopper gpt-oss scripts)
+        (100, False, "flashinfer_trtllm"),  # Blackwell: first in vLLM's priority order
+        (103, False, "flashinfer_trtllm"),  # Blackwell Ultra is of the SM100 family
+        (None, False, None),  # not NVIDIA, or unknown: not modelled
+    ],
+)
+def test_vllm_picks_its_mxfp4_moe_backend_by_compute_capability(
+    capability: int | None, marlin: bool, backend: str | None
+) -> None:
+    assert vllm_mxfp4_backend(capability, marlin) == backend
+
+
+def _gpt_oss(gpu: str, tp: int, *, marlin: bool | None = None, backend: str = "vllm") -> Deployment:
+    """gpt-oss-20b on ``tp`` GPUs, each expert's FFN split ``tp`` ways (vLLM without
+    ``--enable-expert-parallel``)."""
+    cat = shipped_catalog()
+    preset = load_preset(backend)
+    return Deployment(
+        cat.model("openai/gpt-oss-20b"),
+        cat.gpu(gpu),
+        tp=tp,
+        ep=1,
+        weight_precision="fp4",
+        mxfp4_expert_alignment=preset.mxfp4_expert_alignment(cat.gpu(gpu), marlin),
+    )
+
+
+@pytest.mark.parametrize(
+    ("gpu", "tp", "marlin", "factor"),
+    [
+        # Marlin: hidden 2,880 -> 3,072 (256), FFN share 2,880 -> 2,944 (128) at TP1, 1,440 ->
+        # 1,536 at TP2.
+        ("a100_sxm", 1, None, (3072 / 2880) * (2944 / 2880)),
+        ("h100_sxm", 2, True, (3072 / 2880) * (1536 / 1440)),
+        # Triton: the FFN share to 64 only: 2,880 is whole, 1,440 -> 1,472, 360 -> 384.
+        ("h100_sxm", 1, None, 1.0),
+        ("h100_sxm", 2, None, 1472 / 1440),
+        ("h100_sxm", 8, None, 384 / 360),
+        # FlashInfer's TRT-LLM kernel: both to 256; TP8's 360-wide share takes 512.
+        ("b200_sxm", 4, None, (3072 / 2880) * (768 / 720)),
+        ("b200_sxm", 8, None, (3072 / 2880) * (512 / 360)),
+    ],
+)
+def test_vllm_pads_mxfp4_experts_to_its_kernels_tiles(
+    gpu: str, tp: int, marlin: bool | None, factor: float
+) -> None:
+    assert _gpt_oss(gpu, tp, marlin=marlin).routed_expert_padding() == pytest.approx(factor)
+
+
+def test_whole_experts_under_expert_parallelism_pad_the_whole_ffn() -> None:
+    """With ``--enable-expert-parallel`` each GPU holds whole experts: the FFN is not split, so
+    Blackwell's TP8 pads 2,880 to 3,072, not a 360-wide share to 512."""
+    cat = shipped_catalog()
+    gpu = cat.gpu("b200_sxm")
+    d = Deployment(
+        cat.model("openai/gpt-oss-120b"), gpu, tp=8, ep=8, weight_precision="fp4",
+        mxfp4_expert_alignment=load_preset("vllm").mxfp4_expert_alignment(gpu, None),
+    )  # fmt: skip
+    assert d.routed_expert_padding() == pytest.approx((3072 / 2880) ** 2)
+
+
+def test_only_mxfp4_experts_at_their_own_precision_are_padded() -> None:
+    """Other engines store them as the checkpoint does (not modelled: 'none'); a gpt-oss run
+    in bf16 has no MXFP4 experts; a dense model has no experts."""
+    assert _gpt_oss("a100_sxm", 1, backend="sglang").routed_expert_padding() == 1.0
+    assert _gpt_oss("a100_sxm", 1, backend="trtllm").routed_expert_padding() == 1.0
+    cat = shipped_catalog()
+    align = (256, 128)
+    bf16 = Deployment(
+        cat.model("openai/gpt-oss-20b"), cat.gpu("a100_sxm"), mxfp4_expert_alignment=align
+    )
+    assert bf16.routed_expert_padding() == 1.0
+    dense = Deployment(LLAMA_8B, H100, mxfp4_expert_alignment=align)
+    assert dense.routed_expert_padding() == 1.0
+
+
+def test_gpt_oss_20b_weights_on_an_a100_as_vllm_logs_them() -> None:
+    """By hand: gpt-oss-20b's 24 x 32 experts of 3 x 2,880 x 2,880 MXFP4 weights (4.25 bits
+    with the scale of every 32) grow by the Marlin padding; a vLLM 0.19 start-up on one A100
+    logged "Model loading took 13.72 GiB" (myoceane.fr, vllm-a100-gemma-4)."""
+    padded, stored = _gpt_oss("a100_sxm", 1), _gpt_oss("a100_sxm", 1, backend="sglang")
+    experts = 24 * 32 * 3 * 2880 * 2880 * 4.25 / 8
+    extra = experts * ((3072 / 2880) * (2944 / 2880) - 1)
+    assert weight_bytes_per_gpu(padded) - weight_bytes_per_gpu(stored) == pytest.approx(
+        extra, abs=2
+    )
+    assert weight_bytes_per_gpu(padded) / GIB == pytest.approx(13.72, rel=0.01)
+    assert weight_bytes_per_gpu(stored) / GIB < 13.72 * 0.94  # as stored: 7% short of the log
+    assert memory_fit(padded).reason.endswith(
+        "the weights count its MXFP4 experts padded to the MoE kernel's tiles, 9.0% over the "
+        "checkpoint"
     )
