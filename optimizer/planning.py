@@ -9,6 +9,12 @@ All figures come from extra simulations on the study's own workload and seed:
 - **headroom**: the largest load multiplier k ≥ 1 (arrival rate × k, i.e. ``time_scale`` 1/k)
   at which the pick still meets the SLO, by ``capacity_search`` (bisection to 2.5%, up to 8×);
   open-loop workloads only.
+- **KV margin**: the pick re-simulated with its KV pool ``KV_MARGIN_SCALE`` (90%) of what the
+  memory rules fit (``kv_capacity_scale``): whether it still meets the SLO, how its TTFT p90
+  moves, and how many instances (up to ``MAX_EXTRA_INSTANCES``) restore the SLO if not. Engines
+  size their pools from what they measure at start-up, and the capacity-bound H100 benchmark
+  rows imply pools 10-12% below the rule's (``simulator/kv_margin.py``): a pick that fails here
+  sits on the KV-capacity edge, where the simulator is least reliable.
 - **baseline**: the user's configuration evaluated the same way, and each pick's saving.
 
 How the simulations run (``plan_runner``): evaluations whose configuration a trial already
@@ -22,6 +28,7 @@ aside).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,12 +36,15 @@ from optimizer.objective import Evaluation, TrialEvaluator
 from optimizer.plan_runner import InProcess, PlanRunner
 from optimizer.report_sections import Planning
 from optimizer.results import StudyResult
+from simulator.kv_margin import DEFAULT_FRACTION
 from slo.inputfile import InputError
 from slo.units import HOURS_PER_MONTH
 
-__all__ = ["MAX_EXTRA_INSTANCES", "plan"]
+__all__ = ["KV_MARGIN_SCALE", "MAX_EXTRA_INSTANCES", "plan"]
 
 MAX_EXTRA_INSTANCES = 8
+#: The KV pool each pick is re-simulated with, as a share of the rule's (module doc).
+KV_MARGIN_SCALE = 1 - DEFAULT_FRACTION
 
 
 def _feasible(evaluation: Evaluation) -> bool:
@@ -52,15 +62,53 @@ def _tier_rows(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> list[dic
     rows.append(_row("as picked", params, base))
     for label, start in variants:
         variant = {k: v for k, v in start.items() if not (k == "l3_tier" and v is None)}
-        instances = int(variant.get("instances", 1))
-        evaluation = evaluator.evaluate_params(variant)
-        extra = 0
-        while not _feasible(evaluation) and extra < MAX_EXTRA_INSTANCES:
-            extra += 1
-            variant = {**variant, "instances": instances + extra}
-            evaluation = evaluator.evaluate_params(variant)
+        variant, evaluation, _ = _restore(evaluator, variant)
         rows.append(_row(label, variant, evaluation))
     return rows
+
+
+def _restore(
+    evaluator: TrialEvaluator, variant: dict[str, Any]
+) -> tuple[dict[str, Any], Evaluation, int]:
+    """``variant`` evaluated, with instances added one at a time (up to
+    ``MAX_EXTRA_INSTANCES``) while it breaks the SLO: the point, its evaluation and the
+    instances added."""
+    instances = int(variant.get("instances", 1))
+    evaluation = evaluator.evaluate_params(variant)
+    extra = 0
+    while not _feasible(evaluation) and extra < MAX_EXTRA_INSTANCES:
+        extra += 1
+        variant = {**variant, "instances": instances + extra}
+        evaluation = evaluator.evaluate_params(variant)
+    return variant, evaluation, extra
+
+
+def _kv_margin(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The pick with its KV pool ``KV_MARGIN_SCALE`` of the rule's (module doc): whether it
+    still meets the SLO, its TTFT p90 against the pick's, and the instances that restore it."""
+    scale = KV_MARGIN_SCALE * float(params.get("kv_capacity_scale", 1.0))
+    base = evaluator.evaluate_params(params)
+    first = evaluator.evaluate_params({**params, "kv_capacity_scale": scale})
+    entry: dict[str, Any] = {
+        "kv_capacity_scale": scale,
+        "meets SLO": _feasible(first),
+        "TTFT p90 ms": first.metrics.get("ttft_ms.p90"),
+        "TTFT p90 ratio": _ratio(first.metrics.get("ttft_ms.p90"), base.metrics.get("ttft_ms.p90")),
+        "extra instances": 0,
+    }
+    if not entry["meets SLO"]:
+        _, restored, extra = _restore(evaluator, {**params, "kv_capacity_scale": scale})
+        entry["extra instances"] = extra if _feasible(restored) else None
+    return entry
+
+
+def _ratio(value: Any, base: Any) -> float | None:
+    """``value / base`` of two finite positive figures, else None."""
+    try:
+        v, b = float(value), float(base)
+    except (TypeError, ValueError):
+        return None
+    return v / b if b > 0 and math.isfinite(b) and math.isfinite(v) else None
 
 
 def _row(label: str, params: Mapping[str, Any], evaluation: Evaluation) -> dict[str, Any]:
@@ -101,21 +149,27 @@ def plan(
     # Headroom searches first: they are the long tasks, so a pool starts them early.
     tasks = [("headroom", p) for p in points] if headroom else []
     tasks += [("tiers", p) for p in points]
+    tasks += [("kv_margin", p) for p in points]
     say(f"planning: what each cache tier buys and the headroom of {len(points)} pick(s)")
     done = runner.map(_pick_task, tasks)
-    rows = done[len(points) :] if headroom else done
-    tier_value = dict(zip(labels, rows, strict=True))
+    start = len(points) if headroom else 0
+    tier_value = dict(zip(labels, done[start : start + len(points)], strict=True))
+    kv_margin = dict(zip(labels, done[start + len(points) :], strict=True))
     headroom_rows = dict(zip(labels, done[: len(points)], strict=True)) if headroom else {}
     if baseline is not None:
         say("planning: your baseline")
     base_info = _baseline(evaluator, result, baseline) if baseline is not None else None
-    return Planning(tier_value=tier_value, headroom=headroom_rows, baseline=base_info)
+    return Planning(
+        tier_value=tier_value, headroom=headroom_rows, baseline=base_info, kv_margin=kv_margin
+    )
 
 
 def _pick_task(evaluator: TrialEvaluator, task: tuple[str, dict[str, Any]]) -> Any:
     """One planning task of a pick: its tier rows or its headroom (module-level: picklable)."""
     kind, params = task
-    return _headroom(evaluator, params) if kind == "headroom" else _tier_rows(evaluator, params)
+    if kind == "headroom":
+        return _headroom(evaluator, params)
+    return _kv_margin(evaluator, params) if kind == "kv_margin" else _tier_rows(evaluator, params)
 
 
 def _headroom(evaluator: TrialEvaluator, params: Mapping[str, Any]) -> dict[str, Any]:

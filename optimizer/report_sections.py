@@ -6,7 +6,7 @@ Each function returns Markdown lines; every interpolated name goes through ``md_
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +56,9 @@ class Planning:
     """Pick label -> ``{"load_scale": k, "requests_per_s": y, "at_limit": bool, ...}``."""
     baseline: dict[str, Any] | None = None
     """``{"params": ..., "metrics": ..., "feasible": bool, "comparison": {...}}``."""
+    kv_margin: Mapping[str, dict[str, Any]] = field(default_factory=dict)
+    """Pick label -> ``{"kv_capacity_scale", "meets SLO", "TTFT p90 ms", "TTFT p90 ratio",
+    "extra instances"}`` (``planning._kv_margin``; extra instances None: none restore it)."""
 
     def to_dict(self) -> dict[str, Any]:
         """Plain data (JSON and the study's user attributes)."""
@@ -63,6 +66,7 @@ class Planning:
             "tier_value": dict(self.tier_value),
             "headroom": dict(self.headroom),
             "baseline": self.baseline,
+            "kv_margin": dict(self.kv_margin),
         }
 
     @classmethod
@@ -72,6 +76,7 @@ class Planning:
             tier_value=dict(data.get("tier_value") or {}),
             headroom=dict(data.get("headroom") or {}),
             baseline=data.get("baseline"),
+            kv_margin=dict(data.get("kv_margin") or {}),
         )
 
 
@@ -285,8 +290,43 @@ def planning_sections(
             for label, h in planning.headroom.items()
         ]
         out.append(md_table(["pick", "load growth that still meets the SLO", "requests/s"], cells))
+    if planning.kv_margin:
+        out.extend(_kv_margin_section(planning.kv_margin, name))
     if planning.baseline is not None:
         out.extend(_baseline_section(planning.baseline))
+    return out
+
+
+def _kv_margin_section(
+    margins: Mapping[str, Mapping[str, Any]], name: Callable[[str], str]
+) -> list[str]:
+    """Each pick with its KV pool below the rule's: does it still meet the SLO?"""
+    scale = next(iter(margins.values())).get("kv_capacity_scale", 0.9)
+    out = [
+        "## If the engine holds less KV cache than the memory rule says\n",
+        f"Each pick re-simulated with its KV pool at {float(scale):.0%} of the memory rule's "
+        "(engines size their pools from what they measure at start-up; the capacity-bound "
+        "H100 benchmark rows imply pools 10-12% below the rule's). A pick that misses the SLO "
+        "here sits on the KV-capacity edge, where predictions are least reliable: plan its "
+        "extra instances or prefer a neighbour with room.\n",
+    ]
+    cells = []
+    for label, entry in margins.items():
+        extra = entry.get("extra instances")
+        if entry.get("meets SLO"):
+            restore = "–"
+        else:
+            restore = "none within +8" if extra is None else f"+{extra}"
+        ratio = entry.get("TTFT p90 ratio")
+        cells.append(
+            [
+                name(label),
+                "yes" if entry.get("meets SLO") else "no",
+                "–" if ratio is None else f"x{float(ratio):.2f}",
+                restore,
+            ]
+        )
+    out.append(md_table(["pick", "meets the SLO", "TTFT p90", "instances to restore it"], cells))
     return out
 
 

@@ -243,6 +243,9 @@ def _engine(
         if not fit.fits:
             return Infeasible(fit.reason)
         kv_tokens, memory = fit.kv_tokens, fit.reason
+    if config.kv_capacity_scale != 1.0:
+        kv_tokens = int(kv_tokens * config.kv_capacity_scale)
+        memory += f"; x{config.kv_capacity_scale:g} (kv_capacity_scale) = {kv_tokens:,} tokens"
     l1_blocks = kv_tokens // block_tokens
     if l1_blocks < 1:
         return Infeasible(

@@ -202,6 +202,15 @@ class ServingConfig(BaseModel):
         description="Override the L1 KV capacity (tokens per instance) instead of fitting "
         "weights and KV into HBM; for what-if studies and analytic tests.",
     )
+    kv_capacity_scale: float = Field(
+        default=1.0,
+        gt=0,
+        le=100,
+        description="What-if factor on the L1 KV capacity of every instance, after the memory "
+        "fit (or kv_capacity_tokens): 0.9 asks what a pool 10% smaller than the rule's does. "
+        "Near the KV-capacity edge predictions move steeply with the pool, and an engine's "
+        "own sizing can differ from the rule's (bench/README.md, 'KV-capacity margin').",
+    )
     preemption: Literal["recompute", "swap"] = Field(
         default="recompute",
         description="What happens to a request preempted when L1 runs out: recompute its KV "

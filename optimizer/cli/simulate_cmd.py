@@ -6,6 +6,7 @@
     kvplan simulate --config deploy.yaml --prefill-instances 2 --decode-instances 6 --json
     kvplan simulate --config deploy.yaml --workload trace.jsonl --capacity --slo chat.yaml
     kvplan simulate --config deploy.yaml --compare-cache idle,device,host,disk
+    kvplan simulate --config deploy.yaml --concurrency 64 --kv-margin 0.1
 
 The configuration is a config file (``--config``; keys are ``ServingConfig`` fields) and/or
 flags; a flag overrides the file (``optimizer/simconfig.py``). The workload is a trace or
@@ -28,10 +29,15 @@ attainment): bisection on a factor on the workload's timestamps (``simulator/clu
 capacity.py``), then reports the run at that load, plus ``capacity`` (``time_scale``,
 ``requests_per_s``, ``simulations``) with ``--json``. When even the lowest load misses the SLO
 it prints "infeasible even at the lowest load" on stderr and exits 2, in both modes.
+
+``--kv-margin F`` runs the configuration twice more with its KV pool F smaller and larger
+(``simulator/kv_margin.py``) and prints one line (``kv_margin`` with ``--json``): how TTFT and
+TPOT move, and whether the prediction sits on the KV-capacity edge.
 """
 
 from __future__ import annotations
 
+import math
 from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
@@ -60,6 +66,7 @@ from optimizer.workloads import describe_workload, workload_from_arg
 from simulator.api import SimResult, WorkloadBuilder, simulate
 from simulator.capacity import MAX_TIME_SCALE, Capacity, capacity_search
 from simulator.config import ServingConfig
+from simulator.kv_margin import KvMargin, kv_margin
 from simulator.metrics import SUMMARY_STATS
 from simulator.pool_config import POOLS, fold_pool_keys
 from simulator.workload.closed_loop import closed_loop_workload
@@ -210,10 +217,19 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         Path | None,
         typer.Option("--compare-plot", help="With --compare-cache: also draw it into FILE.png."),
     ] = None,
+    kv_margin_fraction: Annotated[
+        float | None,
+        typer.Option(
+            "--kv-margin",
+            help="Also run with the KV pool this fraction smaller and larger (e.g. 0.1) and "
+            "say whether the prediction sits on the KV-capacity edge.",
+        ),
+    ] = None,
 ) -> None:
     """Simulate one serving configuration on one workload."""
     check_seed(seed)
     setups = _compare_setups(compare, compare_plot, alone=not capacity and out is None)
+    _check_margin(kv_margin_fraction, alone=not capacity and not setups)
     check_finite_flags({"--l2-gib": l2_gib, "--time-scale": time_scale})
     flags = {
         "model": model, "gpu": gpu, "tp": tp, "instances": instances, "precision": precision,
@@ -255,17 +271,17 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
             written = write_comparison_plot(rows, compare_plot)
             err_console.print(f"wrote {written}", markup=False, highlight=False)
         return
-    found: Capacity | None = None
     with status:
-        if capacity:
-            found = _capacity(serving, builder, cat, seed=seed, slo_file=slo_file, drop=drop)
-            result = found.result
-        else:
-            result = simulate(serving, builder, seed=seed, catalog=cat, drop_overlong_requests=drop)
+        found, result, margin = _runs(
+            serving, builder, cat, seed=seed, drop=drop,
+            capacity=capacity, slo_file=slo_file, margin=kv_margin_fraction,
+        )  # fmt: skip
     files = _write_files(result, out, window_slo)
     if json_out:
         data = simulation_summary(result, window_slo)
         data["workload"] = describe_workload(builder) | {"overlong": asdict(tally)}
+        if margin is not None:
+            data["kv_margin"] = margin.to_dict()
         if found is not None:
             data["capacity"] = _capacity_dict(found)
         if out is not None:
@@ -277,6 +293,8 @@ def simulate_command(  # noqa: PLR0917  (one parameter per CLI option, as typer 
         err_console.print(f"infeasible: {result.reason}", markup=False, soft_wrap=True)
         raise typer.Exit(2)
     print_tables(result, describe_workload(builder), window_slo)
+    if margin is not None:
+        console.print(margin.sentence(), markup=False, highlight=False, soft_wrap=True)
     if found is not None:
         cap = _capacity_dict(found)
         console.print(
@@ -321,6 +339,45 @@ def _compare_setups(compare: str | None, plot: Path | None, *, alone: bool) -> t
             raise InputError("--compare-plot: only with --compare-cache")
         check_plot_path(plot)
     return setups
+
+
+def _runs(
+    serving: ServingConfig,
+    builder: WorkloadBuilder,
+    cat: Any,
+    *,
+    seed: int,
+    drop: bool,
+    capacity: bool,
+    slo_file: Path | None,
+    margin: float | None,
+) -> tuple[Capacity | None, SimResult, KvMargin | None]:
+    """The run the flags ask for: the capacity search (``--capacity``, ``slo_file`` its SLO)
+    or one simulation, and the ``--kv-margin`` runs beside a feasible one."""
+    found: Capacity | None = None
+    if capacity:
+        found = _capacity(serving, builder, cat, seed=seed, slo_file=slo_file, drop=drop)
+        result = found.result
+    else:
+        result = simulate(serving, builder, seed=seed, catalog=cat, drop_overlong_requests=drop)
+    if margin is None or not result.feasible or result.summary is None:
+        return found, result, None
+    runs = kv_margin(
+        serving, builder, result, seed=seed, catalog=cat, fraction=margin,
+        drop_overlong_requests=drop,
+    )  # fmt: skip
+    return found, result, runs
+
+
+def _check_margin(fraction: float | None, *, alone: bool) -> None:
+    """``--kv-margin``: a fraction in (0, 1), not with --capacity or --compare-cache (checked
+    before simulating)."""
+    if fraction is None:
+        return
+    if not 0 < fraction < 1 or not math.isfinite(fraction):
+        raise InputError(f"--kv-margin: expected a fraction between 0 and 1, got {fraction:g}")
+    if not alone:
+        raise InputError("--kv-margin: not with --capacity or --compare-cache")
 
 
 def _window_slo(slo_file: Path | None, serving: ServingConfig, *, capacity: bool) -> SloSpec | None:

@@ -172,6 +172,10 @@ def test_workload_file(tmp_path: Path) -> None:
         ([*SMALL, *LOOP, "--workload", "x.yaml"], "give one workload, not both"),
         ([*SMALL, *LOOP, "--time-scale", "2"], "apply to trace workloads"),
         ([*SMALL, "--workload", "missing.jsonl"], "no such workload or trace file"),
+        ([*SMALL, *LOOP, "--kv-margin", "0"], "--kv-margin: expected a fraction between 0 and 1"),
+        ([*SMALL, *LOOP, "--kv-margin", "1.5"], "--kv-margin: expected a fraction"),
+        ([*SMALL, *LOOP, "--kv-margin", "nan"], "--kv-margin: expected a fraction"),
+        ([*SMALL, *LOOP, "--kv-margin", "0.1", "--compare-cache", "idle"], "not with --capacity"),
     ],
 )
 def test_bad_input_is_an_input_error(args: list[str], message: str) -> None:
@@ -356,3 +360,22 @@ def test_precisions_follow_the_checkpoint_unless_given() -> None:
         cat,
     )
     assert (given.weight_precision, given.kv_precision) == ("fp8", "bf16")
+
+
+def test_kv_margin_says_whether_the_prediction_sits_on_the_kv_edge() -> None:
+    """Four users of 272 tokens on an H100 are nowhere near its pool: the margin runs match the
+    nominal one; the table prints the line, --json the figures."""
+    data = _json(*SMALL, *LOOP, "--kv-margin", "0.1")
+    margin = data["kv_margin"]
+    assert margin["fraction"] == 0.1
+    assert margin["edge"] is False
+    assert margin["smaller"]["ratios"] == {
+        "ttft_ms.mean": 1.0,
+        "ttft_ms.p90": 1.0,
+        "tpot_ms.p50": 1.0,
+    }
+    assert margin["larger"]["kv_capacity_scale"] == pytest.approx(1.1)
+    table = runner.invoke(app, ["simulate", *SMALL, *LOOP, "--kv-margin", "0.1"])
+    assert table.exit_code == 0, table.output
+    assert "KV pool smaller 10%: TTFT p90 x1.00, TPOT p50 x1.00" in table.output
+    assert "not capacity-bound" in table.output

@@ -83,7 +83,12 @@ def _figures(planning: Planning) -> dict[str, Any]:
         k: {f: v for f, v in row.items() if f != "simulations"}
         for k, row in planning.headroom.items()
     }
-    return {"tiers": planning.tier_value, "headroom": headroom, "baseline": planning.baseline}
+    return {
+        "tiers": planning.tier_value,
+        "headroom": headroom,
+        "baseline": planning.baseline,
+        "kv_margin": planning.kv_margin,
+    }
 
 
 @pytest.fixture(scope="module")
