@@ -146,6 +146,13 @@ class BackendPreset(BaseModel):
         "buffers) of a tensor-parallel group spanning GPUs, allocated before the KV pool is "
         "sized, GiB (simulator/latency/memory.py).",
     )
+    pcie_collective_gib: float = Field(
+        default=0.0,
+        ge=0,
+        description="collective_gib where the GPUs talk over PCIe only (no NVLink; "
+        "GpuSpec.gpu_link 'pcie'): NCCL runs few channels there and the engines' NVLink "
+        "all-reduce buffers are not set up, GiB.",
+    )
     startup_gib: float = Field(
         default=0.0,
         ge=0,
@@ -443,6 +450,7 @@ class BackendPreset(BaseModel):
             framework_reserve_gib=self.framework_reserve_gib,
             cuda_graph_gib=self.cuda_graph_gib,
             collective_gib=self.collective_gib,
+            pcie_collective_gib=self.pcie_collective_gib,
             sampler_logit_copies=self.sampler_logit_copies,
             startup_gib=self.startup_gib,
             max_batched_tokens=limits.max_batched_tokens,

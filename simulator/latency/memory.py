@@ -9,7 +9,7 @@ Per GPU of an instance::
                 + embedding / tp + LM head / tp (vocab-parallel, kept in bf16) + norms
     reserve   = framework_reserve_gib + activation peak at max_batched_tokens
     comm      = collective_gib when tp > 1 (NCCL communicators and all-reduce buffers, set up
-                before the pool is sized), else 0
+                before the pool is sized; pcie_collective_gib on GPUs without NVLink), else 0
     KV pool   = depends on the engine's accounting (``MemoryAccounting``):
       reserve_inside   (vLLM):    hbm · util - weights - reserve - comm
       reserve_outside  (SGLang):  (hbm - startup - comm) · util - weights   (reserve must fit
@@ -89,6 +89,9 @@ class MemoryParams:
     #: when the tensor-parallel group spans GPUs (``tp > 1``), allocated before the pool is
     #: sized (GiB; module doc).
     collective_gib: float = 0.0
+    #: ``collective_gib`` on GPUs that talk over PCIe only (``GpuSpec.gpu_link`` ``pcie``):
+    #: NCCL's few PCIe channels and no NVLink all-reduce buffers (GiB; module doc).
+    pcie_collective_gib: float = 0.0
     #: Per-GPU memory already taken when a ``reserve_outside`` engine reads the total its
     #: fraction applies to: the driver's reserve that the catalog's (nvidia-smi) total counts
     #: and the CUDA context (GiB; the other accountings' ``framework_reserve_gib`` covers it).
@@ -114,6 +117,7 @@ class MemoryParams:
             self.framework_reserve_gib,
             self.cuda_graph_gib,
             self.collective_gib,
+            self.pcie_collective_gib,
             self.startup_gib,
         )
         if min(*sizes, self.min_kv_tokens) < 0:
@@ -301,7 +305,8 @@ def _sizes(d: Deployment, p: MemoryParams, ends: _Ends, stage: str) -> _Sizes:
     weights = (
         weight_bytes_per_gpu(d) if ends == _WHOLE else _weight_bytes(d, ends, routed_split=None)
     )
-    collectives = p.collective_gib * GIB if d.tp > 1 else 0.0
+    per_gpu = p.pcie_collective_gib if d.gpu.gpu_link == "pcie" else p.collective_gib
+    collectives = per_gpu * GIB if d.tp > 1 else 0.0
     startup = p.startup_gib * GIB if p.accounting == "reserve_outside" else 0.0
     reserve = p.framework_reserve_gib * GIB + activation_bytes_per_gpu(
         d,

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from hardware.catalog import shipped_catalog
+from hardware.schema import GpuSpec
 from simulator.latency import Deployment, MemoryParams, memory_fit, weight_bytes_per_gpu
 from simulator.latency.memory import GIB, MemoryAccounting, activation_bytes_per_gpu
+from simulator.presets import load_preset
 
 from .specs import B200, DEEPSEEK_V3, DEPLOYMENTS, H100, LLAMA_8B, LLAMA_70B, QWEN3_MOE
 
@@ -150,6 +152,32 @@ def test_collective_buffers_come_off_the_pool_once_tp_spans_gpus(
     )
     said = ("1.85 GiB of collective buffers", "(collective buffers 1.85 GiB of it)")
     assert any(words in fit.reason for words in said)
+
+
+@pytest.mark.parametrize("backend", ["vllm", "sglang", "trtllm"])
+def test_gpus_without_nvlink_pay_the_pcie_collectives(backend: str) -> None:
+    """An L40S pair talks over PCIe: each engine's pcie_collective_gib (0: vLLM's start-up logs
+    show the TP1 non-torch memory on PCIe-only cards) instead of its NVLink 1.85 GiB; the same
+    card given NVLink pays the 1.85 (the share of it the accounting takes, as above)."""
+    cat = shipped_catalog()
+    l40s = cat.gpu("l40s")
+    nvlinked = l40s.model_copy(update={"gpu_link": "nvlink"})
+    params = load_preset(backend).memory_params(2, gpu=l40s)
+    assert params.collective_gib == 1.85
+    assert params.pcie_collective_gib == 0.0
+
+    def kv_gib(gpu: GpuSpec) -> float:
+        fit = memory_fit(Deployment(LLAMA_8B, gpu, tp=2), params)
+        assert fit.fits
+        return fit.kv_gib_per_gpu
+
+    share = 1.0 if params.accounting == "reserve_inside" else 0.9 if backend == "trtllm" else None
+    gained = kv_gib(l40s) - kv_gib(nvlinked)
+    if share is None:  # SGLang: the derived fraction of what the collectives leave
+        assert 0.8 * 1.85 < gained < 1.85
+    else:
+        assert gained == pytest.approx(share * 1.85)
+    assert "collective" not in memory_fit(Deployment(LLAMA_8B, l40s, tp=2), params).reason
 
 
 def test_a_separate_sampler_run_peaks_at_the_larger_of_it_and_the_forward_pass() -> None:
