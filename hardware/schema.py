@@ -125,6 +125,11 @@ class GpuSpec(_Frozen):
 
     @model_validator(mode="after")
     def _positive_tflops(self) -> Self:
+        if self.cuda_capability is not None and self.vendor != "nvidia":
+            raise ValueError(
+                f"cuda_capability is NVIDIA's compute capability; this GPU's vendor is "
+                f"'{self.vendor}' (leave it out)"
+            )
         for precision, tflops in self.dense_tflops.items():
             if not _MIN_TFLOPS <= tflops <= _MAX_TFLOPS:
                 raise ValueError(

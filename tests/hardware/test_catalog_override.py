@@ -127,6 +127,15 @@ models:
         ("gpus:\n  h100_sxm:\n    dense_tflops: {fp6: 5}\n", "gpus.h100_sxm.dense_tflops.fp6"),
         ("gpus:\n  h100_sxm:\n    gpu_link: ethernet\n", "gpus.h100_sxm.gpu_link"),
         (
+            "gpus:\n  mi300x:\n    cuda_capability: 90\n",
+            "gpus.mi300x: cuda_capability is NVIDIA's compute capability; this GPU's vendor is "
+            "'amd'",
+        ),
+        (
+            "gpus:\n  h100_sxm:\n    cuda_capability: 1e300\n",
+            "gpus.h100_sxm.cuda_capability",
+        ),
+        (
             "storage:\n  dram:\n    default_capacity_gib: 99999\n",
             "storage.dram: default_capacity_gib must lie within the capacity range",
         ),
