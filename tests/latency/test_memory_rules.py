@@ -46,6 +46,18 @@ def test_vllm_capacity_by_hand() -> None:
     assert "of bf16 KV at 128 KiB per token per GPU" in fit.reason
 
 
+def test_sglang_pool_on_an_h200_as_its_log_says() -> None:
+    """A GPU the SGLang rule was not fitted on: Llama-3.3-70B (Llama-3.1-70B's shape) bf16 at
+    TP8 on H200, SGLang's derived fraction; sgl-project/sglang PR #11716 logs "KV Cache is
+    allocated. #tokens: 2795207, K size: 53.31 GB" (GiB) per rank."""
+    cat = shipped_catalog()
+    gpu = cat.gpu("h200_sxm")
+    d = Deployment(cat.model("meta-llama/Llama-3.1-70B"), gpu, tp=8)
+    fit = memory_fit(d, load_preset("sglang").memory_params(8, gpu=gpu))
+    assert fit.kv_tokens == pytest.approx(2_795_207, rel=0.01)
+    assert fit.kv_bytes_per_token_per_gpu * 2_795_207 / 2 / GIB == pytest.approx(53.31, abs=0.01)
+
+
 def test_sglang_capacity_by_hand() -> None:
     # 0.5.4+: reserved = 512 + 8192 x 1.5 + 256 x 2 + 1/8 x 1024 = 13,440 MiB on an 80 GB GPU.
     gpu_mib = H100.hbm_bytes / 2**20  # the test H100: 79.2 GiB
