@@ -239,6 +239,10 @@ def _engine(
         )
         if config.hbm_utilization is not None:
             mem_params = dataclasses.replace(mem_params, hbm_utilization=config.hbm_utilization)
+        if config.cuda_graphs_in_kv_budget is not None:
+            mem_params = dataclasses.replace(
+                mem_params, cuda_graphs_in_budget=config.cuda_graphs_in_kv_budget
+            )
         fit = memory_fit(deployment, mem_params)
         if not fit.fits:
             return Infeasible(fit.reason)

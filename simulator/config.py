@@ -196,6 +196,13 @@ class ServingConfig(BaseModel):
     hbm_utilization: float | None = Field(
         default=None, gt=0, le=1, description="Fraction of HBM the engine may use (None = preset)."
     )
+    cuda_graphs_in_kv_budget: bool | None = Field(
+        default=None,
+        description="Whether the engine takes its CUDA graphs' memory off the KV pool (vLLM "
+        "0.21+ estimates them while profiling; VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 "
+        "turns it off) rather than capturing them in what its memory fraction leaves; None = "
+        "the backend preset's.",
+    )
     kv_capacity_tokens: int | None = Field(
         default=None,
         ge=1,

@@ -139,6 +139,12 @@ class BackendPreset(BaseModel):
         description="CUDA-graph memory allocated after the KV pool, outside the accounting "
         "(it must fit in what the fraction leaves), GiB.",
     )
+    cuda_graphs_in_kv_budget: bool = Field(
+        default=False,
+        description="Whether the engine estimates its CUDA graphs while profiling and takes "
+        "cuda_graph_gib off the KV pool (vLLM 0.21+, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS) "
+        "instead of capturing them in the memory the fraction leaves.",
+    )
     collective_gib: float = Field(
         default=0.0,
         ge=0,
@@ -449,6 +455,7 @@ class BackendPreset(BaseModel):
             accounting=self.memory_accounting,
             framework_reserve_gib=self.framework_reserve_gib,
             cuda_graph_gib=self.cuda_graph_gib,
+            cuda_graphs_in_budget=self.cuda_graphs_in_kv_budget,
             collective_gib=self.collective_gib,
             pcie_collective_gib=self.pcie_collective_gib,
             sampler_logit_copies=self.sampler_logit_copies,

@@ -19,6 +19,8 @@ Per GPU of an instance::
     graphs    = cuda_graph_gib, allocated after the KV pool (vLLM captures its CUDA graphs
                 after sizing the pool; TensorRT-LLM's live in the 1 - fraction it leaves): it
                 must fit in what the accounting leaves free, or the engine would fail to start.
+                With ``cuda_graphs_in_budget`` (vLLM 0.21+, which estimates them while
+                profiling) they are one more reserve instead.
 
 Attention DP (``Deployment.attention_dp`` = D): ``tp`` above reads ``tp / D`` for everything
 but the routed experts (still split ``tp`` ways), the KV pool is one rank's (its GPUs store
@@ -85,6 +87,9 @@ class MemoryParams:
     framework_reserve_gib: float = 1.0
     #: CUDA-graph memory allocated after the KV pool, outside the accounting (GiB; module doc).
     cuda_graph_gib: float = 0.0
+    #: Whether the engine estimates its CUDA graphs while profiling and takes them off the pool
+    #: (vLLM 0.21+): they are then one more reserve, not memory outside the accounting.
+    cuda_graphs_in_budget: bool = False
     #: Per-GPU memory of the collectives' communicators and buffers (NCCL, custom all-reduce)
     #: when the tensor-parallel group spans GPUs (``tp > 1``), allocated before the pool is
     #: sized (GiB; module doc).
@@ -315,6 +320,8 @@ def _sizes(d: Deployment, p: MemoryParams, ends: _Ends, stage: str) -> _Sizes:
         logits=ends[1],
         sampler_copies=p.sampler_logit_copies,
     )
+    if p.cuda_graphs_in_budget:
+        reserve += p.cuda_graph_gib * GIB
     if p.accounting == "reserve_outside":
         # SGLang's fraction applies to the memory free after the context and distributed set-up.
         usable = (hbm - startup - collectives) * util
@@ -417,7 +424,7 @@ class _Sizes:
         if p.accounting == "reserve_outside" and outside < self.reserve:
             left, need = _gib_pair(outside, self.reserve)
             return f"{head}; {budget}, and the other {left} GiB cannot hold the {need} GiB reserve"
-        graphs = p.cuda_graph_gib * GIB
+        graphs = 0.0 if p.cuda_graphs_in_budget else p.cuda_graph_gib * GIB
         if p.accounting == "fraction_of_free":
             spare = (1 - self.util) * (self.d.gpu.hbm_bytes - self.weights - self.reserve)
         elif p.accounting == "reserve_outside":
@@ -464,7 +471,8 @@ class _Sizes:
                     f"per GPU leave {kv:.1f} GiB for KV"
                 )
         if p.cuda_graph_gib:
-            split += f" ({p.cuda_graph_gib:g} GiB of CUDA graphs outside)"
+            where = "in the reserve" if p.cuda_graphs_in_budget else "outside"
+            split += f" ({p.cuda_graph_gib:g} GiB of CUDA graphs {where})"
         per_token = d.kv_bytes_per_token_per_gpu() / 1024
         rule = f"; {self.rule}" if self.rule else ""
         dp, ranks = "", ""

@@ -25,7 +25,9 @@ the row, recognised by its ``silicon_data_source`` (``harness``):
 deployment; a generator's override is applied only to rows that say they came from it.
 ``version_settings`` holds what depends on the engine's release, whatever the harness:
 SGLang before 0.5.4 used a fixed ``mem_fraction_static`` by TP size (later releases derive it
-from the GPU, ``simulator/latency/memory_rules.py``).
+from the GPU, ``simulator/latency/memory_rules.py``); vLLM before 0.21 captured its CUDA graphs
+in the memory ``gpu_memory_utilization`` leaves rather than taking them off the KV pool
+(``VLLM_GRAPHS_IN_BUDGET``, ``cuda_graphs_in_kv_budget``).
 
 KV-cache precision (``kv_precision``) follows the checkpoint's recipe (``hardware/
 checkpoints.py``) and the engine's ``auto`` rule: a ModelOpt FP8 or NVFP4 checkpoint carries an
@@ -38,7 +40,7 @@ natively block FP8): then that is the checkpoint served (``recipe_for``). vLLM's
 ``auto`` honours a ModelOpt KV scheme from 0.13 (PR #29980); older vLLM rows keep bf16 KV.
 A harness that sets the KV dtype itself overrides both (``FP8_KV_DEPLOYMENTS``:
 aiconfigurator's generator gives every FP8 or FP4 deployment an FP8 KV cache).
-Both release rules read ``MeasuredRow.release``: the row's version, or for a row that names
+The release rules read ``MeasuredRow.release``: the row's version, or for a row that names
 none the bound its export implies (``silicon/versions.py``; InferenceX's Llama-3.1-70B
 rows, measured 2025-10-29 in an export whose vLLM rows of 2025-12-08 ran 0.11.2).
 
@@ -70,6 +72,7 @@ __all__ = [
     "PROTOCOLS",
     "RANDOM_ID_TOKENIZE_FACTOR",
     "RULES",
+    "VLLM_GRAPHS_IN_BUDGET",
     "ClientProtocol",
     "DeploymentRule",
     "benchmark_engine_settings",
@@ -88,6 +91,9 @@ __all__ = [
 HARNESSES = ("aiconfigurator", "inferencex", "unknown")
 #: A dated export of the benchmark database (``source_file=2026-04-06.csv; …``, ``db-dump/…``).
 _DATED_EXPORT = re.compile(r"\s*(?:source_file=\d{4}-\d{2}-\d{2}\.csv|db-dump/)")
+#: The vLLM release from which the profiling run takes the CUDA graphs off the KV budget
+#: (``vllm.yaml``, ``cuda_graphs_in_kv_budget``): older rows keep them outside.
+VLLM_GRAPHS_IN_BUDGET = (0, 21, 0)
 #: Tokens aiconfigurator's rules add to the prompt length in an aggregated worker's budget.
 _HEADROOM = 1500
 
@@ -332,6 +338,8 @@ def version_settings(row: MeasuredRow, tp: int) -> dict[str, Any]:
     version = version_key(row.release)
     if row.backend == "sglang" and version is not None and version < (0, 5, 4):
         return {"hbm_utilization": load_preset("sglang").hbm_utilization_for(tp)}
+    if row.backend == "vllm" and version is not None and version < VLLM_GRAPHS_IN_BUDGET:
+        return {"cuda_graphs_in_kv_budget": False}
     return {}
 
 
