@@ -90,8 +90,10 @@ profiles time Marlin at another MoE shape than a model's (H100 vLLM: ``w4a16_mxf
 3,584, expert width 3,072, 896 experts, top-16, not gpt-oss's 2,880 / 2,880 / 128 / 4), so the layer
 is carried there *at the same tokens per touched expert* (the per-expert GEMM the kernel runs,
 ``m``, is then the same) and scaled by the weights of the touched experts (``experts × hidden ×
-width``): FLOPs and weight bytes both scale by that ratio, so one factor carries the compute- and
-the memory-bound regime alike. The target's touched experts follow the skewed routing the
+width``, the hidden size and each GPU's share of the width padded to Marlin's tiles as vLLM holds
+them: 256 and 128, ``memory_rules.VLLM_MXFP4_ALIGNMENT``; gpt-oss's 2,880 × 2,880 runs as 3,072 × 2
+· 1,536 at TP2): FLOPs and weight bytes both scale by that ratio, so one factor carries the compute-
+and the memory-bound regime alike. The target's touched experts follow the skewed routing the
 composition uses (``ROUTING_POWER_LAW``), the reference's the balanced routing it was measured
 under. The reference of the same weight format and split (``moe_tp``, ``moe_ep``) nearest in hidden
 and expert width is used (the exact shape where Marlin measured it). The two H100 Marlin references
@@ -116,6 +118,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from simulator.latency.memory_rules import VLLM_MXFP4_ALIGNMENT
 from simulator.latency.profile_files import MoeLender
 from simulator.latency.profile_grid import Grid
 from simulator.latency.profiles import (
@@ -404,6 +407,15 @@ class MarlinMoeTimer(Protocol):
         ...
 
 
+def _marlin_padded(hidden: float, inter: float, moe_tp: float) -> tuple[float, float]:
+    """``(hidden, full expert width)`` as vLLM holds an MXFP4 layer for its Marlin kernel: the
+    hidden size and each GPU's share of the width rounded up to Marlin's tiles
+    (``memory_rules.VLLM_MXFP4_ALIGNMENT``; the same padding as the memory the weights take)."""
+    hidden_align, share_align = VLLM_MXFP4_ALIGNMENT["marlin"]
+    share = math.ceil(inter / moe_tp / share_align) * share_align
+    return math.ceil(hidden / hidden_align) * hidden_align, share * moe_tp
+
+
 def _moe_dtype(name: str) -> str:
     key = str(name).strip().lower()
     return _MOE_ONLY_DTYPES.get(key, normalise_dtype(key))
@@ -596,6 +608,11 @@ class MoeTable:
 
         key = min(keys, key=distance)
         hidden, inter, top_k, experts = (float(cast(float, v)) for v in key[1:5])
+        # Marlin runs the weights padded to its tiles (vLLM pads them at load): the target's
+        # and the reference's padded widths carry the time, not the checkpoint's.
+        moe_tp = float(shape.moe_tp)
+        hidden, inter = _marlin_padded(hidden, inter, moe_tp)
+        target_hidden, target_inter = _marlin_padded(shape.hidden, shape.inter, moe_tp)
         assignments = tokens * shape.top_k
         touched = shape.touched(assignments)
         ref_assignments = _balanced_assignments(experts, assignments / touched)
@@ -607,7 +624,7 @@ class MoeTable:
         seconds, anchor = hit
         if ref_tokens > anchor:
             seconds *= ref_tokens / anchor
-        weights = touched * shape.hidden * shape.inter
+        weights = touched * target_hidden * target_inter
         return seconds * weights / (ref_touched * hidden * inter)
 
     @staticmethod

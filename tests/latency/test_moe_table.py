@@ -334,7 +334,7 @@ def test_missing_column_is_named(tmp_path: Path) -> None:
         read_moe_profile(path)
 
 
-def _marlin_reference() -> MoeTable:
+def _marlin_reference(moe_tp: float = 1.0) -> MoeTable:
     """A Marlin MXFP4 layer measured at one small shape (8 experts, top-2, 256 × 256)."""
     frame = pd.DataFrame(
         {
@@ -343,7 +343,7 @@ def _marlin_reference() -> MoeTable:
             "inter": 256.0,
             "top_k": 2.0,
             "experts": 8.0,
-            "moe_tp": 1.0,
+            "moe_tp": moe_tp,
             "moe_ep": 1.0,
             "tokens": [1.0, 64.0, 4096.0],
             "seconds": [1e-5, 1e-4, 1e-3],
@@ -363,6 +363,21 @@ def test_a_marlin_layer_is_carried_at_equal_tokens_per_expert_by_the_expert_weig
     assert seconds == pytest.approx(2e-3, rel=1e-3)
     # Beyond the measured tokens the edge grows in proportion (compute-bound there).
     assert table.marlin_layer(8192, shape) == pytest.approx(4e-3, rel=1e-3)
+
+
+def test_a_marlin_layer_runs_the_weights_padded_to_its_tiles() -> None:
+    """vLLM pads an MXFP4 layer for Marlin (hidden to 256, each GPU's share of the width to
+    128; the memory padding of ``memory_rules.VLLM_MXFP4_ALIGNMENT``): gpt-oss's 2,880 × 2,880
+    at TP2 runs as 3,072 × 2 · 1,536 — exactly what an aligned 3,072 × 3,072 layer costs, 13.8%
+    more than its unpadded weights would."""
+    table = _marlin_reference(moe_tp=2.0)
+    padded = table.marlin_layer(4096, MoeShape(16, 4, 2880, 2880, moe_tp=2, moe_ep=1, dtype="fp4"))
+    aligned = table.marlin_layer(4096, MoeShape(16, 4, 3072, 3072, moe_tp=2, moe_ep=1, dtype="fp4"))
+    assert padded is not None
+    assert aligned is not None
+    assert padded == pytest.approx(aligned, rel=1e-12)
+    # By hand against the reference (256 × 256 at TP2: a 128-wide share, already whole).
+    assert padded == pytest.approx(2 * 1e-3 * (3072 * 3072) / (256 * 256), rel=1e-3)
 
 
 def test_no_marlin_layer_for_another_precision_split_or_kernel() -> None:
@@ -395,15 +410,16 @@ def test_gpt_oss_on_hopper_runs_openai_triton_by_default_and_marlin_when_told() 
     """vLLM runs gpt-oss's MXFP4 experts on Hopper in OpenAI's Triton kernel by default (its
     preset: no Marlin), which the H100 table measured at gpt-oss's shape; under
     ``VLLM_MXFP4_USE_MARLIN=1`` (``marlin_moe``, what InferenceX's Hopper scripts set) the
-    carried Marlin layer (≈ 3.7 ms a layer at TP2 at 8,192 tokens from the H100 profile's MXFP4
-    Marlin reference, ~220 TFLOPS) sets the price instead, whatever the table measured. At 16
+    carried Marlin layer (≈ 4.2 ms a layer at TP2 at 8,192 tokens from the H100 profile's MXFP4
+    Marlin reference: 3.7 ms at the checkpoint's 2,880 × 2,880, × 1.138 for the weights padded
+    to Marlin's tiles) sets the price instead, whatever the table measured. At 16
     decode tokens Marlin's floor is below the composition, which prices the layer then (the
     measured Triton layer, with its launches, is slower there)."""
     assert not load_preset("vllm").compose_params().marlin_moe
     assert load_preset("vllm").compose_params(marlin_moe=True).marlin_moe
     prefill, decode = _gpt_oss_routed(marlin=True)
     triton_prefill, triton_decode = _gpt_oss_routed(marlin=False)
-    assert prefill / 36 == pytest.approx(3.7e-3, rel=0.1)
+    assert prefill / 36 == pytest.approx(3.7e-3 * (3072 / 2880) * (1536 / 1440), rel=0.1)
     table = MoeTable(read_moe_profile(_shipped_moe("vllm")))
     shape = MoeShape(128, 4, 2880, 2880, moe_tp=2, moe_ep=1, dtype="fp4", expert_format="mxfp4")
     measured = table.lookup(8192, shape)
