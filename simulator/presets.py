@@ -28,8 +28,10 @@ from simulator.latency.compose import ComposeParams
 from simulator.latency.deployment import Fp8WeightOnly, LinearStatePrecision
 from simulator.latency.memory import MemoryAccounting, MemoryParams
 from simulator.latency.memory_rules import (
+    SGLANG_MXFP4_ALIGNMENT,
     VLLM_MXFP4_ALIGNMENT,
     sglang_memory_defaults,
+    sglang_mxfp4_backend,
     vllm_batch_defaults,
     vllm_mxfp4_backend,
 )
@@ -285,12 +287,12 @@ class BackendPreset(BaseModel):
         "in vLLM's Marlin kernel (ComposeParams.marlin_moe; ServingConfig.marlin_moe sets it "
         "per deployment).",
     )
-    mxfp4_expert_padding: Literal["none", "vllm"] = Field(
+    mxfp4_expert_padding: Literal["none", "vllm", "sglang"] = Field(
         default="none",
-        description="How the engine pads MXFP4 routed experts when it loads them: 'vllm' "
-        "(to its MoE backend's tiles, memory_rules.VLLM_MXFP4_ALIGNMENT: resident memory the "
-        "KV pool does not get) or 'none' (as stored; SGLang's and TensorRT-LLM's layouts are "
-        "not modelled).",
+        description="How the engine pads MXFP4 routed experts when it loads them: 'vllm' or "
+        "'sglang' (to its MoE backend's tiles, memory_rules.VLLM_MXFP4_ALIGNMENT / "
+        "SGLANG_MXFP4_ALIGNMENT: resident memory the KV pool does not get) or 'none' (as "
+        "stored; TensorRT-LLM's layout is not modelled).",
     )
     linear_state_precision: LinearStatePrecision = Field(
         default="fp32",
@@ -436,6 +438,9 @@ class BackendPreset(BaseModel):
     def mxfp4_expert_alignment(self, gpu: GpuSpec, marlin_moe: bool | None) -> tuple[int, int]:
         """``Deployment.mxfp4_expert_alignment`` of this engine on ``gpu``, its MXFP4 experts
         in Marlin where ``marlin_moe`` says (None: this preset's ``marlin_moe``)."""
+        if self.mxfp4_expert_padding == "sglang":
+            runner = sglang_mxfp4_backend(gpu.cuda_capability)
+            return (1, 1) if runner is None else SGLANG_MXFP4_ALIGNMENT[runner]
         if self.mxfp4_expert_padding == "none":
             return (1, 1)
         marlin = self.marlin_moe if marlin_moe is None else marlin_moe

@@ -25,12 +25,14 @@ from dataclasses import dataclass
 
 __all__ = [
     "SGLANG_BUCKETS",
+    "SGLANG_MXFP4_ALIGNMENT",
     "VLLM_LARGE_GPU_GIB",
     "VLLM_MXFP4_ALIGNMENT",
     "VLLM_SMALL_GPU_DEFAULTS",
     "SglangMemoryDefaults",
     "VllmBatchDefaults",
     "sglang_memory_defaults",
+    "sglang_mxfp4_backend",
     "vllm_batch_defaults",
     "vllm_mxfp4_backend",
 ]
@@ -131,6 +133,24 @@ VLLM_MXFP4_ALIGNMENT: dict[str, tuple[int, int]] = {
     "flashinfer_trtllm": (256, 256),  # FLASHINFER_TRTLLM_MXFP4_{BF16,MXFP8}
     "triton": (1, 64),  # OpenAI's Triton kernels (and any other CUDA backend)
 }
+
+
+#: ``VLLM_MXFP4_ALIGNMENT`` for SGLang (``Mxfp4MoEMethod.create_weights``,
+#: ``python/sglang/srt/layers/quantization/mxfp4.py``, read): its FlashInfer MXFP4 runner (the
+#: default on Blackwell, ``sglang.yaml`` ``mxfp4_moe_activation``) pads both to 256, OpenAI's
+#: Triton kernels the FFN share to 64.
+SGLANG_MXFP4_ALIGNMENT: dict[str, tuple[int, int]] = {
+    "flashinfer": (256, 256),
+    "triton": (1, 64),
+}
+
+
+def sglang_mxfp4_backend(cuda_capability: int | None) -> str | None:
+    """SGLang's MXFP4 MoE runner by compute capability: FlashInfer's on the SM100 family,
+    OpenAI's Triton kernels elsewhere; None where not modelled (``vllm_mxfp4_backend``)."""
+    if cuda_capability is None:
+        return None
+    return "flashinfer" if 100 <= cuda_capability < 110 else "triton"
 
 
 def vllm_mxfp4_backend(cuda_capability: int | None, marlin: bool) -> str | None:

@@ -315,11 +315,24 @@ def test_whole_experts_under_expert_parallelism_pad_the_whole_ffn() -> None:
     assert d.routed_expert_padding() == pytest.approx((3072 / 2880) ** 2)
 
 
+@pytest.mark.parametrize(
+    ("gpu", "tp", "factor"),
+    [
+        ("h100_sxm", 1, 1.0),  # Triton: 2,880 is a whole number of 64s
+        ("h100_sxm", 2, 1472 / 1440),
+        ("b200_sxm", 4, (3072 / 2880) * (768 / 720)),  # FlashInfer's runner: both to 256
+        ("b200_sxm", 8, (3072 / 2880) * (512 / 360)),
+    ],
+)
+def test_sglang_pads_mxfp4_experts_to_its_runners_tiles(gpu: str, tp: int, factor: float) -> None:
+    padding = _gpt_oss(gpu, tp, backend="sglang").routed_expert_padding()
+    assert padding == pytest.approx(factor)
+
+
 def test_only_mxfp4_experts_at_their_own_precision_are_padded() -> None:
-    """Other engines store them as the checkpoint does (not modelled: 'none'); a gpt-oss run
-    in bf16 has no MXFP4 experts; a dense model has no experts."""
-    assert _gpt_oss("a100_sxm", 1, backend="sglang").routed_expert_padding() == 1.0
-    assert _gpt_oss("a100_sxm", 1, backend="trtllm").routed_expert_padding() == 1.0
+    """TensorRT-LLM's layout is not modelled (as stored); a gpt-oss run in bf16 has no MXFP4
+    experts; a dense model has no experts."""
+    assert _gpt_oss("b200_sxm", 8, backend="trtllm").routed_expert_padding() == 1.0
     cat = shipped_catalog()
     align = (256, 128)
     bf16 = Deployment(
@@ -334,7 +347,7 @@ def test_gpt_oss_20b_weights_on_an_a100_as_vllm_logs_them() -> None:
     """By hand: gpt-oss-20b's 24 x 32 experts of 3 x 2,880 x 2,880 MXFP4 weights (4.25 bits
     with the scale of every 32) grow by the Marlin padding; a vLLM 0.19 start-up on one A100
     logged "Model loading took 13.72 GiB" (myoceane.fr, vllm-a100-gemma-4)."""
-    padded, stored = _gpt_oss("a100_sxm", 1), _gpt_oss("a100_sxm", 1, backend="sglang")
+    padded, stored = _gpt_oss("a100_sxm", 1), _gpt_oss("a100_sxm", 1, backend="trtllm")
     experts = 24 * 32 * 3 * 2880 * 2880 * 4.25 / 8
     extra = experts * ((3072 / 2880) * (2944 / 2880) - 1)
     assert weight_bytes_per_gpu(padded) - weight_bytes_per_gpu(stored) == pytest.approx(
