@@ -12,9 +12,9 @@ All figures come from extra simulations on the study's own workload and seed:
 - **KV margin**: the pick re-simulated with its KV pool ``KV_MARGIN_SCALE`` (90%) of what the
   memory rules fit (``kv_capacity_scale``): whether it still meets the SLO, how its TTFT p90
   moves, and how many instances (up to ``MAX_EXTRA_INSTANCES``) restore the SLO if not. Engines
-  size their pools from what they measure at start-up, and the capacity-bound H100 benchmark
-  rows imply pools 10-12% below the rule's (``simulator/kv_margin.py``): a pick that fails here
-  sits on the KV-capacity edge, where the simulator is least reliable.
+  size their pools from what they measure at start-up, and several capacity-bound H100
+  benchmark rows behave as if their pool were 5-15% below the rule's (``simulator/kv_margin.py``):
+  a pick that fails here sits on the KV-capacity edge, where the simulator is least reliable.
 - **baseline**: the user's configuration evaluated the same way, and each pick's saving.
 
 How the simulations run (``plan_runner``): evaluations whose configuration a trial already

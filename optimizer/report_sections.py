@@ -305,8 +305,9 @@ def _kv_margin_section(
     out = [
         "## If the engine holds less KV cache than the memory rule says\n",
         f"Each pick re-simulated with its KV pool at {float(scale):.0%} of the memory rule's "
-        "(engines size their pools from what they measure at start-up; the capacity-bound "
-        "H100 benchmark rows imply pools 10-12% below the rule's). A pick that misses the SLO "
+        "(engines size their pools from what they measure at start-up; several capacity-bound "
+        "H100 benchmark rows behave as if their pool were 5-15% below the rule's). A pick that "
+        "misses the SLO "
         "here sits on the KV-capacity edge, where predictions are least reliable: plan its "
         "extra instances or prefer a neighbour with room.\n",
     ]

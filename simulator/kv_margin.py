@@ -5,8 +5,8 @@ steeply with the pool: on the H100 benchmark rows a pool 10% smaller than the me
 multiplies some rows' simulated TTFT by 2-4 (bench/README.md, "KV-capacity margin"), and those
 rows are also the worst predicted (TTFT MAPE 47% against 22% for the others). Engines size
 their pools from what they measure at start-up, which a rule reproduces only to a few percent
-and an engine release's own quirks can move further; the capacity-bound rows of the benchmark
-file imply pools 10-12% below the rule's.
+and an engine release's own quirks can move further; several capacity-bound rows of the
+benchmark file behave as if their pool were 5-15% below the rule's (others match it).
 
 ``kv_margin`` re-simulates a configuration with its L1 pool scaled by ``1 - fraction`` and
 ``1 + fraction`` (``ServingConfig.kv_capacity_scale``; same workload and seed) and compares
