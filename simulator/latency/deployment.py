@@ -107,7 +107,7 @@ class Deployment:
     #: the backend preset's ``linear_state_precision`` unless a deployment says otherwise.
     linear_state_precision: LinearStatePrecision = "fp32"
     #: ``(hidden, intermediate)`` alignments the serving engine pads each routed expert's MXFP4
-    #: weights to when it loads them (vLLM: ``memory_rules.VLLM_MXFP4_ALIGNMENT``; the
+    #: weights to when it loads them (``memory_rules.VLLM_MXFP4_ALIGNMENT``, ``SGLANG_...``; the
     #: intermediate one applies to a TP partition of the expert); ``(1, 1)``: stored as in the
     #: checkpoint. Only MXFP4 experts at the checkpoint's own precision are padded
     #: (``routed_expert_padding``).
