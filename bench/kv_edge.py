@@ -6,13 +6,14 @@
 Every row of a silicon CSV is simulated as ``kvplan validate`` does (``validate.simulate_row``)
 three times: with the pool the memory rules fit, and with it ``--fraction`` smaller and larger
 (``ServingConfig.kv_capacity_scale``). A row's *sensitivity* is the largest factor by which
-either variant moves its simulated TTFT. The rows are then split into flat (< 1.1x),
-sensitive (1.1-1.5x) and edge (>= 1.5x, ``simulator.kv_margin.EDGE_RATIO``) and each group's
-TTFT error against the measurement is printed (MAPE, median APE and signed bias, mean
-|log(simulated / measured)|, rows off by more than 5x), then the most sensitive rows with the
-direction their error leans. What it says: how much of the remaining error sits where the
-prediction depends steeply on the pool (``kvplan simulate --kv-margin`` and the optimizer's
-planning flag such deployments); what it cannot say: which pool the engine really had.
+either variant moves its simulated TTFT (infinite where a variant cannot run). The rows are then
+split into flat (< 1.1x), sensitive (1.1-1.5x) and edge (>= 1.5x,
+``simulator.kv_margin.EDGE_RATIO``) and each group's TTFT error against the measurement is
+printed (MAPE, median APE and signed bias, mean |log(simulated / measured)|, rows off by more
+than 5x), then the most sensitive rows with the direction their error leans. What it says: how
+much of the remaining error sits where the prediction depends steeply on the pool (``kvplan
+simulate --kv-margin`` and the optimizer's planning flag such deployments); what it cannot say:
+which pool the engine really had.
 """
 
 from __future__ import annotations
@@ -90,16 +91,17 @@ def main(argv: list[str] | None = None) -> int:
             ttft.setdefault(line, {})[scale] = value
     table = []
     for line, values in ttft.items():
-        if len(values) < len(scales):
-            continue  # skipped at one of the scales: not comparable
+        if 1.0 not in values:
+            continue  # not simulated at the rule's pool: nothing to compare
         base = values[1.0]
-        moves = [values[s] / base for s in scales[1:]]
+        # A variant that cannot run (the pool too small for a request) is the edge itself.
+        moves = [values[s] / base if s in values else math.inf for s in scales[1:]]
         measured = by_line[line].measured_ttft_ms
         table.append(
             {
                 "line": line,
                 "label": _label(by_line[line]),
-                "sensitivity": max(max(m, 1 / m) for m in moves),
+                "sensitivity": max(max(m, 1 / m) if math.isfinite(m) else m for m in moves),
                 "smaller": moves[0],
                 "larger": moves[1],
                 "simulated_ms": base,
