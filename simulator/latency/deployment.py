@@ -60,6 +60,7 @@ from typing import Literal
 from hardware.checkpoints import RECIPES
 from hardware.precision import WEIGHT_ONLY
 from hardware.schema import BYTES_PER_ELEMENT, GpuSpec, ModelSpec
+from simulator.latency.memory_rules import padded_expert
 from simulator.latency.transfer import kv_bytes_per_gpu, request_state_bytes_per_gpu
 from slo.inputfile import InputError
 
@@ -230,7 +231,6 @@ class Deployment:
         padding of MXFP4 experts (``mxfp4_expert_alignment``) to whole tiles of the hidden size
         and of each GPU's share of the expert FFN; 1 for any other expert format."""
         recipe = RECIPES[self.model.checkpoint_recipe]
-        hidden_align, ffn_align = self.mxfp4_expert_alignment
         if (
             not self.model.is_moe
             or recipe.moe_format != "mxfp4"
@@ -238,8 +238,9 @@ class Deployment:
         ):
             return 1.0
         hidden = self.model.hidden_size
-        ffn = self.model.expert_ffn_size / self.expert_tp
-        return (_round_up(hidden, hidden_align) / hidden) * (_round_up(ffn, ffn_align) / ffn)
+        share = self.model.expert_ffn_size / self.expert_tp
+        padded_hidden, padded_share = padded_expert(hidden, share, self.mxfp4_expert_alignment)
+        return (padded_hidden / hidden) * (padded_share / share)
 
     @property
     def heads_per_gpu(self) -> int:
@@ -379,11 +380,6 @@ def _check_dp(d: Deployment) -> None:
             f"{_where(d)}: attention_dp={dp} needs an MoE model (the ranks share routed "
             f"experts); a dense model is replicated with more instances instead"
         )
-
-
-def _round_up(value: float, align: int) -> float:
-    """``value`` rounded up to a whole multiple of ``align``."""
-    return math.ceil(value / align) * align
 
 
 def _check_tp(d: Deployment) -> None:

@@ -214,13 +214,12 @@ def _weight_bytes(d: Deployment, ends: _Ends = _WHOLE, *, routed_split: int | No
     routed = 0.0
     if m.is_moe:
         # The routed experts as the engine holds them (MXFP4 padded to its kernel's tiles).
-        experts = m.num_experts * d.routed_expert_padding() + m.num_shared_experts
+        held = m.num_experts * d.routed_expert_padding()
         if routed_split is None:
-            sharded += m.num_moe_layers * experts * m.expert_params()
+            sharded += m.num_moe_layers * (held + m.num_shared_experts) * m.expert_params()
         else:
             sharded += m.num_moe_layers * m.num_shared_experts * m.expert_params()
-            routed = m.num_moe_layers * (experts - m.num_shared_experts) * m.expert_params()
-            routed /= routed_split
+            routed = m.num_moe_layers * held * m.expert_params() / routed_split
         replicated += m.num_moe_layers * h * m.num_experts  # router
     quantised = replicated + sharded / tp
     if routed:  # kept apart so that the expression without attention DP is unchanged

@@ -20,6 +20,7 @@ TP1 … 0.79 at TP16, ``sglang.yaml``'s ``hbm_utilization_by_tp``). Pure functio
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -31,6 +32,7 @@ __all__ = [
     "VLLM_SMALL_GPU_DEFAULTS",
     "SglangMemoryDefaults",
     "VllmBatchDefaults",
+    "padded_expert",
     "sglang_memory_defaults",
     "sglang_mxfp4_backend",
     "vllm_batch_defaults",
@@ -143,6 +145,17 @@ SGLANG_MXFP4_ALIGNMENT: dict[str, tuple[int, int]] = {
     "flashinfer": (256, 256),
     "triton": (1, 64),
 }
+
+
+def padded_expert(hidden: float, share: float, alignment: tuple[int, int]) -> tuple[float, float]:
+    """``(hidden size, one GPU's share of the expert FFN)`` rounded up to ``alignment``
+    (``VLLM_MXFP4_ALIGNMENT`` / ``SGLANG_MXFP4_ALIGNMENT``): the shape the engine allocates,
+    and its kernel computes, for an MXFP4 expert."""
+    hidden_align, share_align = alignment
+    return (
+        math.ceil(hidden / hidden_align) * hidden_align,
+        math.ceil(share / share_align) * share_align,
+    )
 
 
 def sglang_mxfp4_backend(cuda_capability: int | None) -> str | None:

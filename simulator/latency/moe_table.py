@@ -118,7 +118,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from simulator.latency.memory_rules import VLLM_MXFP4_ALIGNMENT
+from simulator.latency.memory_rules import VLLM_MXFP4_ALIGNMENT, padded_expert
 from simulator.latency.profile_files import MoeLender
 from simulator.latency.profile_grid import Grid
 from simulator.latency.profiles import (
@@ -411,9 +411,8 @@ def _marlin_padded(hidden: float, inter: float, moe_tp: float) -> tuple[float, f
     """``(hidden, full expert width)`` as vLLM holds an MXFP4 layer for its Marlin kernel: the
     hidden size and each GPU's share of the width rounded up to Marlin's tiles
     (``memory_rules.VLLM_MXFP4_ALIGNMENT``; the same padding as the memory the weights take)."""
-    hidden_align, share_align = VLLM_MXFP4_ALIGNMENT["marlin"]
-    share = math.ceil(inter / moe_tp / share_align) * share_align
-    return math.ceil(hidden / hidden_align) * hidden_align, share * moe_tp
+    padded_hidden, share = padded_expert(hidden, inter / moe_tp, VLLM_MXFP4_ALIGNMENT["marlin"])
+    return padded_hidden, share * moe_tp
 
 
 def _moe_dtype(name: str) -> str:

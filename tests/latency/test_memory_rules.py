@@ -21,8 +21,6 @@ from simulator.latency.memory_rules import (
 )
 from simulator.presets import load_preset
 from simulator.records import Recorder
-from simulator.validation.rules import version_settings
-from simulator.validation.silicon.rows import SiliconRow
 
 from .specs import B200, H100, LLAMA_8B
 
@@ -53,36 +51,6 @@ def test_vllm_capacity_by_hand() -> None:
     before = memory_fit(d, older)
     assert before.kv_gib_per_gpu - fit.kv_gib_per_gpu == pytest.approx(0.5, abs=1e-9)
     assert "(0.5 GiB of CUDA graphs outside)" in before.reason
-
-
-def test_vllm_rows_before_0_21_keep_their_cuda_graphs_outside_the_pool() -> None:
-    """``rules.version_settings``: a vLLM 0.18 row is simulated with the graphs outside, a 0.21
-    one (and one without a release) with the preset's, in the budget."""
-    rows = {
-        release: SiliconRow(
-            line=2,
-            id="r",
-            model="Qwen/Qwen3-8B",
-            backend="vllm",
-            system="h100_sxm",
-            precision="",
-            isl=1024,
-            osl=128,
-            concurrency=8,
-            tp=1,
-            pp=1,
-            attention_dp=1,
-            moe_tp=1,
-            moe_ep=1,
-            measured_ttft_ms=100.0,
-            measured_tpot_ms=10.0,
-            backend_version=release,
-        )
-        for release in ("0.18.0", "0.21.0", "")
-    }
-    assert version_settings(rows["0.18.0"], 1) == {"cuda_graphs_in_kv_budget": False}
-    assert version_settings(rows["0.21.0"], 1) == {}
-    assert version_settings(rows[""], 1) == {}
 
 
 def test_sglang_pool_on_an_h200_as_its_log_says() -> None:

@@ -73,6 +73,15 @@ def test_sglang_before_054_keeps_the_by_tp_fraction() -> None:
     assert version_settings(_row(backend="sglang", backend_version="0.5.8"), 2) == {}
 
 
+def test_vllm_rows_before_0_21_keep_their_cuda_graphs_outside_the_pool() -> None:
+    """A vLLM 0.18 row is simulated with its CUDA graphs outside the KV budget; a 0.21 one (and
+    one without a release) with the preset's, in it."""
+    old = _row(backend_version="0.18.0")
+    assert version_settings(old, 1) == {"cuda_graphs_in_kv_budget": False}
+    assert version_settings(_row(backend_version="0.21.0"), 1) == {}
+    assert version_settings(_row(), 1) == {}
+
+
 def test_row_config_applies_them_only_for_the_benchmark_deployment() -> None:
     catalog = shipped_catalog()
     sized = row_config(_row(), catalog, latency_model="roofline")
